@@ -1,0 +1,62 @@
+//! Decides what a KV router does with each decoded event: storage tier, skip reason or fatal error, under a named policy.
+//!
+//! What this crate is not: it does not decode bytes (that is `kvscope-wire`, whose
+//! [`kvscope_wire::KvEvent`]s it reads), it keeps no block trees (that is `kvscope-tiers`, which
+//! applies the verdicts made here and never decides them), and it does no I/O: no sockets, no
+//! files, no clocks. It compiles for `wasm32-unknown-unknown`, so the browser classifies with the
+//! same code the server runs.
+//!
+//! - [`StorageTier`] and [`resolve_tier`]: the medium table of DESIGN.md.
+//! - [`Policy`]: a named preset of switches (`fixed`, `legacy`); see [`policy`] for adding one.
+//! - [`rules`]: one item per rule, in evaluation order ([`rules::RULES`]).
+//! - [`Normalizer`]: per-source state; one [`Verdict`] per event, rendered as a sentence on
+//!   demand (`verdict.to_string()`), counted in [`SourceCounters`] with rate-limited warning
+//!   budgets.
+//! - [`vectors`]: the shared test-vector table and its runner, run by every host.
+//!
+//! ```
+//! use kvscope_normalize::{Normalizer, Policy};
+//!
+//! let mut n = Normalizer::new(1536, "fixed".parse::<Policy>().unwrap());
+//! let w0 = n.source("w0", 0);
+//! let payload = kvscope_normalize::vectors::encode_batch(
+//!     0.0,
+//!     &serde_json::from_str(r#"[{"type": "BlockStored", "hashes": [7], "block_size": 12288,
+//!                               "medium": "cpu", "group_idx": 3}]"#).unwrap(),
+//!     Some(0),
+//!     false,
+//! ).unwrap();
+//! let mut verdicts = Vec::new();
+//! n.push_payload(w0, 8, &payload, &mut verdicts).unwrap();
+//! assert_eq!(verdicts[0].code().to_string(), "offload_block_size_mismatch host_pinned");
+//! assert_eq!(
+//!     verdicts[0].to_string(),
+//!     "medium \"cpu\" -> HostPinned (case-insensitive); block_size 12288 != 1536 on a non-device \
+//!      tier -> skip offload_block_size_mismatch"
+//! );
+//! ```
+
+mod counters;
+mod groups;
+pub mod kind;
+pub mod msgpack;
+mod normalizer;
+pub mod policy;
+pub mod rules;
+mod small;
+pub mod tier;
+mod verdict;
+pub mod vectors;
+
+pub use counters::{BudgetKind, LogLevel, LogLine, SourceCounters, WarningBudget, WARNING_BUDGET};
+pub use groups::{GroupTable, LearnedKind};
+pub use kind::{classify_kind, KindClass};
+pub use normalizer::{Normalizer, SourceKey};
+pub use policy::{BlockSizeCheck, MediumMatch, MediumTable, Policy, UnknownPolicy};
+pub use rules::{Rule, RuleId, RULES};
+pub use small::{SmallStr, SMALL_STR_CAPACITY};
+pub use tier::{resolve_tier, StorageTier, TierChoice, TierSource};
+pub use verdict::{
+    Apply, Facts, Fatal, GroupCheck, SkipReason, SourceId, Verdict, VerdictCode, VerdictFlags, VerdictKind,
+    VerdictLabel,
+};

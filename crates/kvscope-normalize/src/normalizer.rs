@@ -1,0 +1,266 @@
+//! The normalizer: one per configuration (block size, policy), state per source.
+//!
+//! A source is one `(worker_id, dp_rank)`: each data-parallel rank publishes on its own port with
+//! its own sequence counter, and a router keeps its trees per rank. Per source the normalizer
+//! keeps the learned group kinds (step 2 of the rules) and the [`SourceCounters`]. It keeps no
+//! trees: `kvscope-tiers` applies the verdicts this produces.
+//!
+//! Hot path: [`Normalizer::normalize_batch`] appends one `Copy` verdict per event to a
+//! caller-owned vector and allocates nothing per event; a warning line is formatted only while
+//! its budget has room (three per budget per source), and the first fatal once.
+
+use std::fmt;
+
+use kvscope_wire::{decode_batch, DecodeError, EventBatch, KvEvent};
+
+use crate::counters::{LogLevel, LogLine, SourceCounters};
+use crate::groups::GroupTable;
+use crate::policy::Policy;
+use crate::rules::{evaluate, EventCtx};
+use crate::tier::StorageTier;
+use crate::verdict::{SkipReason, SourceId, Verdict, VerdictFlags, VerdictKind};
+
+/// A source's name: which worker, which data-parallel rank.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceKey {
+    pub worker_id: String,
+    pub dp_rank: u32,
+}
+
+impl SourceKey {
+    pub fn new(worker_id: impl Into<String>, dp_rank: u32) -> Self {
+        SourceKey { worker_id: worker_id.into(), dp_rank }
+    }
+}
+
+/// `w0:1`, the form the command line's `--workers "id[:dp]=..."` uses.
+impl fmt::Display for SourceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.worker_id, self.dp_rank)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct SourceState {
+    key: SourceKey,
+    groups: GroupTable,
+    counters: SourceCounters,
+}
+
+/// Turns decoded events into verdicts under one block size and one policy.
+#[derive(Clone, Debug)]
+pub struct Normalizer {
+    block_size: u32,
+    policy: Policy,
+    sources: Vec<SourceState>,
+}
+
+impl Normalizer {
+    /// A normalizer for `--block-size block_size --policy policy`.
+    pub fn new(block_size: u32, policy: Policy) -> Self {
+        Normalizer { block_size, policy, sources: Vec::new() }
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The id of a source, registering it on first use. Look it up once per connection, not per
+    /// batch: the lookup is a linear scan (a fleet has tens of sources, not thousands).
+    pub fn source(&mut self, worker_id: &str, dp_rank: u32) -> SourceId {
+        if let Some(i) = self.sources.iter().position(|s| s.key.dp_rank == dp_rank && s.key.worker_id == worker_id) {
+            return SourceId(i as u32);
+        }
+        self.sources.push(SourceState {
+            key: SourceKey::new(worker_id, dp_rank),
+            groups: GroupTable::default(),
+            counters: SourceCounters::default(),
+        });
+        SourceId(self.sources.len() as u32 - 1)
+    }
+
+    /// The id of a known source, without registering.
+    pub fn find_source(&self, worker_id: &str, dp_rank: u32) -> Option<SourceId> {
+        self.sources
+            .iter()
+            .position(|s| s.key.dp_rank == dp_rank && s.key.worker_id == worker_id)
+            .map(|i| SourceId(i as u32))
+    }
+
+    /// Every registered source, in registration order.
+    pub fn sources(&self) -> impl Iterator<Item = (SourceId, &SourceKey)> {
+        self.sources.iter().enumerate().map(|(i, s)| (SourceId(i as u32), &s.key))
+    }
+
+    /// # Panics
+    /// If `id` did not come from this normalizer.
+    pub fn source_key(&self, id: SourceId) -> &SourceKey {
+        &self.state(id).key
+    }
+
+    pub fn counters(&self, id: SourceId) -> &SourceCounters {
+        &self.state(id).counters
+    }
+
+    /// The group kinds a source's stores have declared.
+    pub fn groups(&self, id: SourceId) -> &GroupTable {
+        &self.state(id).groups
+    }
+
+    /// Forgets what a source taught (groups) and counted, as after an engine restart.
+    pub fn reset_source(&mut self, id: SourceId) {
+        let state = self.state_mut(id);
+        state.groups = GroupTable::default();
+        state.counters = SourceCounters::default();
+    }
+
+    fn state(&self, id: SourceId) -> &SourceState {
+        self.sources.get(id.index()).unwrap_or_else(|| panic!("source {id:?} is not registered in this normalizer"))
+    }
+
+    fn state_mut(&mut self, id: SourceId) -> &mut SourceState {
+        self.sources.get_mut(id.index()).unwrap_or_else(|| panic!("source {id:?} is not registered in this normalizer"))
+    }
+
+    /// Decodes one payload and normalizes its events, appending one verdict per event to `out`.
+    /// A payload that does not decode is counted on the source (`decode_errors`, first one kept
+    /// with its context) and returned as the error; `out` is then unchanged.
+    pub fn push_payload(
+        &mut self,
+        id: SourceId,
+        seq: u64,
+        payload: &[u8],
+        out: &mut Vec<Verdict>,
+    ) -> Result<EventBatch, DecodeError> {
+        match decode_batch(payload) {
+            Ok(batch) => {
+                self.normalize_batch(id, seq, &batch, out);
+                Ok(batch)
+            }
+            Err(err) => {
+                let state = self.state_mut(id);
+                state.counters.decode_errors += 1;
+                if state.counters.first_decode_error.is_none() {
+                    let text = format!("{} seq {seq}: {err}", state.key);
+                    state.counters.first_decode_error = Some(LogLine { level: LogLevel::Error, seq, event_index: 0, text });
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Normalizes every event of a decoded batch, appending one verdict per event to `out`.
+    pub fn normalize_batch(&mut self, id: SourceId, seq: u64, batch: &EventBatch, out: &mut Vec<Verdict>) {
+        self.state_mut(id).counters.batches += 1;
+        out.reserve(batch.events.len());
+        for (i, event) in batch.events.iter().enumerate() {
+            out.push(self.normalize_event(id, seq, i as u32, batch.dp_rank, event));
+        }
+    }
+
+    /// Normalizes one event. `batch_dp_rank` is the batch's own rank field; groups are learned
+    /// per `(rank, group_idx)` with the source's rank used when the batch names none.
+    pub fn normalize_event(
+        &mut self,
+        id: SourceId,
+        seq: u64,
+        event_index: u32,
+        batch_dp_rank: Option<u32>,
+        event: &KvEvent,
+    ) -> Verdict {
+        let policy = self.policy;
+        let block_size = self.block_size;
+        let state = self.sources.get_mut(id.index()).unwrap_or_else(|| panic!("source {id:?} is not registered"));
+        let dp_rank = batch_dp_rank.unwrap_or(state.key.dp_rank);
+
+        let mut cx = EventCtx::new(event, &policy, block_size, dp_rank, &mut state.groups);
+        let (rule, kind) = evaluate(&mut cx);
+        let mut verdict = Verdict {
+            source: id,
+            seq,
+            event_index,
+            event_type: event.event_type(),
+            tier: cx.tier.map(|t| t.tier),
+            kind,
+            rule,
+            flags: cx.flags,
+            facts: cx.facts,
+        };
+
+        let counters = &mut state.counters;
+        let key = &state.key;
+        counters.count_event(verdict.event_type);
+        counters.count_verdict(verdict.tier, verdict.label(), verdict.blocks_applied());
+        if verdict.flags.contains(VerdictFlags::UNKNOWN_MEDIUM_FALLBACK) {
+            counters.unknown_medium_fallbacks += 1;
+        }
+
+        match verdict.kind {
+            VerdictKind::Skip(SkipReason::OffloadBlockSizeMismatch) => {
+                let budget = &mut counters.offload;
+                verdict.facts.warning_limit = budget.limit;
+                let v = &verdict;
+                if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| offload_line(key, v, last)) {
+                    verdict.facts.warning_ordinal = n;
+                    verdict.flags.insert(VerdictFlags::WARNING_LOGGED);
+                }
+            }
+            VerdictKind::Fatal(_) => {
+                counters.fatal_count += 1;
+                if counters.first_fatal.is_none() {
+                    let hint = verdict.fatal_hint().unwrap_or_default();
+                    let text = format!("{key} seq {seq} event {event_index}: {verdict}; {hint}");
+                    counters.first_fatal = Some(LogLine { level: LogLevel::Error, seq, event_index, text });
+                }
+            }
+            _ if verdict.flags.contains(VerdictFlags::SHORT_TOKEN_IDS)
+                || verdict.flags.contains(VerdictFlags::WRONG_SIZE_BLOCK) =>
+            {
+                let budget = &mut counters.conversion;
+                verdict.facts.warning_limit = budget.limit;
+                let v = &verdict;
+                if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| conversion_line(key, v, last)) {
+                    verdict.facts.warning_ordinal = n;
+                    verdict.flags.insert(VerdictFlags::WARNING_LOGGED);
+                }
+            }
+            _ => {}
+        }
+        verdict
+    }
+}
+
+const COUNTED_FROM_NOW: &str = "; further warnings of this kind are counted, not logged";
+
+fn offload_line(key: &SourceKey, v: &Verdict, last: bool) -> String {
+    let f = &v.facts;
+    format!(
+        "{key} seq {} event {}: skipping BlockStored on {} (medium {:?}): block_size {} != {} \
+         (offload_block_size_mismatch){}",
+        v.seq,
+        v.event_index,
+        v.tier.unwrap_or(StorageTier::Device),
+        f.medium.unwrap_or_default(),
+        f.event_block_size.unwrap_or(0),
+        f.configured_block_size,
+        if last { COUNTED_FROM_NOW } else { "" }
+    )
+}
+
+fn conversion_line(key: &SourceKey, v: &Verdict, last: bool) -> String {
+    let f = &v.facts;
+    let name = if v.flags.contains(VerdictFlags::SHORT_TOKEN_IDS) { "short_token_ids" } else { "wrong_size_block" };
+    format!(
+        "{key} seq {} event {}: BlockStored token_ids has {} tokens for {} blocks of {} ({name}){}",
+        v.seq,
+        v.event_index,
+        f.token_count,
+        f.blocks,
+        f.event_block_size.unwrap_or(f.configured_block_size),
+        if last { COUNTED_FROM_NOW } else { "" }
+    )
+}

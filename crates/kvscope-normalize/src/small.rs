@@ -1,0 +1,101 @@
+//! A short wire string kept inline in a verdict.
+//!
+//! A verdict must be able to render "medium \"cpu\" -> HostPinned" long after the event is gone,
+//! and the normalizer runs at millions of events per second, so a verdict cannot own a `String`
+//! (one allocation per event). Mediums and cache kinds are short words written by engine code
+//! (`GPU`, `cpu`, `chunked_local_attention` is the longest known at 23 bytes), so they are
+//! copied into a fixed inline buffer. A longer string keeps its first bytes and remembers that it
+//! was cut, so the rendering can say so instead of pretending it saw the whole string.
+//! Rejected alternative: an interner in the normalizer, which would make every rendering need
+//! the normalizer and would grow without bound on a hostile stream.
+
+use std::fmt;
+
+/// Inline capacity in bytes.
+pub const SMALL_STR_CAPACITY: usize = 30;
+
+/// A string of up to [`SMALL_STR_CAPACITY`] bytes stored inline; longer input is cut at a char
+/// boundary and flagged.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SmallStr {
+    len: u8,
+    cut: bool,
+    bytes: [u8; SMALL_STR_CAPACITY],
+}
+
+impl SmallStr {
+    /// The empty string.
+    pub const EMPTY: SmallStr = SmallStr { len: 0, cut: false, bytes: [0; SMALL_STR_CAPACITY] };
+
+    /// Copies `s`, cutting it at a char boundary if it is longer than the capacity.
+    pub fn new(s: &str) -> SmallStr {
+        let mut end = s.len().min(SMALL_STR_CAPACITY);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut bytes = [0; SMALL_STR_CAPACITY];
+        bytes[..end].copy_from_slice(&s.as_bytes()[..end]);
+        SmallStr { len: end as u8, cut: end < s.len(), bytes }
+    }
+
+    /// The kept text (the whole string unless [`SmallStr::is_cut`]).
+    pub fn as_str(&self) -> &str {
+        // Only ever filled from a &str cut at a char boundary.
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or_default()
+    }
+
+    /// True when the original string was longer than the capacity.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+}
+
+impl Default for SmallStr {
+    fn default() -> Self {
+        SmallStr::EMPTY
+    }
+}
+
+/// Renders like `{:?}` of the original string; a cut string ends in `…` after the quote.
+impl fmt::Debug for SmallStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())?;
+        if self.cut {
+            f.write_str("…")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for SmallStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())?;
+        if self.cut {
+            f.write_str("…")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_strings_are_kept_whole_and_render_like_debug() {
+        let s = SmallStr::new("cpu ");
+        assert_eq!(s.as_str(), "cpu ");
+        assert!(!s.is_cut());
+        assert_eq!(format!("{s:?}"), "\"cpu \"");
+        assert_eq!(SmallStr::new("chunked_local_attention").as_str(), "chunked_local_attention");
+    }
+
+    #[test]
+    fn long_strings_are_cut_at_a_char_boundary_and_say_so() {
+        let long = "é".repeat(20); // 40 bytes
+        let s = SmallStr::new(&long);
+        assert!(s.is_cut());
+        assert_eq!(s.as_str(), "é".repeat(15));
+        assert!(format!("{s:?}").ends_with("\"…"));
+    }
+}

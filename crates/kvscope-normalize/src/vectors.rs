@@ -1,0 +1,624 @@
+//! One table of normalizer vectors, one runner, any number of hosts.
+//!
+//! The table (`vectors/normalizer.json`, embedded) lists inputs (events described as data,
+//! encoded here into real msgpack payloads, and corpus payloads by file name), a configuration
+//! (block size) and the expected verdicts under every policy named in `expect`; `fixed` and
+//! `legacy` are required in every vector. [`run_vectors`] feeds each vector, under each policy,
+//! through a caller-supplied [`VectorHost`] and compares what comes back. The same table runs:
+//!
+//! - natively through [`NativeHost`] (`cargo test -p kvscope-normalize`),
+//! - natively with tier trees (`kvscope-tiers` tests, which also check tree sizes),
+//! - in headless Chromium through `wasm_bindgen_test` (`kvscope-wasm`), and
+//! - in headless Chromium through the JS-facing wasm-bindgen API, comparing the `JsValue`s.
+//!
+//! Every host asserts how many runs it made and fails on zero ([`VectorReport::assert_ok`]): a
+//! runner that silently runs nothing is the failure this design exists to prevent.
+//!
+//! Codes compared per verdict are [`crate::Verdict::code`] (`store device 2`,
+//! `offload_block_size_mismatch host_pinned`); a payload that does not decode yields one code
+//! `decode_error <kind>` for the whole frame.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+
+use crate::msgpack::Writer;
+use crate::normalizer::Normalizer;
+use crate::policy::Policy;
+use crate::verdict::Verdict;
+
+/// The embedded vector table.
+pub const VECTORS_JSON: &str = include_str!("../vectors/normalizer.json");
+
+/// The policies every vector must have expectations for.
+pub const REQUIRED_POLICIES: [&str; 2] = ["fixed", "legacy"];
+
+/// The parsed table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorTable {
+    pub about: String,
+    pub vectors: Vec<Vector>,
+}
+
+/// One vector: inputs, configuration, expectations per policy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vector {
+    pub name: String,
+    /// Why the vector exists (which rule, which incident).
+    pub about: String,
+    pub block_size: u32,
+    pub frames: Vec<FrameSpec>,
+    /// Policy name -> what must come out.
+    pub expect: BTreeMap<String, Expect>,
+}
+
+/// One payload pushed for a source: events described as data, or a corpus file, or raw bytes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameSpec {
+    /// `worker:dp_rank`, e.g. `w0:0`.
+    pub source: String,
+    pub seq: u64,
+    /// Events to encode (exclusive with `corpus` and `raw_hex`).
+    #[serde(default)]
+    pub events: Option<Vec<EventSpec>>,
+    /// A corpus payload by manifest path, e.g. `vllm-0.33.0/kimi_k3_agg-w0-09.msgpack`.
+    #[serde(default)]
+    pub corpus: Option<String>,
+    /// Raw payload bytes in hex (for malformed input).
+    #[serde(default)]
+    pub raw_hex: Option<String>,
+    /// `map` (vLLM 0.24 on, the default) or `array` (tagged arrays, vLLM up to 0.23).
+    #[serde(default)]
+    pub encoding: Option<String>,
+    /// The batch's own dp_rank field; defaults to the source's rank. `null` writes nil.
+    #[serde(default, deserialize_with = "present")]
+    pub batch_dp_rank: Option<Option<u32>>,
+    #[serde(default)]
+    pub ts: f64,
+}
+
+/// Tells a present `null` (`Some(None)`) from an absent key (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<u32>>, D::Error> {
+    Option::<u32>::deserialize(d).map(Some)
+}
+
+/// A hash: an unsigned or signed integer (signed ones are written as msgpack ints and bit-cast
+/// by the decoder).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+pub enum HashSpec {
+    Unsigned(u64),
+    Signed(i64),
+}
+
+/// One event described as data.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSpec {
+    /// `BlockStored`, `BlockRemoved`, `AllBlocksCleared`, or any other tag.
+    #[serde(rename = "type")]
+    pub tag: String,
+    #[serde(default)]
+    pub hashes: Vec<HashSpec>,
+    #[serde(default)]
+    pub parent: Option<HashSpec>,
+    /// Token count; defaults to `hashes * block_size`.
+    #[serde(default)]
+    pub tokens: Option<u32>,
+    #[serde(default)]
+    pub block_size: Option<u32>,
+    #[serde(default)]
+    pub medium: Option<String>,
+    #[serde(default)]
+    pub group_idx: Option<u32>,
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+/// What must come out of one vector under one policy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// One code per event (per frame for a frame that does not decode), in push order.
+    pub verdicts: Vec<String>,
+    /// Full sentences for some verdicts: index into `verdicts` -> text.
+    #[serde(default)]
+    pub text: BTreeMap<usize, String>,
+    /// Per-source counters, by `worker:dp_rank`.
+    #[serde(default)]
+    pub sources: BTreeMap<String, SourceExpect>,
+}
+
+/// Expected counters of one source; absent fields are not checked.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SourceExpect {
+    /// `[fatal_count, seq of the first fatal]`.
+    #[serde(default)]
+    pub fatal: Option<(u64, Option<u64>)>,
+    /// `[emitted, suppressed]`.
+    #[serde(default)]
+    pub conversion: Option<[u64; 2]>,
+    /// `[emitted, suppressed]`.
+    #[serde(default)]
+    pub offload: Option<[u64; 2]>,
+    /// Live blocks per tier label, checked only by hosts that keep trees.
+    #[serde(default)]
+    pub trees: Option<BTreeMap<String, u64>>,
+}
+
+/// Parses the embedded table.
+///
+/// # Panics
+/// If the embedded JSON is malformed: a build-time asset, checked by every host's first run.
+pub fn table() -> VectorTable {
+    serde_json::from_str(VECTORS_JSON).unwrap_or_else(|e| panic!("vectors/normalizer.json: {e}"))
+}
+
+/// Number of vectors in the table.
+pub fn vector_count() -> usize {
+    table().vectors.len()
+}
+
+/// A payload ready to push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub worker_id: String,
+    pub dp_rank: u32,
+    pub seq: u64,
+    pub payload: Vec<u8>,
+}
+
+/// One vector under one policy, as a host receives it.
+#[derive(Debug, Clone, Copy)]
+pub struct VectorCase<'a> {
+    pub vector: &'a str,
+    pub policy: &'a str,
+    pub block_size: u32,
+    pub frames: &'a [Frame],
+}
+
+/// One verdict as a host reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutVerdict {
+    pub code: String,
+    pub text: String,
+}
+
+impl OutVerdict {
+    pub fn from_verdict(v: &Verdict) -> Self {
+        OutVerdict { code: v.code().to_string(), text: v.to_string() }
+    }
+}
+
+/// One source's counters as a host reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OutSource {
+    /// `worker:dp_rank`.
+    pub source: String,
+    pub fatal_count: u64,
+    pub first_fatal_seq: Option<u64>,
+    pub conversion: [u64; 2],
+    pub offload: [u64; 2],
+    /// Live blocks per tier label, if the host keeps trees.
+    pub trees: Option<BTreeMap<String, u64>>,
+}
+
+/// What a host produced for one case.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VectorOutput {
+    pub verdicts: Vec<OutVerdict>,
+    pub sources: Vec<OutSource>,
+}
+
+/// An entry point the vectors run through.
+pub trait VectorHost {
+    /// For reports: `native`, `wasm`, `wasm-js`.
+    fn name(&self) -> &str;
+    /// The bytes of a corpus payload by manifest path (hosts link `kvscope-corpus`).
+    fn corpus_payload(&self, file: &str) -> Option<Vec<u8>>;
+    /// Runs one case from a fresh state: a normalizer for `case.block_size` and `case.policy`,
+    /// the frames pushed in order.
+    fn run(&mut self, case: &VectorCase<'_>) -> Result<VectorOutput, String>;
+}
+
+/// What a run found.
+#[derive(Debug, Clone, Default)]
+pub struct VectorReport {
+    pub host: String,
+    /// Vectors in the table.
+    pub vectors: usize,
+    /// (vector, policy) cases run.
+    pub runs: usize,
+    /// Tree expectations the host could not check (it keeps no trees).
+    pub tree_checks_skipped: usize,
+    pub failures: Vec<String>,
+}
+
+impl VectorReport {
+    /// Panics listing every failure, or if no case ran, or if the number of runs is not
+    /// `expected_runs`.
+    pub fn assert_ok(&self, expected_runs: usize) {
+        assert!(self.runs > 0, "host {}: no normalizer vector ran; is vectors/normalizer.json empty?", self.host);
+        assert!(
+            self.failures.is_empty(),
+            "host {}: {} of {} vector runs failed:\n{}",
+            self.host,
+            self.failures.len(),
+            self.runs,
+            self.failures.join("\n")
+        );
+        assert_eq!(self.runs, expected_runs, "host {}: ran {} vector cases, expected {expected_runs}", self.host, self.runs);
+    }
+}
+
+/// The number of (vector, policy) cases in the table.
+pub fn case_count() -> usize {
+    table().vectors.iter().map(|v| v.expect.len()).sum()
+}
+
+/// Runs every vector under every policy it has expectations for.
+pub fn run_vectors(host: &mut impl VectorHost) -> VectorReport {
+    let table = table();
+    let mut report = VectorReport { host: host.name().to_owned(), vectors: table.vectors.len(), ..Default::default() };
+    for vector in &table.vectors {
+        for required in REQUIRED_POLICIES {
+            if !vector.expect.contains_key(required) {
+                report.failures.push(format!("{}: no expectation for policy {required:?}", vector.name));
+            }
+        }
+        let frames = match build_frames(vector, host) {
+            Ok(frames) => frames,
+            Err(e) => {
+                report.failures.push(format!("{}: {e}", vector.name));
+                continue;
+            }
+        };
+        for (policy, expect) in &vector.expect {
+            if policy.parse::<Policy>().is_err() {
+                // An expectation for a preset this build does not have yet: not a failure.
+                continue;
+            }
+            report.runs += 1;
+            let case = VectorCase { vector: &vector.name, policy, block_size: vector.block_size, frames: &frames };
+            match host.run(&case) {
+                Ok(out) => compare(vector, policy, expect, &out, &mut report),
+                Err(e) => report.failures.push(format!("{} [{policy}]: host error: {e}", vector.name)),
+            }
+        }
+    }
+    report
+}
+
+fn compare(vector: &Vector, policy: &str, expect: &Expect, out: &VectorOutput, report: &mut VectorReport) {
+    let at = format!("{} [{policy}]", vector.name);
+    let got: Vec<&str> = out.verdicts.iter().map(|v| v.code.as_str()).collect();
+    if got != expect.verdicts {
+        let mut msg = format!("{at}: verdicts differ (expected {}, got {}):", expect.verdicts.len(), got.len());
+        for i in 0..got.len().max(expect.verdicts.len()) {
+            let e = expect.verdicts.get(i).map_or("<none>", String::as_str);
+            let g = got.get(i).copied().unwrap_or("<none>");
+            let mark = if e == g { " " } else { "!" };
+            let _ = write!(msg, "\n  {mark} [{i}] expected {e:?}, got {g:?}");
+        }
+        report.failures.push(msg);
+    }
+    for (&i, text) in &expect.text {
+        match out.verdicts.get(i) {
+            Some(v) if &v.text == text => {}
+            Some(v) => report.failures.push(format!("{at}: verdict [{i}] text:\n  expected {text:?}\n  got      {:?}", v.text)),
+            None => report.failures.push(format!("{at}: verdict [{i}] text expected, but only {} verdicts", got.len())),
+        }
+    }
+    for (source, se) in &expect.sources {
+        let Some(os) = out.sources.iter().find(|s| &s.source == source) else {
+            report.failures.push(format!("{at}: source {source} expected, host reported none"));
+            continue;
+        };
+        if let Some((count, seq)) = se.fatal {
+            if (os.fatal_count, os.first_fatal_seq) != (count, seq) {
+                report.failures.push(format!(
+                    "{at}: {source} fatal: expected count {count} first seq {seq:?}, got {} / {:?}",
+                    os.fatal_count, os.first_fatal_seq
+                ));
+            }
+        }
+        if let Some(c) = se.conversion {
+            if os.conversion != c {
+                report.failures.push(format!("{at}: {source} conversion warnings [emitted, suppressed]: expected {c:?}, got {:?}", os.conversion));
+            }
+        }
+        if let Some(o) = se.offload {
+            if os.offload != o {
+                report.failures.push(format!("{at}: {source} offload warnings [emitted, suppressed]: expected {o:?}, got {:?}", os.offload));
+            }
+        }
+        if let Some(trees) = &se.trees {
+            match &os.trees {
+                None => report.tree_checks_skipped += 1,
+                Some(got) => {
+                    // Tiers not listed must be empty.
+                    let mut want = trees.clone();
+                    want.retain(|_, n| *n > 0);
+                    let mut have = got.clone();
+                    have.retain(|_, n| *n > 0);
+                    if want != have {
+                        report.failures.push(format!("{at}: {source} live blocks per tier: expected {want:?}, got {have:?}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Splits `w0:1` into `("w0", 1)`.
+pub fn parse_source(s: &str) -> Result<(String, u32), String> {
+    let (worker, rank) = s.rsplit_once(':').ok_or_else(|| format!("source {s:?} is not worker:dp_rank"))?;
+    let rank = rank.parse().map_err(|_| format!("source {s:?}: dp_rank {rank:?} is not a u32"))?;
+    Ok((worker.to_owned(), rank))
+}
+
+fn build_frames(vector: &Vector, host: &impl VectorHost) -> Result<Vec<Frame>, String> {
+    vector
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let (worker_id, dp_rank) = parse_source(&spec.source)?;
+            let payload = match (&spec.events, &spec.corpus, &spec.raw_hex) {
+                (Some(events), None, None) => {
+                    let rank = spec.batch_dp_rank.unwrap_or(Some(dp_rank));
+                    let array = match spec.encoding.as_deref() {
+                        None | Some("map") => false,
+                        Some("array") => true,
+                        Some(other) => return Err(format!("frame {i}: encoding {other:?} is not map or array")),
+                    };
+                    encode_batch(spec.ts, events, rank, array)?
+                }
+                (None, Some(file), None) => host
+                    .corpus_payload(file)
+                    .ok_or_else(|| format!("frame {i}: host {} has no corpus payload {file:?}", host.name()))?,
+                (None, None, Some(hex)) => decode_hex(hex).map_err(|e| format!("frame {i}: raw_hex: {e}"))?,
+                _ => return Err(format!("frame {i}: give exactly one of events, corpus, raw_hex")),
+            };
+            Ok(Frame { worker_id, dp_rank, seq: spec.seq, payload })
+        })
+        .collect()
+}
+
+fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
+    let hex: String = hex.split_whitespace().collect();
+    if hex.len() % 2 != 0 {
+        return Err("odd number of hex digits".into());
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| format!("at {i}: {e}")))
+        .collect()
+}
+
+fn write_hash(w: &mut Writer, h: HashSpec) {
+    match h {
+        HashSpec::Unsigned(v) => w.uint(v),
+        HashSpec::Signed(v) => w.int(v),
+    };
+}
+
+fn write_tokens(w: &mut Writer, n: u32) {
+    w.array(n as usize);
+    for i in 0..n {
+        // Small positive fixints: realistic enough, one byte each.
+        w.uint(u64::from(i % 100) + 1);
+    }
+}
+
+/// Encodes a batch `[ts, events, dp_rank]` as an engine would: tagged maps (`array == false`,
+/// vLLM 0.24 on) or tagged arrays with every position written (vLLM 0.22-0.23 layout).
+pub fn encode_batch(ts: f64, events: &[EventSpec], dp_rank: Option<u32>, array: bool) -> Result<Vec<u8>, String> {
+    let mut w = Writer::new();
+    w.array(3).f64(ts).array(events.len());
+    for (i, e) in events.iter().enumerate() {
+        encode_event(&mut w, e, array).map_err(|m| format!("event {i}: {m}"))?;
+    }
+    match dp_rank {
+        Some(r) => w.uint(u64::from(r)),
+        None => w.nil(),
+    };
+    Ok(w.into_bytes())
+}
+
+fn encode_event(w: &mut Writer, e: &EventSpec, array: bool) -> Result<(), String> {
+    let opt_str = |w: &mut Writer, s: &Option<String>| {
+        match s {
+            Some(s) => w.str(s),
+            None => w.nil(),
+        };
+    };
+    let opt_u32 = |w: &mut Writer, v: Option<u32>| {
+        match v {
+            Some(v) => w.uint(u64::from(v)),
+            None => w.nil(),
+        };
+    };
+    match e.tag.as_str() {
+        "BlockStored" => {
+            let block_size = e.block_size.ok_or("BlockStored needs block_size")?;
+            let tokens = e.tokens.unwrap_or(e.hashes.len() as u32 * block_size);
+            if array {
+                // tag, hashes, parent, token_ids, block_size, lora_id, medium, lora_name,
+                // extra_keys, group_idx, kind, sliding_window
+                w.array(12).str("BlockStored");
+                w.array(e.hashes.len());
+                e.hashes.iter().for_each(|h| write_hash(w, *h));
+                match e.parent {
+                    Some(p) => write_hash(w, p),
+                    None => {
+                        w.nil();
+                    }
+                }
+                write_tokens(w, tokens);
+                w.uint(u64::from(block_size)).nil();
+                opt_str(w, &e.medium);
+                w.nil().nil();
+                opt_u32(w, e.group_idx);
+                opt_str(w, &e.kind);
+                w.nil();
+            } else {
+                let n = 5 + usize::from(e.medium.is_some()) + usize::from(e.group_idx.is_some()) + usize::from(e.kind.is_some());
+                w.map(n).str("type").str("BlockStored");
+                w.str("block_hashes").array(e.hashes.len());
+                e.hashes.iter().for_each(|h| write_hash(w, *h));
+                w.str("parent_block_hash");
+                match e.parent {
+                    Some(p) => write_hash(w, p),
+                    None => {
+                        w.nil();
+                    }
+                }
+                w.str("token_ids");
+                write_tokens(w, tokens);
+                w.str("block_size").uint(u64::from(block_size));
+                if let Some(m) = &e.medium {
+                    w.str("medium").str(m);
+                }
+                if let Some(g) = e.group_idx {
+                    w.str("group_idx").uint(u64::from(g));
+                }
+                if let Some(k) = &e.kind {
+                    w.str("kv_cache_spec_kind").str(k);
+                }
+            }
+        }
+        "BlockRemoved" => {
+            if array {
+                w.array(4).str("BlockRemoved").array(e.hashes.len());
+                e.hashes.iter().for_each(|h| write_hash(w, *h));
+                opt_str(w, &e.medium);
+                opt_u32(w, e.group_idx);
+            } else {
+                let n = 2 + usize::from(e.medium.is_some()) + usize::from(e.group_idx.is_some());
+                w.map(n).str("type").str("BlockRemoved").str("block_hashes").array(e.hashes.len());
+                e.hashes.iter().for_each(|h| write_hash(w, *h));
+                if let Some(m) = &e.medium {
+                    w.str("medium").str(m);
+                }
+                if let Some(g) = e.group_idx {
+                    w.str("group_idx").uint(u64::from(g));
+                }
+            }
+        }
+        tag => {
+            // AllBlocksCleared and unknown tags carry nothing the normalizer reads.
+            if array {
+                w.array(1).str(tag);
+            } else {
+                w.map(1).str("type").str(tag);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The reference host: a [`Normalizer`] called directly.
+#[derive(Debug, Clone, Copy)]
+pub struct NativeHost {
+    corpus: fn(&str) -> Option<&'static [u8]>,
+}
+
+impl NativeHost {
+    /// `corpus` looks payloads up by manifest path (`kvscope_corpus::payload`).
+    pub fn new(corpus: fn(&str) -> Option<&'static [u8]>) -> Self {
+        NativeHost { corpus }
+    }
+}
+
+/// Reports a normalizer's sources as [`OutSource`]s (no trees).
+pub fn source_outputs(n: &Normalizer) -> Vec<OutSource> {
+    n.sources()
+        .map(|(id, key)| {
+            let c = n.counters(id);
+            OutSource {
+                source: key.to_string(),
+                fatal_count: c.fatal_count,
+                first_fatal_seq: c.first_fatal.as_ref().map(|l| l.seq),
+                conversion: [c.conversion.emitted, c.conversion.suppressed],
+                offload: [c.offload.emitted, c.offload.suppressed],
+                trees: None,
+            }
+        })
+        .collect()
+}
+
+/// The code a frame that does not decode reports: `decode_error <kind>`.
+pub fn decode_error_code(err: &kvscope_wire::DecodeError) -> String {
+    format!("decode_error {}", err.classify().as_str())
+}
+
+impl VectorHost for NativeHost {
+    fn name(&self) -> &str {
+        "native"
+    }
+
+    fn corpus_payload(&self, file: &str) -> Option<Vec<u8>> {
+        (self.corpus)(file).map(<[u8]>::to_vec)
+    }
+
+    fn run(&mut self, case: &VectorCase<'_>) -> Result<VectorOutput, String> {
+        let policy: Policy = case.policy.parse().map_err(|e| format!("{e}"))?;
+        let mut n = Normalizer::new(case.block_size, policy);
+        let mut out = VectorOutput::default();
+        let mut verdicts = Vec::new();
+        for frame in case.frames {
+            let id = n.source(&frame.worker_id, frame.dp_rank);
+            verdicts.clear();
+            match n.push_payload(id, frame.seq, &frame.payload, &mut verdicts) {
+                Ok(_) => out.verdicts.extend(verdicts.iter().map(OutVerdict::from_verdict)),
+                Err(e) => out.verdicts.push(OutVerdict { code: decode_error_code(&e), text: e.to_string() }),
+            }
+        }
+        out.sources = source_outputs(&n);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_events_decode_to_what_they_describe_in_both_encodings() {
+        let events: Vec<EventSpec> = serde_json::from_str(
+            r#"[{"type":"BlockStored","hashes":[1,-2],"parent":3,"block_size":16,"medium":"cpu","group_idx":3,"kind":"mamba"},
+                {"type":"BlockRemoved","hashes":[18446744073709551615],"medium":"GPU","group_idx":0},
+                {"type":"AllBlocksCleared"},{"type":"Mystery"}]"#,
+        )
+        .unwrap();
+        for array in [false, true] {
+            let bytes = encode_batch(1.5, &events, Some(2), array).unwrap();
+            let batch = kvscope_wire::decode_batch(&bytes).unwrap();
+            assert_eq!(batch.dp_rank, Some(2));
+            let kvscope_wire::KvEvent::BlockStored(s) = &batch.events[0] else { panic!() };
+            assert_eq!(s.block_hashes, [kvscope_wire::BlockHash(1), kvscope_wire::BlockHash(-2i64 as u64)]);
+            assert_eq!((s.token_ids.count, s.block_size, s.medium.as_deref()), (32, Some(16), Some("cpu")));
+            assert_eq!((s.group_idx, s.kv_cache_spec_kind.as_deref()), (Some(3), Some("mamba")));
+            assert_eq!(batch.events[1].block_hashes(), [kvscope_wire::BlockHash(u64::MAX)]);
+            assert_eq!(batch.events[2].event_type(), kvscope_wire::EventType::AllBlocksCleared);
+            assert_eq!(batch.events[3].event_type(), kvscope_wire::EventType::Unknown);
+        }
+    }
+
+    #[test]
+    fn every_vector_names_both_required_policies() {
+        let t = table();
+        assert!(!t.vectors.is_empty());
+        for v in &t.vectors {
+            for p in REQUIRED_POLICIES {
+                assert!(v.expect.contains_key(p), "{} lacks {p}", v.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Messages between the kvscope server and browser, and the .kvcap capture format; engine payloads travel as opaque bytes.
+//!
+//! What this crate is: serde types, the [`PROTOCOL_VERSION`] constant, and the few functions
+//! that put a magic prefix and the version in front of every message and capture file and
+//! check them on the way back in ([`encode`], [`decode`], [`capture`]).
+//!
+//! What it is not: it never looks inside an engine payload. Topic and payload bytes are carried
+//! exactly as the engine sent them; decoding and classifying them is the job of `kvscope-wire`
+//! and `kvscope-normalize`, on whichever side wants to. It depends on no other kvscope crate, does
+//! no I/O of its own beyond `std::io::{Read, Write}` and compiles for `wasm32-unknown-unknown`,
+//! because the browser links it.
+//!
+//! Neighbours: the server (`server/`) builds these messages from its intake types; the web app
+//! (`web/`) converts them into its own model. Call sites write `use kvscope_protocol as proto;`.
+//!
+//! Every WebSocket binary message is `WS_MAGIC` (4 bytes) + version (u16, big-endian) + one
+//! [`Message`] as msgpack with named fields (maps), so the browser's devtools show readable keys
+//! and a field added later does not shift the others.
+
+pub mod capture;
+mod message;
+
+pub use message::*;
+
+use serde::{Deserialize, Serialize};
+
+/// The version of both the WebSocket messages and the `.kvcap` format. Bump it whenever the
+/// bytes of any message or of the capture format change (the golden-bytes tests say so).
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Opens every WebSocket message.
+pub const WS_MAGIC: [u8; 4] = *b"KVSW";
+
+/// Bytes before the msgpack body of a WebSocket message: magic + version.
+pub const WS_PREFIX_LEN: usize = WS_MAGIC.len() + 2;
+
+/// Why bytes could not be read as a kvscope message or capture.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error(
+        "not a kvscope message: expected the magic {expected:?} in the first 4 bytes, found {found}; \
+         is the peer a kvscope server of this project?"
+    )]
+    BadMagic { expected: &'static str, found: String },
+    #[error(
+        "kvscope protocol version {found}, this build speaks version {supported}: the server and \
+         the dashboard come from different kvscope builds; reload the page, or rebuild both from one checkout"
+    )]
+    Version { found: u16, supported: u16 },
+    #[error("message of {len} bytes is shorter than the {WS_PREFIX_LEN}-byte prefix (magic + version)")]
+    TooShort { len: usize },
+    #[error("message body (after the {WS_PREFIX_LEN}-byte prefix) is not a valid kvscope message: {0}")]
+    Body(#[from] rmp_serde::decode::Error),
+}
+
+/// Shows the first bytes of something that should have started with a magic.
+pub(crate) fn show_prefix(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "nothing (empty input)".to_owned();
+    }
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{:?} (hex {})", String::from_utf8_lossy(bytes), hex.join(" "))
+}
+
+/// Encodes one message with its prefix. Infallible: every type here serializes.
+pub fn encode(message: &Message) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&WS_MAGIC);
+    out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    // Writing into a Vec cannot fail and every field type is serializable.
+    rmp_serde::encode::write_named(&mut out, message).expect("kvscope messages always serialize");
+    out
+}
+
+/// Checks magic and version, then decodes the body.
+pub fn decode(bytes: &[u8]) -> Result<Message, ProtocolError> {
+    let body = check_prefix(bytes)?;
+    Ok(rmp_serde::from_slice(body)?)
+}
+
+/// Checks magic and version and returns the msgpack body.
+pub fn check_prefix(bytes: &[u8]) -> Result<&[u8], ProtocolError> {
+    if bytes.len() >= WS_MAGIC.len() && bytes[..WS_MAGIC.len()] != WS_MAGIC {
+        return Err(ProtocolError::BadMagic {
+            expected: "KVSW",
+            found: show_prefix(&bytes[..WS_MAGIC.len()]),
+        });
+    }
+    if bytes.len() < WS_PREFIX_LEN {
+        return Err(ProtocolError::TooShort { len: bytes.len() });
+    }
+    let version = u16::from_be_bytes([bytes[4], bytes[5]]);
+    if version != PROTOCOL_VERSION {
+        return Err(ProtocolError::Version { found: version, supported: PROTOCOL_VERSION });
+    }
+    Ok(&bytes[WS_PREFIX_LEN..])
+}
+
+/// The two policies the dashboard compares, and the block size both run at.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Defaults {
+    /// The configured block size (`--block-size`): Device-tier stores at another size are fatal.
+    pub block_size: u32,
+    /// Policy A, by preset name (`legacy` unless `--policy-a` says otherwise): the behaviour
+    /// being compared against.
+    pub policy_a: String,
+    /// Policy B, by preset name (`fixed` unless `--policy-b`/`--policy` says otherwise): the
+    /// candidate normalizer.
+    pub policy_b: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_errors_say_what_was_found_and_what_to_do() {
+        let rows: &[(&[u8], &str)] = &[
+            (
+                b"{\"a\":1}",
+                "not a kvscope message: expected the magic \"KVSW\" in the first 4 bytes, found \
+                 \"{\\\"a\\\"\" (hex 7b 22 61 22); is the peer a kvscope server of this project?",
+            ),
+            (b"KVS", "message of 3 bytes is shorter than the 6-byte prefix (magic + version)"),
+            (
+                b"KVSW\x00\x07\x80",
+                "kvscope protocol version 7, this build speaks version 1: the server and the \
+                 dashboard come from different kvscope builds; reload the page, or rebuild both \
+                 from one checkout",
+            ),
+        ];
+        for (bytes, want) in rows {
+            assert_eq!(decode(bytes).unwrap_err().to_string(), *want, "input {bytes:?}");
+        }
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_message_is_an_error_not_a_panic() {
+        let mut bytes = WS_MAGIC.to_vec();
+        bytes.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+        bytes.push(0xc1); // never used in msgpack
+        let err = decode(&bytes).unwrap_err().to_string();
+        assert!(err.starts_with("message body (after the 6-byte prefix) is not a valid kvscope message"), "{err}");
+    }
+}

@@ -1,0 +1,272 @@
+//! The messages on `/ws`, server to browser.
+//!
+//! A client receives, in this order: one [`Hello`]; the latest [`SourceStatus`] of every source;
+//! the history ring ([`Frame`]s and [`FrameError`]s, oldest first); one [`HistoryComplete`];
+//! then live messages as they happen. A [`LagNotice`] appears in the stream where the client
+//! lost messages because it read too slowly.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Defaults;
+
+/// One message on `/ws`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Message {
+    Hello(Hello),
+    Frame(Frame),
+    FrameError(FrameError),
+    SourceStatus(SourceStatus),
+    LagNotice(LagNotice),
+    HistoryComplete(HistoryComplete),
+}
+
+/// What the server is and what it listens to; the first message on every connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// [`crate::PROTOCOL_VERSION`] of the server (also in every message's prefix).
+    pub protocol_version: u16,
+    /// The `kvscope` binary's version, for bug reports.
+    pub server_version: String,
+    /// Where the frames come from.
+    pub mode: ServerMode,
+    /// One line on the mode: the demo scenario and engine release, the replayed file, or the
+    /// number of live endpoints.
+    pub mode_detail: String,
+    /// Every source, indexed by [`SourceInfo::index`]; frames name their source by that index.
+    pub sources: Vec<SourceInfo>,
+    /// Block size and the two policies the dashboard should compare.
+    pub defaults: Defaults,
+    /// The history ring's bound in bytes (`--history-bytes`). A newcomer receives at most this
+    /// much history; older frames were evicted.
+    pub history_bytes: u64,
+    /// This client's queue bound in bytes (`--client-queue-bytes`). A client that falls this far
+    /// behind loses messages and receives a [`LagNotice`].
+    pub client_queue_bytes: u64,
+    /// When the server started, in nanoseconds since the Unix epoch.
+    pub started_unix_nanos: u64,
+}
+
+/// How the server gets its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerMode {
+    /// `kvscope serve`: real engines.
+    Live,
+    /// `kvscope demo`: a simulated fleet on loopback, still real ZMQ.
+    Demo,
+    /// `kvscope replay`: a capture file played back.
+    Replay,
+}
+
+/// One engine endpoint: a worker's data-parallel rank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// Position in [`Hello::sources`] and the `source` of every message about this endpoint.
+    pub index: u32,
+    /// `worker_id:dp_rank`, the name used in logs, metrics labels and error messages.
+    pub key: String,
+    /// The worker id as written in `--workers` (a string: Dynamo ids are often numbers, but not
+    /// always).
+    pub worker_id: String,
+    /// The data-parallel rank (0 when `--workers` named none).
+    pub dp_rank: u32,
+    /// The engine's PUB endpoint the server subscribes to, e.g. `tcp://10.0.0.5:5557`.
+    pub endpoint: String,
+    /// The engine's replay ROUTER endpoint (`--replay`), or `None`: gaps on this source then cannot
+    /// be recovered and are reported as lost.
+    pub replay_endpoint: Option<String>,
+}
+
+/// One engine message, relayed as received. The payload is opaque here: decode it with
+/// `kvscope-wire`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// Index into [`Hello::sources`].
+    pub source: u32,
+    /// The engine's sequence number (frame 1 of the ZMQ message, 8 bytes big-endian).
+    pub seq: u64,
+    /// When the server received it, in nanoseconds since the Unix epoch (the capture's time when
+    /// replaying a file).
+    pub recv_time_nanos: u64,
+    /// True when the frame came from the engine's replay socket to fill a gap, not from the live
+    /// PUB stream. Replayed frames are relayed in seq order, before the live frame that revealed
+    /// the gap.
+    pub replayed: bool,
+    /// The ZMQ topic frame exactly as sent (often `kv-events` or empty).
+    #[serde(with = "serde_bytes")]
+    pub topic: Vec<u8>,
+    /// The msgpack payload exactly as sent.
+    #[serde(with = "serde_bytes")]
+    pub payload: Vec<u8>,
+}
+
+/// A message from an engine that could not be taken as a frame (wrong frame count, a sequence
+/// number that is not 8 bytes), or a payload that did not decode. Kept with its bytes so the
+/// inspector can show them; the stream goes on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameError {
+    /// Index into [`Hello::sources`].
+    pub source: u32,
+    /// Stable label: `frame_count` and `seq_length` for framing errors, `decode` for a payload
+    /// that failed to decode.
+    pub kind: String,
+    /// For `decode`: the decoder's own group (`truncated`, `type_mismatch`, ...); otherwise `None`.
+    pub decode_kind: Option<String>,
+    /// The whole message a person reads, with source, seq and byte offset where known:
+    /// `"0:0 seq 17: byte 3: expected array or map for batch, found str"`.
+    pub text: String,
+    /// The sequence number when the framing was good enough to read one.
+    pub seq: Option<u64>,
+    /// When the server received it, in nanoseconds since the Unix epoch.
+    pub recv_time_nanos: u64,
+    /// True when it came from the replay socket.
+    pub replayed: bool,
+    /// The ZMQ frames exactly as received, for framing errors. Empty for `decode` errors: their
+    /// bytes are in the [`Frame`] with the same source and seq, which is relayed as usual.
+    pub frames: Vec<serde_bytes::ByteBuf>,
+}
+
+/// A source's connection state and counters. Sent whenever something changes (at most a few
+/// times a second per source) and to every newcomer; never evicted from the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceStatus {
+    /// Index into [`Hello::sources`].
+    pub source: u32,
+    /// Where the connection stands.
+    pub state: ConnState,
+    /// The last connection or replay problem in words, with what to do; `None` when healthy.
+    pub error: Option<String>,
+    /// When `state` last changed, in nanoseconds since the Unix epoch.
+    pub since_unix_nanos: u64,
+    /// The highest sequence number relayed so far in the current engine run; `None` before the
+    /// first frame.
+    pub last_seq: Option<u64>,
+    /// When the last frame arrived, in nanoseconds since the Unix epoch.
+    pub last_recv_unix_nanos: Option<u64>,
+    /// Running totals since the server started.
+    pub counters: SourceCounters,
+    /// The most recent gaps (at most 32), oldest first; `counters.gaps` counts all of them.
+    pub gaps: Vec<Gap>,
+}
+
+/// Connection state of one source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnState {
+    /// Not connected yet, or reconnecting after the engine went away; retried with capped backoff.
+    Connecting,
+    /// Connected, and frames arrived recently.
+    Live,
+    /// Connected, but no frame for longer than `--stale-after`: the engine may be idle or hung.
+    Stale,
+    /// The endpoint cannot be used as given (for example a host name that does not resolve);
+    /// still retried, see `error`.
+    Error,
+}
+
+/// Per-source totals. Every count is since the server started, across engine restarts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceCounters {
+    /// Frames relayed, live and replayed.
+    pub frames: u64,
+    /// Payload bytes relayed.
+    pub payload_bytes: u64,
+    /// Frames that came from the replay socket. Non-zero means gaps were filled; compare with
+    /// `gaps` to see how often the live stream dropped.
+    pub replayed_frames: u64,
+    /// Messages with a wrong frame count or a sequence number that is not 8 bytes. Non-zero means
+    /// the endpoint is not an engine's KV-event PUB, or a proxy re-framed it: check `--workers`.
+    pub frame_errors: u64,
+    /// Payloads that did not decode. Non-zero means an engine release whose layout kvscope does
+    /// not know, or corrupted bytes: open the error in the inspector and report it with the bytes.
+    pub decode_errors: u64,
+    /// Gaps in the sequence numbers (a jump forward). Non-zero is normal right after a reconnect
+    /// (PUB/SUB loses the first messages); see `lost_frames` for what replay could not recover.
+    pub gaps: u64,
+    /// Frames missing in gaps that the replay socket did not deliver. Non-zero means events the
+    /// indexer never saw: pass `--replay` for this source, or raise the engine's replay buffer.
+    pub lost_frames: u64,
+    /// Times the sequence number went back (to 0 after an engine restart). Non-zero means the
+    /// engine restarted: its caches started empty.
+    pub restarts: u64,
+    /// Times the connection was re-established after it had been up.
+    pub reconnects: u64,
+}
+
+/// A run of missing sequence numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// First missing sequence number.
+    pub from_seq: u64,
+    /// Last missing sequence number (inclusive).
+    pub to_seq: u64,
+    /// How many of them the replay socket delivered.
+    pub recovered_frames: u64,
+    /// How many were not recovered. Non-zero means events were lost for good.
+    pub lost_frames: u64,
+    /// Where recovery stands.
+    pub state: GapState,
+    /// Why frames were lost, in words, with what to do (for example "no replay endpoint
+    /// configured for 0:0; pass --replay \"0=tcp://host:5558\""); `None` when recovered.
+    pub reason: Option<String>,
+    /// When the gap was seen, in nanoseconds since the Unix epoch.
+    pub detected_unix_nanos: u64,
+}
+
+/// Recovery state of a [`Gap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GapState {
+    /// Every missing frame was replayed.
+    Recovered,
+    /// Some were replayed, some lost.
+    Partial,
+    /// None could be replayed.
+    Unrecovered,
+}
+
+/// This client read too slowly and lost messages. Sent in the stream at the point of the loss,
+/// as soon as the client's queue has room again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LagNotice {
+    /// Frames this client did not receive since the previous lag notice. Non-zero means the
+    /// dashboard's counters are short by this much: raise the bound with `flag`, or close other
+    /// tabs and reload to start again from the history.
+    pub frames_lost: u64,
+    /// All messages lost since the previous lag notice (frames, errors, status updates).
+    pub messages_lost: u64,
+    /// Bytes of the lost messages.
+    pub bytes_lost: u64,
+    /// Which frames were lost, per source.
+    pub sources: Vec<SourceLoss>,
+    /// The per-client queue bound that was exceeded, in bytes.
+    pub queue_bytes: u64,
+    /// The server flag that raises that bound: `--client-queue-bytes`.
+    pub flag: String,
+}
+
+/// The frames one source lost in a [`LagNotice`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLoss {
+    /// Index into [`Hello::sources`].
+    pub source: u32,
+    /// How many frames of this source were lost.
+    pub frames: u64,
+    /// The lowest lost sequence number.
+    pub first_seq: u64,
+    /// The highest lost sequence number.
+    pub last_seq: u64,
+}
+
+/// The history replay to a newcomer ended; what follows is live.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryComplete {
+    /// Frames sent as history.
+    pub frames: u64,
+    /// Frames evicted from the ring since the server started, which this client will never see.
+    /// Non-zero means the history is not the whole stream: raise `--history-bytes` to keep more.
+    pub evicted_frames: u64,
+    /// Bytes of history sent.
+    pub bytes: u64,
+}

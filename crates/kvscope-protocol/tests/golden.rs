@@ -1,0 +1,199 @@
+//! Golden bytes: every message kind and the capture format, compared with committed files.
+//!
+//! The dashboard and recorded captures depend on these exact bytes. If a test here fails, the
+//! wire format changed: bump `PROTOCOL_VERSION` in `src/lib.rs`, then re-bless with
+//! `KVSCOPE_BLESS=1 cargo test -p kvscope-protocol --test golden` and commit the new files.
+
+use std::path::PathBuf;
+
+use kvscope_protocol as proto;
+use proto::capture::{self, CaptureHeader, CaptureReader, CaptureRecord};
+use serde_bytes::ByteBuf;
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn blessing() -> bool {
+    std::env::var_os("KVSCOPE_BLESS").is_some_and(|v| v == "1")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.chunks(32).map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<String>()).collect::<Vec<_>>().join("\n")
+}
+
+/// Compares `bytes` with `tests/golden/NAME.hex` (hex, 32 bytes a line, so diffs are readable).
+fn check(name: &str, bytes: &[u8]) {
+    let path = golden_dir().join(format!("{name}.hex"));
+    let text = hex(bytes) + "\n";
+    if blessing() {
+        std::fs::write(&path, &text).unwrap();
+        std::fs::write(golden_dir().join("VERSION"), format!("{}\n", proto::PROTOCOL_VERSION)).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; bless with KVSCOPE_BLESS=1 cargo test -p kvscope-protocol --test golden", path.display()));
+    let blessed_version: u16 = std::fs::read_to_string(golden_dir().join("VERSION")).unwrap().trim().parse().unwrap();
+    if committed != text {
+        if blessed_version == proto::PROTOCOL_VERSION {
+            panic!(
+                "golden bytes of {name} changed (tests/golden/{name}.hex) but PROTOCOL_VERSION is still {}: \
+                 bump the version and re-bless (KVSCOPE_BLESS=1 cargo test -p kvscope-protocol --test golden)\n\
+                 committed:\n{committed}\nnow:\n{text}",
+                proto::PROTOCOL_VERSION
+            );
+        }
+        panic!(
+            "golden bytes of {name} were blessed for version {blessed_version}, this is version {}: \
+             re-bless (KVSCOPE_BLESS=1 cargo test -p kvscope-protocol --test golden)",
+            proto::PROTOCOL_VERSION
+        );
+    }
+}
+
+fn source(index: u32, replay: bool) -> proto::SourceInfo {
+    proto::SourceInfo {
+        index,
+        key: format!("{index}:0"),
+        worker_id: index.to_string(),
+        dp_rank: 0,
+        endpoint: format!("tcp://127.0.0.1:{}", 5557 + index),
+        replay_endpoint: replay.then(|| format!("tcp://127.0.0.1:{}", 5657 + index)),
+    }
+}
+
+fn samples() -> Vec<(&'static str, proto::Message)> {
+    use proto::*;
+    vec![
+        (
+            "hello",
+            Message::Hello(Hello {
+                protocol_version: PROTOCOL_VERSION,
+                server_version: "0.1.0".into(),
+                mode: ServerMode::Demo,
+                mode_detail: "scenario kimi-k3 (vLLM 0.33.0)".into(),
+                sources: vec![source(0, true), source(1, false)],
+                defaults: Defaults { block_size: 1536, policy_a: "legacy".into(), policy_b: "fixed".into() },
+                history_bytes: 64 << 20,
+                client_queue_bytes: 16 << 20,
+                started_unix_nanos: 1_700_000_000_000_000_000,
+            }),
+        ),
+        (
+            "frame",
+            Message::Frame(Frame {
+                source: 1,
+                seq: 4711,
+                recv_time_nanos: 1_700_000_000_123_456_789,
+                replayed: true,
+                topic: b"kv-events".to_vec(),
+                payload: vec![0x93, 0xcb, 0x41, 0xd9, 0, 0, 0, 0, 0, 0, 0x90, 0xc0],
+            }),
+        ),
+        (
+            "frame_error",
+            Message::FrameError(FrameError {
+                source: 0,
+                kind: "seq_length".into(),
+                decode_kind: None,
+                text: "0:0: expected an 8-byte big-endian sequence number in frame 1, got 2 bytes".into(),
+                seq: None,
+                recv_time_nanos: 5,
+                replayed: false,
+                frames: vec![ByteBuf::from(b"kv".to_vec()), ByteBuf::from(vec![1, 2]), ByteBuf::from(vec![0x90])],
+            }),
+        ),
+        (
+            "source_status",
+            Message::SourceStatus(SourceStatus {
+                source: 0,
+                state: ConnState::Live,
+                error: None,
+                since_unix_nanos: 10,
+                last_seq: Some(99),
+                last_recv_unix_nanos: Some(11),
+                counters: SourceCounters {
+                    frames: 100,
+                    payload_bytes: 12345,
+                    replayed_frames: 3,
+                    frame_errors: 1,
+                    decode_errors: 2,
+                    gaps: 2,
+                    lost_frames: 4,
+                    restarts: 1,
+                    reconnects: 1,
+                },
+                gaps: vec![
+                    Gap { from_seq: 10, to_seq: 12, recovered_frames: 3, lost_frames: 0, state: GapState::Recovered, reason: None, detected_unix_nanos: 7 },
+                    Gap {
+                        from_seq: 50,
+                        to_seq: 53,
+                        recovered_frames: 0,
+                        lost_frames: 4,
+                        state: GapState::Unrecovered,
+                        reason: Some("no replay endpoint configured for 0:0".into()),
+                        detected_unix_nanos: 8,
+                    },
+                ],
+            }),
+        ),
+        (
+            "lag_notice",
+            Message::LagNotice(LagNotice {
+                frames_lost: 1200,
+                messages_lost: 1201,
+                bytes_lost: 3_000_000,
+                sources: vec![SourceLoss { source: 2, frames: 1200, first_seq: 100, last_seq: 1299 }],
+                queue_bytes: 16 << 20,
+                flag: "--client-queue-bytes".into(),
+            }),
+        ),
+        ("history_complete", Message::HistoryComplete(HistoryComplete { frames: 5000, evicted_frames: 12, bytes: 1 << 20 })),
+    ]
+}
+
+#[test]
+fn every_message_kind_matches_its_golden_bytes_and_round_trips() {
+    let samples = samples();
+    // One sample per variant: a new variant must get a golden file too.
+    assert_eq!(samples.len(), 6);
+    for (name, message) in samples {
+        let bytes = proto::encode(&message);
+        assert_eq!(&bytes[..4], b"KVSW");
+        check(name, &bytes);
+        assert_eq!(proto::decode(&bytes).unwrap(), message, "{name} round trip");
+    }
+}
+
+#[test]
+fn capture_format_matches_its_golden_bytes() {
+    let header = CaptureHeader {
+        created_unix_nanos: 1_700_000_000_000_000_000,
+        kvscope_version: "0.1.0".into(),
+        sources: vec![source(0, true)],
+        note: Some("kvscope record --workers 0=tcp://127.0.0.1:5557".into()),
+    };
+    let records = [
+        CaptureRecord {
+            source: 0,
+            recv_time_nanos: 1_700_000_000_000_000_001,
+            replayed: false,
+            frames: vec![ByteBuf::from(b"kv-events".to_vec()), ByteBuf::from(0u64.to_be_bytes().to_vec()), ByteBuf::from(vec![0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90, 0xc0])],
+        },
+        CaptureRecord {
+            source: 0,
+            recv_time_nanos: 1_700_000_000_000_000_002,
+            replayed: true,
+            frames: vec![ByteBuf::from(Vec::new()), ByteBuf::from(1u64.to_be_bytes().to_vec()), ByteBuf::from(vec![0x90])],
+        },
+    ];
+    let mut bytes = Vec::new();
+    capture::write_header(&mut bytes, &header).unwrap();
+    for r in &records {
+        bytes.extend_from_slice(&capture::encode_record(r));
+    }
+    check("capture", &bytes);
+    let reader = CaptureReader::new(bytes.as_slice()).unwrap();
+    assert_eq!(reader.header(), &header);
+    assert_eq!(reader.map(Result::unwrap).collect::<Vec<_>>(), records);
+}

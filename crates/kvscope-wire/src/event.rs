@@ -1,0 +1,217 @@
+//! The typed events a payload decodes into.
+//!
+//! Field names follow vLLM's `kv_events.py`; a field the event did not carry is `None`, so a
+//! consumer can tell "absent" from "zero". Token ids are kept as a count and a byte span, not a
+//! `Vec`: they are most of a payload's bytes and the normalizer only needs how many there were.
+
+use std::fmt;
+use std::ops::Range;
+
+/// One decoded payload: the batch an engine published under one sequence number.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventBatch {
+    /// Publish time in seconds since the epoch, as the engine wrote it.
+    pub ts: f64,
+    /// The events in publish order, including ones with unknown tags.
+    pub events: Vec<KvEvent>,
+    /// The data-parallel rank the batch names (`data_parallel_rank` in vLLM, `attn_dp_rank` in
+    /// SGLang); `None` when nil or absent (vLLM 0.9.0's batches have no third element).
+    pub dp_rank: Option<u32>,
+    /// How the batch itself was laid out.
+    pub layout: BatchLayout,
+}
+
+/// The outer shape of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BatchLayout {
+    /// `[ts, events]`: vLLM 0.9.0.
+    Array2,
+    /// `[ts, events, dp_rank]`: vLLM 0.9.1 on, SGLang.
+    Array3,
+    /// `{ts, events, data_parallel_rank}`.
+    Map,
+}
+
+/// How one event was encoded on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventEncoding {
+    /// A tagged array of this many elements, tag included (vLLM up to 0.23).
+    Array { len: u32 },
+    /// A map with a `type` key (vLLM 0.24 on, SGLang).
+    Map,
+}
+
+/// One event of a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KvEvent {
+    BlockStored(BlockStored),
+    BlockRemoved(BlockRemoved),
+    AllBlocksCleared { encoding: EventEncoding },
+    /// A tag this decoder does not know. Kept, not dropped, so the normalizer can count it as
+    /// `ignored_event` and the inspector can show it.
+    Unknown(UnknownEvent),
+}
+
+impl KvEvent {
+    pub fn event_type(&self) -> EventType {
+        match self {
+            KvEvent::BlockStored(_) => EventType::BlockStored,
+            KvEvent::BlockRemoved(_) => EventType::BlockRemoved,
+            KvEvent::AllBlocksCleared { .. } => EventType::AllBlocksCleared,
+            KvEvent::Unknown(_) => EventType::Unknown,
+        }
+    }
+
+    /// The medium string exactly as sent, for events that carry one.
+    pub fn medium(&self) -> Option<&str> {
+        match self {
+            KvEvent::BlockStored(e) => e.medium.as_deref(),
+            KvEvent::BlockRemoved(e) => e.medium.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The KV-cache group index, for events that carry one.
+    pub fn group_idx(&self) -> Option<u32> {
+        match self {
+            KvEvent::BlockStored(e) => e.group_idx,
+            KvEvent::BlockRemoved(e) => e.group_idx,
+            _ => None,
+        }
+    }
+
+    /// The block hashes an event names (empty for clears and unknown events).
+    pub fn block_hashes(&self) -> &[BlockHash] {
+        match self {
+            KvEvent::BlockStored(e) => &e.block_hashes,
+            KvEvent::BlockRemoved(e) => &e.block_hashes,
+            _ => &[],
+        }
+    }
+}
+
+/// The kind of an event, for counters and labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    BlockStored,
+    BlockRemoved,
+    AllBlocksCleared,
+    Unknown,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 4] = [
+        EventType::BlockStored,
+        EventType::BlockRemoved,
+        EventType::AllBlocksCleared,
+        EventType::Unknown,
+    ];
+
+    /// The wire tag (`BlockStored`), or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::BlockStored => "BlockStored",
+            EventType::BlockRemoved => "BlockRemoved",
+            EventType::AllBlocksCleared => "AllBlocksCleared",
+            EventType::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A block hash normalised to `u64`: unsigned ints as they are, signed ints bit-cast, and
+/// 16/32-byte bins by their last 8 bytes, big-endian.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct BlockHash(pub u64);
+
+impl fmt::Debug for BlockHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#018x}", self.0)
+    }
+}
+
+impl fmt::Display for BlockHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// Which hash representations an event used. Several can appear in one stream (vLLM 0.13-0.23
+/// mix u64 GPU hashes with 32-byte bin offload hashes in one batch), and some consumers reject
+/// bins, so the inspector and the `dynamo-1.6.1` policy need to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct HashReprs(u8);
+
+impl HashReprs {
+    pub const UNSIGNED: HashReprs = HashReprs(1);
+    pub const SIGNED: HashReprs = HashReprs(2);
+    pub const BIN16: HashReprs = HashReprs(4);
+    pub const BIN32: HashReprs = HashReprs(8);
+
+    pub fn insert(&mut self, other: HashReprs) {
+        self.0 |= other.0;
+    }
+    pub fn contains(self, other: HashReprs) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+    /// True when any hash was a bin (16 or 32 bytes).
+    pub fn has_bin(self) -> bool {
+        self.0 & (Self::BIN16.0 | Self::BIN32.0) != 0
+    }
+}
+
+/// What the decoder kept of a store's `token_ids`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct TokenIds {
+    /// Number of items; for SGLang bigram pages each item is a pair, so this counts pairs.
+    pub count: u32,
+    /// True when the items were arrays (SGLang EAGLE bigram pages).
+    pub is_bigram: bool,
+    /// Where the encoded array sits in the payload, so a viewer can decode it on demand.
+    pub span: Range<u32>,
+}
+
+/// `BlockStored`: blocks entered a cache.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct BlockStored {
+    pub block_hashes: Vec<BlockHash>,
+    pub parent_block_hash: Option<BlockHash>,
+    pub token_ids: TokenIds,
+    pub block_size: Option<u32>,
+    pub lora_id: Option<i64>,
+    pub medium: Option<String>,
+    pub lora_name: Option<String>,
+    pub group_idx: Option<u32>,
+    pub kv_cache_spec_kind: Option<String>,
+    pub kv_cache_spec_sliding_window: Option<u32>,
+    /// `LOCAL` or `REMOTE` on secondary tiers (vLLM 0.26 on).
+    pub locality: Option<String>,
+    /// Which component owns the block on a shared tier (vLLM 0.29 on).
+    pub ownership: Option<String>,
+    pub hash_reprs: HashReprs,
+    pub encoding: Option<EventEncoding>,
+}
+
+/// `BlockRemoved`: blocks left a cache.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct BlockRemoved {
+    pub block_hashes: Vec<BlockHash>,
+    pub medium: Option<String>,
+    pub group_idx: Option<u32>,
+    pub locality: Option<String>,
+    pub ownership: Option<String>,
+    pub hash_reprs: HashReprs,
+    pub encoding: Option<EventEncoding>,
+}
+
+/// An event whose tag this decoder does not know.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnknownEvent {
+    pub tag: String,
+    pub encoding: EventEncoding,
+}

@@ -1,0 +1,229 @@
+//! Hand-rolled msgpack walking for the two places serde is the wrong tool.
+//!
+//! `token_ids` is most of a payload's bytes and the normalizer only needs its length, so
+//! [`count_token_ids`] walks it in a tight loop instead of visiting each item through serde.
+//! [`skip_value`] walks any value without building it: it is the floor a decoder of this format
+//! can approach, and the benchmarks compare against it.
+
+/// Where and why a raw walk stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SkipError {
+    pub offset: usize,
+    pub truncated: bool,
+    pub message: String,
+    /// Index of the offending item inside the array being counted, if any.
+    pub item: Option<u32>,
+}
+
+fn truncated(offset: usize, item: Option<u32>) -> SkipError {
+    SkipError { offset, truncated: true, message: "unexpected end of input".to_owned(), item }
+}
+
+/// Reads the header of a msgpack array at `pos`: `(len, first_element_pos)`.
+fn array_header(buf: &[u8], pos: usize) -> Result<Option<(usize, usize)>, SkipError> {
+    let Some(&m) = buf.get(pos) else { return Err(truncated(pos, None)) };
+    let be = |n: usize| -> Result<usize, SkipError> {
+        let bytes = buf.get(pos + 1..pos + 1 + n).ok_or_else(|| truncated(pos, None))?;
+        Ok(bytes.iter().fold(0usize, |acc, &b| (acc << 8) | b as usize))
+    };
+    Ok(match m {
+        0x90..=0x9f => Some(((m & 0x0f) as usize, pos + 1)),
+        0xdc => Some((be(2)?, pos + 3)),
+        0xdd => Some((be(4)?, pos + 5)),
+        _ => None,
+    })
+}
+
+/// Size in bytes of the integer at `pos`, or `None` if the value there is not an integer.
+#[inline(always)]
+fn int_len(marker: u8) -> Option<usize> {
+    match marker {
+        0x00..=0x7f | 0xe0..=0xff => Some(1),
+        0xcc | 0xd0 => Some(2),
+        0xcd | 0xd1 => Some(3),
+        0xce | 0xd2 => Some(5),
+        0xcf | 0xd3 => Some(9),
+        _ => None,
+    }
+}
+
+/// A short name for the msgpack type a marker starts, for "found ..." messages.
+pub(crate) fn marker_name(marker: u8) -> &'static str {
+    match marker {
+        0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xd3 => "int",
+        0x80..=0x8f | 0xde | 0xdf => "map",
+        0x90..=0x9f | 0xdc | 0xdd => "array",
+        0xa0..=0xbf | 0xd9..=0xdb => "str",
+        0xc0 => "nil",
+        0xc2 | 0xc3 => "bool",
+        0xc4..=0xc6 => "bin",
+        0xca | 0xcb => "float",
+        0xc7..=0xc9 | 0xd4..=0xd8 => "ext",
+        0xc1 => "reserved marker 0xc1",
+    }
+}
+
+/// Counts the items of a `token_ids` array at `pos` without building them.
+///
+/// Items are ints, or pairs of ints (SGLang bigram pages), never a mix. Returns
+/// `(count, is_bigram, end)`.
+pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<(u32, bool, usize), SkipError> {
+    let Some((len, mut at)) = array_header(buf, pos)? else {
+        let found = marker_name(buf[pos]);
+        return Err(SkipError {
+            offset: pos,
+            truncated: false,
+            message: format!("expected array of token ids, found {found}"),
+            item: None,
+        });
+    };
+    // A length prefix is a claim, not a fact: every item takes at least one byte.
+    if len > buf.len() - at {
+        return Err(truncated(pos, None));
+    }
+    let is_bigram = len > 0 && matches!(buf[at], 0x90..=0x9f | 0xdc | 0xdd);
+    for i in 0..len {
+        let item = Some(i as u32);
+        let Some(&m) = buf.get(at) else { return Err(truncated(at, item)) };
+        if is_bigram {
+            let Some((pair_len, mut inner)) = array_header(buf, at).map_err(|e| SkipError { item, ..e })? else {
+                return Err(SkipError {
+                    offset: at,
+                    truncated: false,
+                    message: format!("expected [int, int] token pair, found {}", marker_name(m)),
+                    item,
+                });
+            };
+            for _ in 0..pair_len {
+                let Some(&im) = buf.get(inner) else { return Err(truncated(inner, item)) };
+                let Some(n) = int_len(im) else {
+                    return Err(SkipError {
+                        offset: inner,
+                        truncated: false,
+                        message: format!("expected int in token pair, found {}", marker_name(im)),
+                        item,
+                    });
+                };
+                inner += n;
+            }
+            at = inner;
+        } else {
+            let Some(n) = int_len(m) else {
+                return Err(SkipError {
+                    offset: at,
+                    truncated: false,
+                    message: format!("expected int token id, found {}", marker_name(m)),
+                    item,
+                });
+            };
+            at += n;
+        }
+        if at > buf.len() {
+            return Err(truncated(buf.len(), item));
+        }
+    }
+    Ok((len as u32, is_bigram, at))
+}
+
+/// Walks one msgpack value at `pos` and returns where it ends, building nothing.
+///
+/// Depth is capped at `max_depth`; every length prefix is checked against the bytes left.
+pub fn skip_value(buf: &[u8], pos: usize, max_depth: usize) -> Result<usize, String> {
+    // An explicit stack of "values still to skip" keeps deep nesting off the call stack.
+    let mut pending: Vec<usize> = Vec::with_capacity(8);
+    let mut at = pos;
+    let mut left = 1usize;
+    loop {
+        while left == 0 {
+            match pending.pop() {
+                Some(outer) => left = outer,
+                None => return Ok(at),
+            }
+        }
+        left -= 1;
+        let Some(&m) = buf.get(at) else { return Err(format!("byte {at}: unexpected end of input")) };
+        let take = |n: usize, at: usize| -> Result<usize, String> {
+            let bytes = buf.get(at + 1..at + 1 + n).ok_or_else(|| format!("byte {at}: unexpected end of input"))?;
+            Ok(bytes.iter().fold(0usize, |acc, &b| (acc << 8) | b as usize))
+        };
+        let (header, body, children) = match m {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (1, 0, 0),
+            0xcc | 0xd0 => (2, 0, 0),
+            0xcd | 0xd1 => (3, 0, 0),
+            0xce | 0xd2 | 0xca => (5, 0, 0),
+            0xcf | 0xd3 | 0xcb => (9, 0, 0),
+            0xa0..=0xbf => (1, (m & 0x1f) as usize, 0),
+            0xd9 | 0xc4 => (2, take(1, at)?, 0),
+            0xda | 0xc5 => (3, take(2, at)?, 0),
+            0xdb | 0xc6 => (5, take(4, at)?, 0),
+            0xd4 => (2, 1, 0),
+            0xd5 => (2, 2, 0),
+            0xd6 => (2, 4, 0),
+            0xd7 => (2, 8, 0),
+            0xd8 => (2, 16, 0),
+            0xc7 => (3, take(1, at)?, 0),
+            0xc8 => (4, take(2, at)?, 0),
+            0xc9 => (6, take(4, at)?, 0),
+            0x90..=0x9f => (1, 0, (m & 0x0f) as usize),
+            0xdc => (3, 0, take(2, at)?),
+            0xdd => (5, 0, take(4, at)?),
+            0x80..=0x8f => (1, 0, 2 * (m & 0x0f) as usize),
+            0xde => (3, 0, 2 * take(2, at)?),
+            0xdf => (5, 0, 2 * take(4, at)?),
+            0xc1 => return Err(format!("byte {at}: reserved marker 0xc1")),
+        };
+        let end = at + header + body;
+        if end > buf.len() || children > buf.len() - end.min(buf.len()) {
+            return Err(format!("byte {at}: unexpected end of input"));
+        }
+        at = end;
+        if children > 0 {
+            if pending.len() + 1 >= max_depth {
+                return Err(format!("byte {at}: nesting deeper than {max_depth}"));
+            }
+            pending.push(left);
+            left = children;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_ints_and_pairs() {
+        // [1, 300, -1]
+        let ints = [0x93, 0x01, 0xcd, 0x01, 0x2c, 0xff];
+        assert_eq!(count_token_ids(&ints, 0).unwrap(), (3, false, 6));
+        // [[1, 2], [3, 4]]
+        let pairs = [0x92, 0x92, 0x01, 0x02, 0x92, 0x03, 0x04];
+        assert_eq!(count_token_ids(&pairs, 0).unwrap(), (2, true, 7));
+        assert_eq!(count_token_ids(&[0x90], 0).unwrap(), (0, false, 1));
+    }
+
+    #[test]
+    fn a_lying_length_prefix_is_truncation_not_an_allocation() {
+        let lie = [0xdd, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let err = count_token_ids(&lie, 0).unwrap_err();
+        assert!(err.truncated);
+        assert_eq!(err.offset, 0);
+        assert_eq!(skip_value(&lie, 0, 16).unwrap_err(), "byte 0: unexpected end of input");
+    }
+
+    #[test]
+    fn a_string_among_tokens_names_its_offset() {
+        let bad = [0x92, 0x01, 0xa1, b'x'];
+        let err = count_token_ids(&bad, 0).unwrap_err();
+        assert_eq!((err.offset, err.item, err.message.as_str()), (2, Some(1), "expected int token id, found str"));
+    }
+
+    #[test]
+    fn skip_walks_nested_values_and_caps_depth() {
+        // {"a": [1, {"b": nil}]}
+        let v = [0x81, 0xa1, b'a', 0x92, 0x01, 0x81, 0xa1, b'b', 0xc0];
+        assert_eq!(skip_value(&v, 0, 16).unwrap(), v.len());
+        let deep = vec![0x91; 100];
+        assert!(skip_value(&deep, 0, 16).unwrap_err().contains("nesting deeper than 16"));
+    }
+}

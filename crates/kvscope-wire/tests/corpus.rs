@@ -1,0 +1,41 @@
+//! Every payload of the real-release corpus decodes to exactly what its manifest says.
+//!
+//! The list of entries comes from `tests/fixtures/kv-events/manifest.json` itself (through
+//! `kvscope-corpus`), so a payload added to the corpus is checked with no change here. The same
+//! check runs in headless Chromium from `crates/kvscope-wasm`.
+
+#[test]
+fn every_manifest_entry_decodes_as_expected() {
+    let report = kvscope_corpus::check_manifest();
+    report.assert_ok();
+    assert_eq!(report.checked, kvscope_corpus::manifest().len());
+    eprintln!("corpus: {} entries decoded and matched", report.checked);
+}
+
+/// Every truncation of every payload returns an error, never a panic and never a batch: a batch
+/// is complete only when its last byte is read.
+#[test]
+fn every_truncation_of_every_payload_is_an_error() {
+    let mut cut_count = 0usize;
+    for entry in kvscope_corpus::manifest() {
+        let bytes = entry.payload();
+        for cut in 0..bytes.len() {
+            let err = kvscope_wire::decode_batch(&bytes[..cut])
+                .expect_err(&format!("{} cut at {cut} of {} decoded", entry.file, bytes.len()));
+            assert!(err.offset() <= cut, "{}: offset {} beyond the {cut} bytes given", entry.file, err.offset());
+            cut_count += 1;
+        }
+    }
+    assert!(cut_count > 100_000, "only {cut_count} truncations tried");
+}
+
+/// A payload with a byte appended is rejected as trailing bytes, at the right offset.
+#[test]
+fn trailing_bytes_are_rejected_with_their_offset() {
+    for entry in kvscope_corpus::manifest().iter().take(20) {
+        let mut bytes = entry.payload().to_vec();
+        bytes.push(0xc0);
+        let err = kvscope_wire::decode_batch(&bytes).unwrap_err();
+        assert_eq!(err.to_string(), format!("byte {}: 1 trailing bytes after the batch", bytes.len() - 1));
+    }
+}

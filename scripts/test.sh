@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every kvscope test on a fresh machine: installs the pinned tools, builds the dashboard,
+# then runs the native tests, the headless-Chromium wasm tests and the end-to-end tests.
+#
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    native cargo tests only (no browser, no tool installs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+if [ "$quick" = 1 ]; then
+  step "native tests"
+  cargo test --workspace --exclude kvscope-e2e
+  exit 0
+fi
+
+step "installing tools (pinned; skipped when present)"
+scripts/install-tools.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+
+step "building the dashboard (trunk, release)"
+scripts/build-web.sh
+
+step "native tests (workspace)"
+# KVSCOPE_REQUIRE_WEB makes the server build fail, naming the command, if dist/ were missing.
+KVSCOPE_REQUIRE_WEB=1 cargo test --workspace --exclude kvscope-e2e
+
+# The wasm test runner prefers geckodriver when one is on PATH; name chromedriver explicitly.
+export CHROMEDRIVER=/usr/bin/chromedriver
+export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-300}
+
+step "normalizer vectors and corpus in headless Chromium (wasm-pack)"
+wasm-pack test --headless --chrome --release crates/kvscope-wasm
+
+if [ -d web/tests ]; then
+  step "dashboard component tests in headless Chromium (wasm-pack)"
+  wasm-pack test --headless --chrome --release web
+fi
+
+step "end-to-end: real ZMQ, real WebSocket, real Chromium"
+KVSCOPE_REQUIRE_WEB=1 cargo build --release -p kvscope
+KVSCOPE_BIN="$PWD/target/release/kvscope" cargo test --release -p kvscope-e2e -- --test-threads=1
+
+step "all tests passed"

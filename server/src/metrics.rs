@@ -1,0 +1,182 @@
+//! `/metrics`: Prometheus families, built with `prometheus-client` (no global registry, no
+//! hand-formatted text).
+//!
+//! The intake caches its per-source counter handles ([`SourceMetrics`]) so that the hot path
+//! does one atomic add per counter, not a label lookup. The relay updates the client gauges;
+//! `http` renders the registry.
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub source: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub source: String,
+    pub r#type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerdictLabels {
+    pub source: String,
+    pub policy: String,
+    /// `device`, `host_pinned`, `disk`, `external`, or `none` (events with no tier).
+    pub tier: String,
+    /// The verdict label: `applied`, a skip reason, or a fatal label.
+    pub verdict: String,
+}
+
+/// Every family the server exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    pub frames: Family<SourceLabels, Counter>,
+    pub payload_bytes: Family<SourceLabels, Counter>,
+    pub replayed_frames: Family<SourceLabels, Counter>,
+    pub events: Family<EventLabels, Counter>,
+    pub verdicts: Family<VerdictLabels, Counter>,
+    pub frame_errors: Family<KindLabels, Counter>,
+    pub decode_errors: Family<KindLabels, Counter>,
+    pub gaps: Family<SourceLabels, Counter>,
+    pub lost_frames: Family<SourceLabels, Counter>,
+    pub restarts: Family<SourceLabels, Counter>,
+    pub reconnects: Family<SourceLabels, Counter>,
+    pub connected: Family<SourceLabels, Gauge>,
+    pub clients: Gauge,
+    pub clients_total: Counter,
+    pub lagged_frames: Counter,
+    pub lag_notices: Counter,
+    pub client_queued_bytes: Gauge,
+    pub history_bytes: Gauge,
+    pub history_frames: Gauge,
+    pub history_evicted_frames: Counter,
+    pub ws_rejected: Family<KindLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let m = Metrics {
+            registry: Mutex::new(Registry::with_prefix("kvscope")),
+            frames: Family::default(),
+            payload_bytes: Family::default(),
+            replayed_frames: Family::default(),
+            events: Family::default(),
+            verdicts: Family::default(),
+            frame_errors: Family::default(),
+            decode_errors: Family::default(),
+            gaps: Family::default(),
+            lost_frames: Family::default(),
+            restarts: Family::default(),
+            reconnects: Family::default(),
+            connected: Family::default(),
+            clients: Gauge::default(),
+            clients_total: Counter::default(),
+            lagged_frames: Counter::default(),
+            lag_notices: Counter::default(),
+            client_queued_bytes: Gauge::default(),
+            history_bytes: Gauge::default(),
+            history_frames: Gauge::default(),
+            history_evicted_frames: Counter::default(),
+            ws_rejected: Family::default(),
+        };
+        {
+            let mut r = m.registry.lock().expect("metrics registry");
+            r.register("frames", "Engine frames relayed, live and replayed", m.frames.clone());
+            r.register("payload_bytes", "Engine payload bytes relayed", m.payload_bytes.clone());
+            r.register("replayed_frames", "Frames recovered from an engine's replay socket", m.replayed_frames.clone());
+            r.register("events", "Decoded KV events by type", m.events.clone());
+            r.register(
+                "verdicts",
+                "Normalizer verdicts (one per event) by policy, storage tier and verdict label",
+                m.verdicts.clone(),
+            );
+            r.register("frame_errors", "Messages with a wrong frame count or sequence-number size", m.frame_errors.clone());
+            r.register("decode_errors", "Payloads that did not decode, by error group", m.decode_errors.clone());
+            r.register("gaps", "Jumps forward in an engine's sequence numbers", m.gaps.clone());
+            r.register("lost_frames", "Frames missing in gaps that replay did not recover", m.lost_frames.clone());
+            r.register("restarts", "Engine restarts (sequence number went back)", m.restarts.clone());
+            r.register("reconnects", "Connections re-established after being up", m.reconnects.clone());
+            r.register("source_connected", "1 while the source's socket is connected", m.connected.clone());
+            r.register("clients", "WebSocket clients connected now", m.clients.clone());
+            r.register("clients_accepted", "WebSocket clients accepted since start", m.clients_total.clone());
+            r.register("client_lagged_frames", "Frames lost by slow WebSocket clients", m.lagged_frames.clone());
+            r.register("client_lag_notices", "Lag notices sent to slow WebSocket clients", m.lag_notices.clone());
+            r.register("client_queued_bytes", "Bytes waiting in all WebSocket client queues", m.client_queued_bytes.clone());
+            r.register("history_bytes", "Bytes held by the history ring", m.history_bytes.clone());
+            r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());
+            r.register("history_evicted_frames", "Frames evicted from the history ring", m.history_evicted_frames.clone());
+            r.register("ws_rejected", "WebSocket upgrades refused, by reason", m.ws_rejected.clone());
+        }
+        m
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().expect("metrics registry");
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String");
+        out
+    }
+
+    /// Counter handles for one source, looked up once.
+    pub fn source(&self, key: &str) -> SourceMetrics {
+        let l = SourceLabels { source: key.to_owned() };
+        SourceMetrics {
+            key: key.to_owned(),
+            frames: self.frames.get_or_create(&l).clone(),
+            payload_bytes: self.payload_bytes.get_or_create(&l).clone(),
+            replayed_frames: self.replayed_frames.get_or_create(&l).clone(),
+            gaps: self.gaps.get_or_create(&l).clone(),
+            lost_frames: self.lost_frames.get_or_create(&l).clone(),
+            restarts: self.restarts.get_or_create(&l).clone(),
+            reconnects: self.reconnects.get_or_create(&l).clone(),
+            connected: self.connected.get_or_create(&l).clone(),
+            events: std::array::from_fn(|i| {
+                self.events
+                    .get_or_create(&EventLabels { source: key.to_owned(), r#type: EVENT_TYPES[i].to_owned() })
+                    .clone()
+            }),
+        }
+    }
+}
+
+/// Event type labels, in [`kvscope_wire::EventType::ALL`] order.
+pub const EVENT_TYPES: [&str; 4] = ["BlockStored", "BlockRemoved", "AllBlocksCleared", "unknown"];
+
+/// One source's counter handles.
+#[derive(Clone, Debug)]
+pub struct SourceMetrics {
+    pub key: String,
+    pub frames: Counter,
+    pub payload_bytes: Counter,
+    pub replayed_frames: Counter,
+    pub gaps: Counter,
+    pub lost_frames: Counter,
+    pub restarts: Counter,
+    pub reconnects: Counter,
+    pub connected: Gauge,
+    pub events: [Counter; 4],
+}
+
+/// The content type `prometheus-client`'s text encoder produces.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -1,0 +1,258 @@
+//! `provide_fleet()` / `use_fleet()`: the one handle views use to read the model and to be told
+//! that it changed.
+//!
+//! [`Fleet`] is `Copy` (arena handles only). The model lives in a `StoredValue` (plain state,
+//! never a signal); what views subscribe to are generation counters: one global (fleet bar,
+//! timeline, log) and one per source (its card). The socket callback applies each message to
+//! the model and schedules a flush; the flush, at most every [`FLUSH_MS`], bumps the
+//! generations of what changed. At ten thousand frames a second a card therefore re-renders ten
+//! times a second, and a frame is never dropped because a signal held only the latest one.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+
+use crate::conn::{ConnSink, ConnState, Connection};
+use crate::model::settings::{EventRef, Settings, Side};
+use crate::model::{Config, Model};
+
+/// Coalescing interval for view updates, in milliseconds.
+pub const FLUSH_MS: i32 = 100;
+
+/// Progress of opening a capture file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CaptureProgress {
+    Idle,
+    /// `done` of `total` bytes read or parsed, in the named phase.
+    Running { name: String, phase: &'static str, done: f64, total: f64 },
+    Done { name: String, records: u64, note: Option<String> },
+    Failed { name: String, error: String },
+}
+
+/// The handle every view uses.
+#[derive(Clone, Copy)]
+pub struct Fleet {
+    model: StoredValue<Model, LocalStorage>,
+    /// Bumped when anything global changed.
+    pub generation: RwSignal<u64>,
+    /// Per source index: bumped when that source's card changed.
+    source_gens: RwSignal<Vec<u64>>,
+    /// Source indices, in display order; changes on a hello or a capture.
+    pub source_list: RwSignal<Vec<u32>>,
+    pub settings: RwSignal<Settings>,
+    pub conn: RwSignal<ConnState>,
+    pub paused: RwSignal<bool>,
+    /// The event shown in the inspector (model event id).
+    pub selected: RwSignal<Option<u64>>,
+    pub capture: RwSignal<CaptureProgress>,
+    connection: StoredValue<Option<Connection>, LocalStorage>,
+    flush_pending: StoredValue<Rc<Cell<bool>>, LocalStorage>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet").finish_non_exhaustive()
+    }
+}
+
+/// Milliseconds since the page loaded (`performance.now()`); 0 outside a browser.
+pub fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+}
+
+/// The model configuration the settings ask for; what they leave open comes from the server's
+/// defaults, then from [`Config::default`].
+pub fn config_from(settings: &Settings, server: Option<&kvscope_protocol::Defaults>) -> Config {
+    let d = Config::default();
+    Config {
+        policy_a: settings.policy_a.clone().or_else(|| server.map(|s| s.policy_a.clone())).unwrap_or(d.policy_a),
+        policy_b: settings.policy_b.clone().or_else(|| server.map(|s| s.policy_b.clone())).unwrap_or(d.policy_b),
+        block_size: settings.block_size.or(server.map(|s| s.block_size)).unwrap_or(d.block_size),
+        trees: settings.trees_side(),
+        retain_bytes: settings.retain_bytes(),
+    }
+}
+
+impl Fleet {
+    pub fn new(settings: Settings) -> Fleet {
+        let config = config_from(&settings, None);
+        Fleet {
+            model: StoredValue::new_local(Model::new(config)),
+            generation: RwSignal::new(0),
+            source_gens: RwSignal::new(Vec::new()),
+            source_list: RwSignal::new(Vec::new()),
+            settings: RwSignal::new(settings),
+            conn: RwSignal::new(ConnState::Off),
+            paused: RwSignal::new(false),
+            selected: RwSignal::new(None),
+            capture: RwSignal::new(CaptureProgress::Idle),
+            connection: StoredValue::new_local(None),
+            flush_pending: StoredValue::new_local(Rc::new(Cell::new(false))),
+        }
+    }
+
+    /// Reads the model. Call inside a reactive closure after tracking a generation.
+    pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> R) -> R {
+        self.model.with_value(f)
+    }
+
+    /// Changes the model, then schedules a flush.
+    pub fn update_model<R>(&self, f: impl FnOnce(&mut Model) -> R) -> R {
+        let r = self.model.update_value(f);
+        self.schedule_flush();
+        r
+    }
+
+    /// Tracks the global generation (use in reactive closures that read the whole model).
+    pub fn track(&self) {
+        self.generation.track();
+    }
+
+    /// Tracks one source's generation.
+    pub fn track_source(&self, index: u32) -> u64 {
+        self.source_gens.with(|g| g.get(index as usize).copied().unwrap_or(0))
+    }
+
+    /// Applies one WebSocket message. After a hello, the model is re-configured with the
+    /// server's defaults (block size, policies) wherever the page's settings leave them open.
+    pub fn ingest(&self, bytes: &[u8]) {
+        let now = now_ms();
+        let was_hello = self.model.update_value(|m| m.apply_message_bytes(bytes, now));
+        if was_hello {
+            let config = self.settings.with_untracked(|s| self.with_model(|m| config_from(s, m.server_defaults.as_ref())));
+            self.model.update_value(|m| m.reconfigure(config));
+            self.selected.set(None);
+        }
+        self.schedule_flush();
+    }
+
+    /// Bumps the generations of what changed since the last flush. Called by the timer, and
+    /// directly by tests.
+    pub fn flush(&self) {
+        if let Some(p) = self.flush_pending.try_get_value() {
+            p.set(false);
+        }
+        if self.paused.get_untracked() {
+            return;
+        }
+        let (global, changed, num_sources) = self.model.update_value(|m| {
+            let (g, c) = m.take_dirty();
+            (g, c, m.sources().len())
+        });
+        if changed.is_empty() && !global {
+            return;
+        }
+        let list: Vec<u32> = (0..num_sources as u32).collect();
+        if self.source_list.with_untracked(|l| *l != list) {
+            self.source_list.set(list);
+        }
+        self.source_gens.update(|g| {
+            if g.len() < num_sources {
+                g.resize(num_sources, 0);
+            }
+            for i in changed {
+                if let Some(x) = g.get_mut(i as usize) {
+                    *x += 1;
+                }
+            }
+        });
+        self.generation.update(|g| *g += 1);
+    }
+
+    fn schedule_flush(&self) {
+        let Some(pending) = self.flush_pending.try_get_value() else { return };
+        if pending.get() {
+            return;
+        }
+        pending.set(true);
+        let this = *self;
+        let cb = Closure::once_into_js(move || this.flush());
+        if let Some(w) = web_sys::window() {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(cb.unchecked_ref(), FLUSH_MS);
+        }
+    }
+
+    /// Opens the WebSocket (unless the settings say offline).
+    pub fn connect(&self) {
+        let settings = self.settings.get_untracked();
+        if settings.offline {
+            return;
+        }
+        let Some(url) = settings.ws.clone().or_else(crate::conn::default_url) else { return };
+        let sink: Rc<dyn ConnSink> = Rc::new(Sink { fleet: *self });
+        let conn = Connection::start(url, sink);
+        self.connection.set_value(Some(conn));
+    }
+
+    /// Closes the WebSocket for good (a capture was opened).
+    pub fn disconnect(&self) {
+        if let Some(c) = self.connection.get_value() {
+            c.stop();
+        }
+        self.connection.set_value(None);
+        self.conn.set(ConnState::Off);
+    }
+
+    /// Applies new settings: re-classifies if what classification depends on changed.
+    pub fn set_settings(&self, settings: Settings) {
+        let config = self.with_model(|m| config_from(&settings, m.server_defaults.as_ref()));
+        self.settings.set(settings);
+        let selected_ref = self.selected.get_untracked().and_then(|id| self.with_model(|m| m.event_ref(id)));
+        let changed = self.model.update_value(|m| {
+            let changed = *m.config() != config;
+            m.reconfigure(config);
+            changed
+        });
+        if changed {
+            let id = selected_ref.and_then(|r| self.with_model(|m| m.find_event(&r)));
+            self.selected.set(id);
+            self.model.update_value(|m| m.dirty = true);
+            self.flush();
+        }
+    }
+
+    pub fn update_settings(&self, f: impl FnOnce(&mut Settings)) {
+        let mut s = self.settings.get_untracked();
+        f(&mut s);
+        self.set_settings(s);
+    }
+
+    /// Opens an event in the inspector and records it in the URL.
+    pub fn select(&self, id: Option<u64>) {
+        self.selected.set(id);
+        let r: Option<EventRef> = id.and_then(|id| self.with_model(|m| m.event_ref(id)));
+        self.settings.update(|s| s.selected = r);
+    }
+
+    pub fn lanes_side(&self) -> Side {
+        self.settings.with(|s| s.lanes_side())
+    }
+}
+
+struct Sink {
+    fleet: Fleet,
+}
+
+impl ConnSink for Sink {
+    fn message(&self, bytes: &[u8]) {
+        self.fleet.ingest(bytes);
+    }
+    fn state(&self, state: ConnState) {
+        self.fleet.conn.set(state);
+    }
+}
+
+/// Creates the fleet and puts it in context.
+pub fn provide_fleet(settings: Settings) -> Fleet {
+    let fleet = Fleet::new(settings);
+    provide_context(fleet);
+    fleet
+}
+
+/// The fleet provided by [`provide_fleet`].
+pub fn use_fleet() -> Fleet {
+    expect_context::<Fleet>()
+}

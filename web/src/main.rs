@@ -1,0 +1,3 @@
+fn main() {
+    kvscope_web::start();
+}

@@ -1,0 +1,278 @@
+//! What the page is set to, and its round trip through the URL query string.
+//!
+//! Everything an operator would want a shared link to reproduce lives here: the two policies,
+//! the block size, the filters and the selected event. The query string is the only place it
+//! is persisted; `url.rs` reads it at start and writes it back with `History::replaceState`
+//! (the rejected alternative, leptos_router, costs about 60 KB of gzip for two query helpers).
+
+use std::fmt::Write as _;
+
+/// Which of the two compared policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    A,
+    B,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::A => "a",
+            Side::B => "b",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Side> {
+        match s {
+            "a" | "A" => Some(Side::A),
+            "b" | "B" => Some(Side::B),
+            _ => None,
+        }
+    }
+    pub fn is_b(self) -> bool {
+        self == Side::B
+    }
+}
+
+/// An event named by where it came from, stable across reloads and shareable: source key
+/// (`w0:0`), the frame's sequence number and the event's index in the batch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EventRef {
+    pub source: String,
+    pub seq: u64,
+    pub index: u32,
+}
+
+impl EventRef {
+    pub fn to_param(&self) -> String {
+        format!("{}/{}/{}", self.source, self.seq, self.index)
+    }
+    pub fn parse(s: &str) -> Option<EventRef> {
+        let mut it = s.rsplitn(3, '/');
+        let index = it.next()?.parse().ok()?;
+        let seq = it.next()?.parse().ok()?;
+        let source = it.next()?.to_owned();
+        if source.is_empty() {
+            return None;
+        }
+        Some(EventRef { source, seq, index })
+    }
+}
+
+/// The page's settings. `None` means "use the server's default".
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Settings {
+    /// Policy A preset (`legacy` by default).
+    pub policy_a: Option<String>,
+    /// Policy B preset (`fixed` by default).
+    pub policy_b: Option<String>,
+    /// Configured block size in tokens.
+    pub block_size: Option<u32>,
+    /// Which policy's verdicts the timeline colours.
+    pub lanes: Option<Side>,
+    /// Which policy's verdicts build the tier trees (B by default: the candidate).
+    pub trees: Option<Side>,
+    /// Show only sources whose key contains this text.
+    pub worker_filter: String,
+    /// Show only this tier in the tree view (`device`, `host_pinned`, ...).
+    pub tier_filter: Option<String>,
+    /// The tree view's selected (source, tier).
+    pub tree: Option<(String, String)>,
+    /// Block hash searched across the fleet (hex).
+    pub hash: String,
+    /// The selected event.
+    pub selected: Option<EventRef>,
+    /// Memory bound for retained frames, in MiB.
+    pub retain_mib: Option<u32>,
+    /// The timeline's visible window, in milliseconds since the first frame; `None` follows live.
+    pub window_ms: Option<(f64, f64)>,
+    /// Open a WebSocket to this URL instead of the page's own `/ws`.
+    pub ws: Option<String>,
+    /// Do not connect at all (captures only).
+    pub offline: bool,
+}
+
+pub const DEFAULT_POLICY_A: &str = "legacy";
+pub const DEFAULT_POLICY_B: &str = "fixed";
+pub const DEFAULT_RETAIN_MIB: u32 = 256;
+
+impl Settings {
+    pub fn retain_bytes(&self) -> usize {
+        self.retain_mib.unwrap_or(DEFAULT_RETAIN_MIB) as usize * 1024 * 1024
+    }
+
+    pub fn lanes_side(&self) -> Side {
+        self.lanes.unwrap_or(Side::B)
+    }
+
+    pub fn trees_side(&self) -> Side {
+        self.trees.unwrap_or(Side::B)
+    }
+
+    /// Reads a query string (with or without the leading `?`). Unknown keys are ignored and
+    /// malformed values fall back to the default, so an old link never breaks the page.
+    pub fn from_query(query: &str) -> Settings {
+        let mut s = Settings::default();
+        for pair in query.trim_start_matches('?').split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = percent_decode(v);
+            match k {
+                "a" if !v.is_empty() => s.policy_a = Some(v),
+                "b" if !v.is_empty() => s.policy_b = Some(v),
+                "bs" => s.block_size = v.parse().ok().filter(|&n| n > 0),
+                "lanes" => s.lanes = Side::parse(&v),
+                "trees" => s.trees = Side::parse(&v),
+                "worker" => s.worker_filter = v,
+                "tier" if !v.is_empty() => s.tier_filter = Some(v),
+                "tree" => s.tree = v.split_once('@').map(|(src, tier)| (src.to_owned(), tier.to_owned())),
+                "hash" => s.hash = v,
+                "ev" => s.selected = EventRef::parse(&v),
+                "mem" => s.retain_mib = v.parse().ok().filter(|&n| n > 0),
+                "t" => {
+                    s.window_ms = v.split_once('-').and_then(|(a, b)| {
+                        let (a, b) = (a.parse::<f64>().ok()?, b.parse::<f64>().ok()?);
+                        (a.is_finite() && b.is_finite() && b > a).then_some((a, b))
+                    })
+                }
+                "ws" if !v.is_empty() => s.ws = Some(v),
+                "offline" => s.offline = v != "0",
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// The query string for these settings (without `?`); defaults are left out so links stay
+    /// short.
+    pub fn to_query(&self) -> String {
+        let mut q = String::new();
+        let mut put = |k: &str, v: &str| {
+            if !q.is_empty() {
+                q.push('&');
+            }
+            let _ = write!(q, "{k}={}", percent_encode(v));
+        };
+        if let Some(v) = &self.policy_a {
+            put("a", v);
+        }
+        if let Some(v) = &self.policy_b {
+            put("b", v);
+        }
+        if let Some(v) = self.block_size {
+            put("bs", &v.to_string());
+        }
+        if let Some(v) = self.lanes {
+            put("lanes", v.as_str());
+        }
+        if let Some(v) = self.trees {
+            put("trees", v.as_str());
+        }
+        if !self.worker_filter.is_empty() {
+            put("worker", &self.worker_filter);
+        }
+        if let Some(v) = &self.tier_filter {
+            put("tier", v);
+        }
+        if let Some((src, tier)) = &self.tree {
+            put("tree", &format!("{src}@{tier}"));
+        }
+        if !self.hash.is_empty() {
+            put("hash", &self.hash);
+        }
+        if let Some(v) = &self.selected {
+            put("ev", &v.to_param());
+        }
+        if let Some(v) = self.retain_mib {
+            put("mem", &v.to_string());
+        }
+        if let Some((a, b)) = self.window_ms {
+            put("t", &format!("{}-{}", a.round(), b.round()));
+        }
+        if let Some(v) = &self.ws {
+            put("ws", v);
+        }
+        if self.offline {
+            put("offline", "1");
+        }
+        q
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' | b'/' | b'@' => {
+                out.push(b as char)
+            }
+            _ => {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_through_the_query_string() {
+        let s = Settings {
+            policy_a: Some("dynamo-1.6.1".into()),
+            policy_b: Some("fixed".into()),
+            block_size: Some(12288),
+            lanes: Some(Side::A),
+            trees: Some(Side::A),
+            worker_filter: "w 1".into(),
+            tier_filter: Some("host_pinned".into()),
+            tree: Some(("w0:0".into(), "device".into())),
+            hash: "00ff".into(),
+            selected: Some(EventRef { source: "w0:0".into(), seq: 17, index: 3 }),
+            retain_mib: Some(64),
+            window_ms: Some((10.0, 2000.0)),
+            ws: Some("ws://127.0.0.1:9/ws?token=a&b".into()),
+            offline: true,
+        };
+        let q = s.to_query();
+        assert_eq!(Settings::from_query(&format!("?{q}")), s, "{q}");
+    }
+
+    #[test]
+    fn defaults_leave_the_query_empty_and_bad_values_fall_back() {
+        assert_eq!(Settings::default().to_query(), "");
+        let s = Settings::from_query("bs=abc&lanes=x&ev=nope&mem=0&t=5-1&zzz=1");
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn an_event_ref_keeps_slashes_in_the_source_key() {
+        let r = EventRef::parse("w/0:1/42/7").unwrap();
+        assert_eq!(r, EventRef { source: "w/0:1".into(), seq: 42, index: 7 });
+    }
+}
