@@ -428,14 +428,20 @@ fn check_offload_block_size_mismatch(cx: &mut EventCtx<'_>) -> Step {
 
 #[test]
 fn offload_block_size_mismatch_skips_a_cpu_store_at_another_block_size() {
-    let ev = stored(&[9], None, 12288, 12288, Some("cpu"), Some(3), None);
-    let d = decide(&Policy::FIXED, 1536, &ev);
+    // Kimi-K3: group 3 is declared mla_attention by its GPU stores; the cpu store names the
+    // group but no kind.
+    let mut groups = GroupTable::default();
+    let gpu = stored(&[9], None, 1536, 1536, Some("GPU"), Some(3), Some("mla_attention"));
+    assert_eq!(run_with(&Policy::FIXED, 1536, 0, &mut groups, &gpu).code, "store device 1");
+    let cpu = stored(&[9], None, 12288, 12288, Some("cpu"), Some(3), None);
+    let d = run_with(&Policy::FIXED, 1536, 0, &mut groups, &cpu);
     assert_eq!(d.code, "offload_block_size_mismatch host_pinned");
     assert_eq!(
         d.text,
-        "medium \"cpu\" -> HostPinned (case-insensitive); block_size 12288 != 1536 on a non-device tier -> \
-         skip offload_block_size_mismatch"
+        "medium \"cpu\" -> HostPinned (case-insensitive); no kind; group 3 was learned as \"mla_attention\"; \
+         block_size 12288 != 1536 on a non-device tier -> skip offload_block_size_mismatch"
     );
+    let ev = stored(&[9], None, 12288, 12288, Some("cpu"), None, None);
     // Not under legacy: there, step 5 sees it.
     assert_eq!(decide(&Policy::LEGACY, 1536, &ev).rule, "block_size_mismatch");
     // At the configured size it is stored.

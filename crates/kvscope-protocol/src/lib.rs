@@ -64,7 +64,21 @@ pub(crate) fn show_prefix(bytes: &[u8]) -> String {
 
 /// Encodes one message with its prefix. Infallible: every type here serializes.
 pub fn encode(message: &Message) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
+    encode_body(message, 64)
+}
+
+/// Encodes a borrowed message, to the same bytes as [`encode`] (the server relays frames
+/// without cloning their payloads first).
+pub fn encode_ref(message: MessageRef<'_>) -> Vec<u8> {
+    let hint = match message {
+        MessageRef::Frame(f) => f.payload.len() + f.topic.len() + 96,
+        _ => 256,
+    };
+    encode_body(&message, hint)
+}
+
+fn encode_body(message: &impl Serialize, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
     out.extend_from_slice(&WS_MAGIC);
     out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
     // Writing into a Vec cannot fail and every field type is serializable.

@@ -21,6 +21,31 @@ pub enum Message {
     HistoryComplete(HistoryComplete),
 }
 
+/// [`Message`] by reference, for [`crate::encode_ref`]: same variant names, same bytes.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRef<'a> {
+    Hello(&'a Hello),
+    Frame(&'a Frame),
+    FrameError(&'a FrameError),
+    SourceStatus(&'a SourceStatus),
+    LagNotice(&'a LagNotice),
+    HistoryComplete(&'a HistoryComplete),
+}
+
+impl<'a> From<&'a Message> for MessageRef<'a> {
+    fn from(m: &'a Message) -> Self {
+        match m {
+            Message::Hello(x) => MessageRef::Hello(x),
+            Message::Frame(x) => MessageRef::Frame(x),
+            Message::FrameError(x) => MessageRef::FrameError(x),
+            Message::SourceStatus(x) => MessageRef::SourceStatus(x),
+            Message::LagNotice(x) => MessageRef::LagNotice(x),
+            Message::HistoryComplete(x) => MessageRef::HistoryComplete(x),
+        }
+    }
+}
+
 /// What the server is and what it listens to; the first message on every connection.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hello {

@@ -161,6 +161,7 @@ fn every_message_kind_matches_its_golden_bytes_and_round_trips() {
         let bytes = proto::encode(&message);
         assert_eq!(&bytes[..4], b"KVSW");
         check(name, &bytes);
+        assert_eq!(proto::encode_ref((&message).into()), bytes, "{name}: encode_ref and encode differ");
         assert_eq!(proto::decode(&bytes).unwrap(), message, "{name} round trip");
     }
 }

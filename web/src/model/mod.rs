@@ -314,8 +314,10 @@ pub struct Model {
     /// Set when a policy name was not known; the run falls back to the default.
     pub config_error: Option<String>,
     pub origin: Origin,
-    /// Block size and policies the server suggested in its hello.
+    /// Block size and policies the server suggested in its hello (for a capture: inferred).
     pub server_defaults: Option<proto::Defaults>,
+    /// Where the defaults came from, when not from a server.
+    pub defaults_note: Option<String>,
     sources: Vec<Source>,
     runs: [PolicyRun; 2],
     trees: Trees,
@@ -355,6 +357,7 @@ impl Model {
             config_error,
             origin: Origin::Empty,
             server_defaults: None,
+            defaults_note: None,
             sources: Vec::new(),
             runs,
             classes: ClassTable::default(),
@@ -498,10 +501,10 @@ impl Model {
     fn reset_with_sources(&mut self, sources: &[proto::SourceInfo]) {
         let config = self.config.clone();
         let keep_errors = (self.protocol_errors, self.last_protocol_error.take());
-        let defaults = self.server_defaults.take();
+        let defaults = (self.server_defaults.take(), self.defaults_note.take());
         *self = Model::new(config);
         (self.protocol_errors, self.last_protocol_error) = keep_errors;
-        self.server_defaults = defaults;
+        (self.server_defaults, self.defaults_note) = defaults;
         for info in sources {
             self.ensure_source(info.index);
             self.sources[info.index as usize] = Source::new(info);
@@ -580,6 +583,7 @@ impl Model {
     pub fn apply_hello(&mut self, hello: &proto::Hello) {
         self.reset_with_sources(&hello.sources);
         self.server_defaults = Some(hello.defaults.clone());
+        self.defaults_note = None;
         self.origin = Origin::Server {
             mode: format!("{:?}", hello.mode).to_lowercase(),
             detail: hello.mode_detail.clone(),

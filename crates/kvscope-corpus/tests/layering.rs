@@ -1,0 +1,99 @@
+//! The dependency rules of ARCHITECTURE.md, checked against `cargo metadata`.
+//!
+//! Core crates stay free of I/O and UI stacks so they build for wasm32 and run in the browser;
+//! the protocol crate stays free of the core so server and viewer can evolve it alone; peers we
+//! benchmark against never enter the product. A violation prints the dependency path.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::process::Command;
+
+use serde_json::Value;
+
+struct Graph {
+    /// package name -> names of its normal (non-dev, non-build) dependencies.
+    deps: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Graph {
+    fn load() -> Graph {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .args(["metadata", "--format-version", "1", "--offline"])
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .output()
+            .expect("run cargo metadata");
+        assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+        let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+        let names: BTreeMap<&str, &str> = meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+            .collect();
+        let mut deps = BTreeMap::new();
+        for node in meta["resolve"]["nodes"].as_array().unwrap() {
+            let name = names[node["id"].as_str().unwrap()].to_owned();
+            let normal: BTreeSet<String> = node["deps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null()))
+                .map(|d| names[d["pkg"].as_str().unwrap()].to_owned())
+                .collect();
+            deps.entry(name).or_insert_with(BTreeSet::new).extend(normal);
+        }
+        Graph { deps }
+    }
+
+    /// The path from `from` to `to` through normal dependencies, if any.
+    fn path(&self, from: &str, to: &str) -> Option<Vec<String>> {
+        let mut queue = VecDeque::from([vec![from.to_owned()]]);
+        let mut seen = BTreeSet::new();
+        while let Some(path) = queue.pop_front() {
+            let last = path.last().unwrap();
+            if last == to {
+                return Some(path);
+            }
+            for next in self.deps.get(last).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    let mut longer = path.clone();
+                    longer.push(next.clone());
+                    queue.push_back(longer);
+                }
+            }
+        }
+        None
+    }
+}
+
+fn forbid(graph: &Graph, from: &str, to: &[&str], why: &str, violations: &mut Vec<String>) {
+    assert!(graph.deps.contains_key(from), "{from} is not in the workspace graph");
+    for target in to {
+        if let Some(path) = graph.path(from, target) {
+            violations.push(format!("{from} must not depend on {target} ({why}): {}", path.join(" -> ")));
+        }
+    }
+}
+
+#[test]
+fn crate_layers_point_one_way() {
+    let graph = Graph::load();
+    let mut violations = Vec::new();
+    let io_and_ui = ["tokio", "zeromq", "zmq", "leptos", "web-sys", "axum", "dynamo-kv-router"];
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-protocol"] {
+        forbid(&graph, core, &io_and_ui, "core crates do no I/O and build for wasm32", &mut violations);
+    }
+    forbid(
+        &graph,
+        "kvscope-protocol",
+        &["kvscope-wire", "kvscope-normalize", "kvscope-tiers"],
+        "the protocol carries payloads as opaque bytes",
+        &mut violations,
+    );
+    forbid(&graph, "kvscope-wire", &["kvscope-normalize", "kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
+    forbid(&graph, "kvscope-normalize", &["kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
+    for product in ["kvscope", "kvscope-web", "kvscope-wasm"] {
+        forbid(&graph, product, &["dynamo-kv-router", "kvscope-peer-bench"], "peers stay in benches/", &mut violations);
+    }
+    assert!(violations.is_empty(), "layer rules broken:\n{}", violations.join("\n"));
+}

@@ -1,0 +1,57 @@
+//! The page: reads the URL, provides the fleet, connects, and lays out the views.
+
+use leptos::prelude::*;
+
+use crate::contexts::provide_fleet;
+use crate::views::capture_bar::CaptureBar;
+use crate::views::fleet_bar::FleetBar;
+use crate::views::headline::Headline;
+use crate::views::indexer_log::IndexerLog;
+use crate::views::inspector::Inspector;
+use crate::views::tier_tree::TierTree;
+use crate::views::timeline::Timeline;
+use crate::views::worker_cards::WorkerCards;
+
+/// The whole dashboard, connected to the server the page came from.
+#[component]
+pub fn App() -> impl IntoView {
+    let settings = crate::url::read_settings();
+    let fleet = provide_fleet(settings);
+    // Effect at the edge: settings -> URL.
+    Effect::new(move |_| {
+        let s = fleet.settings.get();
+        crate::url::write_settings(&s);
+    });
+    // A selection in the URL is resolved once the event has arrived.
+    Effect::new(move |_| {
+        fleet.track();
+        if fleet.selected.get_untracked().is_none() {
+            if let Some(r) = fleet.settings.with_untracked(|s| s.selected.clone()) {
+                if let Some(id) = fleet.with_model(|m| m.find_event(&r)) {
+                    fleet.selected.set(Some(id));
+                }
+            }
+        }
+    });
+    fleet.connect();
+    view! { <Dashboard /> }
+}
+
+/// The views, in reading order: the answer first, then the evidence.
+#[component]
+pub fn Dashboard() -> impl IntoView {
+    view! {
+        <FleetBar />
+        <main id="main">
+            <CaptureBar />
+            <Headline />
+            <WorkerCards />
+            <Timeline />
+            <div class="two-col">
+                <Inspector />
+                <IndexerLog />
+            </div>
+            <TierTree />
+        </main>
+    }
+}

@@ -1,0 +1,171 @@
+//! The fleet bar: connection, sources, events/s, policy A and B, block size, pause, memory.
+
+use leptos::prelude::*;
+
+use crate::contexts::{now_ms, use_fleet};
+use crate::model::policy_run::policy_names;
+use crate::model::Origin;
+use crate::views::{human_bytes, thousands};
+
+#[component]
+pub fn FleetBar() -> impl IntoView {
+    let fleet = use_fleet();
+    let conn_label = move || fleet.conn.with(|c| c.label());
+    let conn_class = move || {
+        fleet.conn.with(|c| match c {
+            crate::conn::ConnState::Open => "dot ok",
+            crate::conn::ConnState::Off => "dot off",
+            _ => "dot warn",
+        })
+    };
+    let origin = move || {
+        fleet.track();
+        fleet.with_model(|m| match &m.origin {
+            Origin::Empty => "waiting for the server's hello".to_owned(),
+            Origin::Server { mode, detail, .. } => format!("{mode}: {detail}"),
+            Origin::Capture { name, truncated } => match truncated {
+                Some(_) => format!("capture {name} (last record cut)"),
+                None => format!("capture {name}"),
+            },
+        })
+    };
+    let sources = move || {
+        fleet.track();
+        fleet.with_model(|m| {
+            let total = m.sources().len();
+            let live = m
+                .sources()
+                .iter()
+                .filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live))
+                .count();
+            if matches!(m.origin, Origin::Server { .. }) {
+                format!("{live} of {total} sources live")
+            } else {
+                format!("{total} sources")
+            }
+        })
+    };
+    let rate = move || {
+        fleet.track();
+        let r = fleet.with_model(|m| m.events_per_second(now_ms()));
+        format!("{} events/s", thousands(r.round() as u64))
+    };
+    let memory = move || {
+        fleet.track();
+        fleet.with_model(|m| m.memory())
+    };
+    let names: Vec<&'static str> = policy_names();
+    let policy_select = move |side: crate::model::settings::Side| {
+        let names = names.clone();
+        let current = move || fleet.with_model(|m| m.policy_name(side).to_owned());
+        let label = match side {
+            crate::model::settings::Side::A => "Policy A",
+            crate::model::settings::Side::B => "Policy B",
+        };
+        let id = format!("policy-{}", side.as_str());
+        view! {
+            <label class="field" for=id.clone()>
+                <span class=format!("side side-{}", side.as_str())>{label}</span>
+                <select
+                    id=id
+                    data-testid=format!("policy-{}", side.as_str())
+                    on:change=move |ev| {
+                        let v = event_target_value(&ev);
+                        fleet.update_settings(|s| match side {
+                            crate::model::settings::Side::A => s.policy_a = Some(v),
+                            crate::model::settings::Side::B => s.policy_b = Some(v),
+                        });
+                    }
+                >
+                    {names
+                        .iter()
+                        .map(|n| {
+                            let n = *n;
+                            view! {
+                                <option value=n selected=move || { fleet.track(); current() == n }>{n}</option>
+                            }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+        }
+    };
+    let block_size = move || {
+        fleet.track();
+        fleet.with_model(|m| m.config().block_size)
+    };
+    let defaults_note = move || {
+        fleet.track();
+        fleet.with_model(|m| m.defaults_note.clone()).unwrap_or_default()
+    };
+    view! {
+        <header class="fleet-bar" role="banner">
+            <h1>"kvscope"</h1>
+            <span class="conn" data-testid="conn-state" aria-live="polite">
+                <span class=conn_class aria-hidden="true"></span>
+                {conn_label}
+            </span>
+            <span class="origin" data-testid="origin">{origin}</span>
+            <span class="stat" data-testid="sources">{sources}</span>
+            <span class="stat" data-testid="rate">{rate}</span>
+            {policy_select(crate::model::settings::Side::A)}
+            {policy_select(crate::model::settings::Side::B)}
+            <label class="field" for="block-size" title=defaults_note>
+                <span>"Block size"</span>
+                <input
+                    id="block-size"
+                    data-testid="block-size"
+                    type="number"
+                    min="1"
+                    step="1"
+                    prop:value=move || block_size().to_string()
+                    on:change=move |ev| {
+                        let v = event_target_value(&ev).trim().parse::<u32>().ok().filter(|&n| n > 0);
+                        fleet.update_settings(|s| s.block_size = v);
+                    }
+                />
+                <span class="unit">"tokens"</span>
+            </label>
+            <button
+                data-testid="pause"
+                aria-pressed=move || fleet.paused.get().to_string()
+                on:click=move |_| {
+                    let p = !fleet.paused.get_untracked();
+                    fleet.paused.set(p);
+                    if !p {
+                        fleet.update_model(|m| m.dirty = true);
+                        fleet.flush();
+                    }
+                }
+            >
+                {move || if fleet.paused.get() { "Resume" } else { "Pause" }}
+            </button>
+            <span
+                class="memory"
+                data-testid="memory"
+                class:bound=move || memory().bound_reached
+                title="Frames and events kept for the inspector, re-classification and download"
+            >
+                {move || {
+                    let m = memory();
+                    let mut s = format!(
+                        "{} of {} retained ({} events)",
+                        human_bytes(m.retained_bytes as f64),
+                        human_bytes(m.bound_bytes as f64),
+                        thousands(m.retained_events as u64),
+                    );
+                    if m.bound_reached {
+                        s.push_str(&format!(
+                            " · bound reached: {} oldest frames dropped (raise with ?mem=MiB)",
+                            thousands(m.evicted_frames),
+                        ));
+                    }
+                    s
+                }}
+            </span>
+            <span class="paused-note" hidden=move || !fleet.paused.get()>
+                "paused: still receiving, views frozen"
+            </span>
+        </header>
+    }
+}

@@ -1,0 +1,150 @@
+//! The event inspector: decoded fields, the raw payload in hex, and the verdict under policy A
+//! and policy B with the rule that decided each.
+
+use kvscope_wire::KvEvent;
+use leptos::prelude::*;
+
+use crate::contexts::use_fleet;
+use crate::model::EventDetail;
+use crate::views::clock;
+use crate::views::virtual_list::VirtualList;
+
+/// Scrolls the inspector into view and focuses it (after "open the first fatal").
+pub fn scroll_to_inspector() {
+    if let Some(el) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.get_element_by_id("inspector")) {
+        el.scroll_into_view();
+    }
+}
+
+/// The decoded fields as (name, value) rows; wire strings in `{:?}` so `"cpu "` shows its space.
+pub fn fields(d: &EventDetail) -> Vec<(&'static str, String)> {
+    let mut out = vec![
+        ("source", d.source_key.clone()),
+        ("seq", d.seq.to_string()),
+        ("event index", d.index.to_string()),
+        ("received", format!("{}{}", clock(d.recv_time_nanos), if d.replayed { " (replayed)" } else { "" })),
+        ("topic", format!("{:?}", String::from_utf8_lossy(&d.topic))),
+    ];
+    if let Some(ts) = d.batch_ts {
+        out.push(("batch ts", format!("{ts:.6} s")));
+    }
+    out.push(("batch dp_rank", d.batch_dp_rank.map_or("none".into(), |r| r.to_string())));
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "absent".into());
+    match &d.event {
+        Some(KvEvent::BlockStored(s)) => {
+            out.push(("type", "BlockStored".into()));
+            out.push(("block_hashes", hashes(&s.block_hashes)));
+            out.push(("parent_block_hash", opt(s.parent_block_hash.map(|h| h.to_string()))));
+            out.push(("token_ids", format!("{} {}", s.token_ids.count, if s.token_ids.is_bigram { "pairs" } else { "tokens" })));
+            out.push(("block_size", opt(s.block_size.map(|b| format!("{b} tokens")))));
+            out.push(("medium", opt(s.medium.as_ref().map(|m| format!("{m:?}")))));
+            out.push(("group_idx", opt(s.group_idx.map(|g| g.to_string()))));
+            out.push(("kv_cache_spec_kind", opt(s.kv_cache_spec_kind.as_ref().map(|k| format!("{k:?}")))));
+            out.push(("lora_id", opt(s.lora_id.map(|l| l.to_string()))));
+            out.push(("lora_name", opt(s.lora_name.as_ref().map(|l| format!("{l:?}")))));
+            out.push(("locality", opt(s.locality.as_ref().map(|l| format!("{l:?}")))));
+            out.push(("encoding", opt(s.encoding.map(|e| format!("{e:?}")))));
+        }
+        Some(KvEvent::BlockRemoved(r)) => {
+            out.push(("type", "BlockRemoved".into()));
+            out.push(("block_hashes", hashes(&r.block_hashes)));
+            out.push(("medium", opt(r.medium.as_ref().map(|m| format!("{m:?}")))));
+            out.push(("group_idx", opt(r.group_idx.map(|g| g.to_string()))));
+            out.push(("locality", opt(r.locality.as_ref().map(|l| format!("{l:?}")))));
+        }
+        Some(KvEvent::AllBlocksCleared { .. }) => out.push(("type", "AllBlocksCleared".into())),
+        Some(KvEvent::Unknown(u)) => out.push(("type", format!("unknown tag {:?}", u.tag))),
+        None => out.push(("type", "payload did not decode".into())),
+    }
+    out
+}
+
+fn hashes(h: &[kvscope_wire::BlockHash]) -> String {
+    let shown: Vec<String> = h.iter().take(8).map(|h| h.to_string()).collect();
+    if h.len() > 8 { format!("{} (+{} more)", shown.join(" "), h.len() - 8) } else { shown.join(" ") }
+}
+
+/// One hex-dump line: offset, 16 bytes, ASCII.
+pub fn hex_line(bytes: &[u8], line: usize) -> String {
+    let start = line * 16;
+    let chunk = &bytes[start.min(bytes.len())..(start + 16).min(bytes.len())];
+    let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+    let ascii: String = chunk.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' }).collect();
+    format!("{start:08x}  {:<47}  {ascii}", hex.join(" "))
+}
+
+#[component]
+pub fn Inspector() -> impl IntoView {
+    let fleet = use_fleet();
+    let detail = Memo::new(move |_| {
+        let id = fleet.selected.get()?;
+        fleet.with_model(|m| m.event_detail(id).map(|d| std::sync::Arc::new(d)))
+    });
+    let payload_lines = Signal::derive(move || detail.with(|d| d.as_ref().map_or(0, |d| d.payload.len().div_ceil(16))));
+    view! {
+        <section id="inspector" class="inspector" aria-labelledby="inspector-title" data-testid="inspector" tabindex="-1">
+            <h2 id="inspector-title">"Event inspector"</h2>
+            {move || match detail.get() {
+                None => view! {
+                    <p class="empty">"Click a mark on the timeline, or use “Next fatal”, to open an event."</p>
+                }.into_any(),
+                Some(d) => {
+                    let d2 = d.clone();
+                    view! {
+                        <div class="verdicts-ab">
+                            {d.verdicts
+                                .iter()
+                                .enumerate()
+                                .map(|(i, (policy, class, rule))| {
+                                    let side = if i == 0 { "a" } else { "b" };
+                                    let kind = class.as_ref().map_or("none", |c| c.kind.as_str());
+                                    let label = class.as_ref().map_or("no verdict".to_owned(), |c| c.describe());
+                                    view! {
+                                        <div class=format!("verdict verdict-{kind}") data-testid=format!("inspector-verdict-{side}") data-kind=kind>
+                                            <p>
+                                                <span class=format!("side side-{side}")>{side.to_uppercase()}</span>
+                                                " " <strong>{policy.clone()}</strong> ": " <strong>{label}</strong>
+                                            </p>
+                                            <p class="rule" data-testid=format!("inspector-rule-{side}")>{rule.clone()}</p>
+                                        </div>
+                                    }
+                                })
+                                .collect_view()}
+                        </div>
+                        <table class="fields" data-testid="inspector-fields">
+                            {fields(&d)
+                                .into_iter()
+                                .map(|(k, v)| view! { <tr><th scope="row">{k}</th><td data-field=k>{v}</td></tr> })
+                                .collect_view()}
+                        </table>
+                        <h3>{format!("Payload: {} bytes (msgpack, the whole batch)", d.payload.len())}</h3>
+                        <div class="hex" data-testid="inspector-hex">
+                            <VirtualList
+                                rows=payload_lines
+                                row_px=18.0
+                                height_px=180.0
+                                label="payload bytes in hex".to_string()
+                                render=move |i| hex_line(&d2.payload, i)
+                            />
+                        </div>
+                    }.into_any()
+                }
+            }}
+        </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_lines_show_offset_bytes_and_ascii() {
+        let bytes: Vec<u8> = (0x41..0x41 + 20).collect();
+        assert_eq!(
+            hex_line(&bytes, 0),
+            "00000000  41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50  ABCDEFGHIJKLMNOP"
+        );
+        assert_eq!(hex_line(&bytes, 1), format!("00000010  {:<47}  QRST", "51 52 53 54"));
+    }
+}

@@ -1,0 +1,60 @@
+//! One component per file. Each reads the model through `use_fleet()` and re-renders when the
+//! generation it tracks changes; none holds stream data in a signal.
+
+pub mod app;
+pub mod capture_bar;
+pub mod fleet_bar;
+pub mod headline;
+pub mod indexer_log;
+pub mod inspector;
+pub mod tier_tree;
+pub mod timeline;
+pub mod virtual_list;
+pub mod worker_card;
+pub mod worker_cards;
+
+/// "1.2 MiB", "340 KiB", "12 B".
+pub fn human_bytes(n: f64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{v:.0} {}", UNITS[u]) } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// "12,345".
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Wall-clock time of a Unix-nanosecond stamp, `HH:MM:SS.mmm` UTC.
+pub fn clock(nanos: u64) -> String {
+    let ms = nanos / 1_000_000;
+    let (h, m, s, milli) = ((ms / 3_600_000) % 24, (ms / 60_000) % 60, (ms / 1000) % 60, ms % 1000);
+    format!("{h:02}:{m:02}:{s:02}.{milli:03} UTC")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_carry_units_and_separators() {
+        assert_eq!(human_bytes(12.0), "12 B");
+        assert_eq!(human_bytes(1536.0 * 1024.0), "1.5 MiB");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(thousands(12), "12");
+        assert_eq!(clock(3_723_004_000_000), "01:02:03.004 UTC");
+    }
+}

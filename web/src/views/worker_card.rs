@@ -1,0 +1,221 @@
+//! One worker card: block counts per tier, verdict counts per policy by tier, skip reason and
+//! fatal kind, and gaps, restarts and errors. It re-renders only when its own source changed.
+
+use std::collections::BTreeSet;
+
+use kvscope_normalize::StorageTier;
+use leptos::prelude::*;
+
+use crate::contexts::use_fleet;
+use crate::model::classes::VerdictKind;
+use crate::model::settings::Side;
+use crate::model::Model;
+use crate::views::thousands;
+
+/// One row of a card's verdict table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub kind: VerdictKind,
+    pub reason: String,
+    /// Per policy: count and the tiers it happened on.
+    pub cells: [(u64, String); 2],
+}
+
+/// The rows of a card: fatal first, then skips, then applied per tier (always all four tiers,
+/// so a zero is shown, not missing).
+pub fn card_rows(m: &Model, index: u32) -> Vec<Row> {
+    let Some(src) = m.source(index) else { return Vec::new() };
+    let classes = m.classes();
+    let a = src.counts(Side::A).rows(classes);
+    let b = src.counts(Side::B).rows(classes);
+    let mut keys: BTreeSet<(VerdictKind, String)> = a.keys().chain(b.keys()).cloned().collect();
+    for t in StorageTier::ALL {
+        keys.insert((VerdictKind::Applied, t.label().to_owned()));
+    }
+    let order = |k: VerdictKind| match k {
+        VerdictKind::Fatal => 0,
+        VerdictKind::Skipped => 1,
+        VerdictKind::Applied => 2,
+    };
+    let mut keys: Vec<_> = keys.into_iter().collect();
+    keys.sort_by_key(|(k, r)| {
+        let tier_pos = StorageTier::from_label(r).map_or(9, |t| t.index());
+        (order(*k), tier_pos, r.clone())
+    });
+    keys.into_iter()
+        .map(|(kind, reason)| {
+            let cell = |rows: &std::collections::BTreeMap<(VerdictKind, String), (u64, std::collections::BTreeMap<String, u64>)>| {
+                rows.get(&(kind, reason.clone())).map_or((0, String::new()), |(n, tiers)| {
+                    (*n, if kind == VerdictKind::Applied { String::new() } else { tiers.keys().cloned().collect::<Vec<_>>().join(", ") })
+                })
+            };
+            Row { cells: [cell(&a), cell(&b)], kind, reason }
+        })
+        .collect()
+}
+
+/// "A fatal · B skipped" when the policies disagree on this worker, else `None`.
+pub fn disagreement(m: &Model, index: u32) -> Option<String> {
+    let src = m.source(index)?;
+    if !src.policies_disagree(m.classes()) {
+        return None;
+    }
+    let word = |side: Side| {
+        let c = src.counts(side);
+        if c.total(m.classes(), VerdictKind::Fatal) > 0 {
+            "fatal"
+        } else if c.rows(m.classes()).keys().any(|(k, r)| *k == VerdictKind::Skipped && r == "offload_block_size_mismatch") {
+            "offload skipped"
+        } else {
+            "ok"
+        }
+    };
+    Some(format!("policies disagree: A {} · B {}", word(Side::A), word(Side::B)))
+}
+
+#[component]
+pub fn WorkerCard(index: u32) -> impl IntoView {
+    let fleet = use_fleet();
+    let generation = Memo::new(move |_| fleet.track_source(index));
+    // Policy names and the tree side are global: track them too.
+    let global = Memo::new(move |_| {
+        fleet.track();
+        fleet.with_model(|m| (m.policy_name(Side::A).to_owned(), m.policy_name(Side::B).to_owned(), m.config().trees))
+    });
+    move || {
+        generation.track();
+        let (pa, pb, trees_side) = global.get();
+        fleet.with_model(|m| {
+            let Some(src) = m.source(index) else { return view! { <article class="card"></article> }.into_any() };
+            let rows = card_rows(m, index);
+            let disagree = disagreement(m, index);
+            let status = src
+                .status
+                .as_ref()
+                .map(|s| format!("{:?}", s.state).to_lowercase())
+                .unwrap_or_else(|| if matches!(m.origin, crate::model::Origin::Capture { .. }) { "capture".into() } else { "—".into() });
+            let tier_counts: Vec<(StorageTier, u64)> =
+                StorageTier::ALL.iter().map(|t| (*t, m.trees().blocks(index, *t))).collect();
+            let fatal_a = src.counts(Side::A).first_fatal.clone();
+            let fatal_b = src.counts(Side::B).first_fatal.clone();
+            let gaps = src.gaps();
+            let restarts = src.restarts();
+            let last_seq = src.seq.last_seq;
+            let errors = src.decode_errors + src.frame_errors;
+            let last_error = src.last_error.clone();
+            let worker = src.worker_id.clone();
+            let dp = src.dp_rank;
+            let title = format!("worker {} · dp rank {}", src.worker_id, src.dp_rank);
+            let frames = src.frames;
+            let events = src.counts(Side::A).events;
+            let tree_policy = if trees_side == Side::A { pa.clone() } else { pb.clone() };
+            let fatal_line = |side: &'static str, name: &str, f: Option<(u64, String)>| {
+                f.map(|(seq, _)| {
+                    view! {
+                        <p class="stop-line">
+                            <span class=format!("side side-{side}")>{side.to_uppercase()}</span>
+                            {format!(" {name}: an indexer stops at seq {seq}")}
+                        </p>
+                    }
+                })
+            };
+            view! {
+                <article
+                    class="card"
+                    class:disagree=disagree.is_some()
+                    data-testid="worker-card"
+                    data-worker=worker
+                    data-dp-rank=dp.to_string()
+                    aria-label=title.clone()
+                >
+                    <header>
+                        <h3>{title}</h3>
+                        <span class="status">{status}</span>
+                    </header>
+                    {disagree.map(|d| view! { <p class="badge" data-testid="disagree">{d}</p> })}
+                    {fatal_line("a", &pa, fatal_a)}
+                    {fatal_line("b", &pb, fatal_b)}
+                    <table class="tiers">
+                        <caption>{format!("Blocks held per tier (trees built by policy {})", tree_policy)}</caption>
+                        <tr>
+                            {tier_counts
+                                .iter()
+                                .map(|(t, _)| view! { <th scope="col">{t.label()}</th> })
+                                .collect_view()}
+                        </tr>
+                        <tr>
+                            {tier_counts
+                                .into_iter()
+                                .map(|(t, n)| {
+                                    view! {
+                                        <td data-testid="tier-count" data-tier=t.label()>
+                                            {n.to_string()}
+                                        </td>
+                                    }
+                                })
+                                .collect_view()}
+                        </tr>
+                    </table>
+                    <table class="verdicts">
+                        <caption>"Events by verdict"</caption>
+                        <thead>
+                            <tr>
+                                <th scope="col">"verdict"</th>
+                                <th scope="col"><span class="side side-a">"A"</span>" "{pa.clone()}</th>
+                                <th scope="col"><span class="side side-b">"B"</span>" "{pb.clone()}</th>
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {rows
+                                .into_iter()
+                                .map(|r| {
+                                    let differs = r.cells[0].0 != r.cells[1].0;
+                                    let kind = r.kind.as_str();
+                                    let label = match r.kind {
+                                        VerdictKind::Applied => format!("applied on {}", r.reason),
+                                        _ => format!("{kind} {}", r.reason),
+                                    };
+                                    let cell = |side: &'static str, (n, tiers): (u64, String)| {
+                                        let reason = r.reason.clone();
+                                        view! {
+                                            <td class:nonzero=n > 0 class:differs=differs>
+                                                <span
+                                                    data-testid="verdict-count"
+                                                    data-policy=side
+                                                    data-kind=kind
+                                                    data-reason=reason
+                                                >
+                                                    {n.to_string()}
+                                                </span>
+                                                {(!tiers.is_empty() && n > 0).then(|| view! { <small>{format!(" on {tiers}")}</small> })}
+                                            </td>
+                                        }
+                                    };
+                                    let [ca, cb] = r.cells.clone();
+                                    view! {
+                                        <tr class=format!("row-{kind}")>
+                                            <th scope="row">{label}</th>
+                                            {cell("a", ca)}
+                                            {cell("b", cb)}
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                    <footer>
+                        <span data-testid="frames">{format!("{} frames", thousands(frames))}</span>
+                        <span>{format!("{} events", thousands(events))}</span>
+                        <span>{format!("last seq {}", last_seq.map_or("—".to_owned(), |s| s.to_string()))}</span>
+                        <span data-testid="gaps" class:warn=gaps > 0>{format!("{gaps} gaps")}</span>
+                        <span data-testid="restarts" class:warn=restarts > 0>{format!("{restarts} restarts")}</span>
+                        <span data-testid="errors" class:warn=errors > 0 title=last_error.unwrap_or_default()>
+                            {format!("{errors} errors")}
+                        </span>
+                    </footer>
+                </article>
+            }
+            .into_any()
+        })
+    }
+}
