@@ -133,3 +133,13 @@ pub fn open(path: &Path) -> Result<CaptureReader<std::io::BufReader<std::fs::Fil
     CaptureReader::new(std::io::BufReader::with_capacity(1 << 20, file))
         .map_err(|e| e.with_path(&path.display().to_string()).to_string())
 }
+
+/// A header for a new capture of `sources`.
+pub fn header(sources: Vec<kvscope_protocol::SourceInfo>, note: Option<String>) -> CaptureHeader {
+    CaptureHeader {
+        created_unix_nanos: crate::time::unix_nanos(),
+        kvscope_version: env!("CARGO_PKG_VERSION").to_owned(),
+        sources,
+        note,
+    }
+}

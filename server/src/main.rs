@@ -1,1 +1,5 @@
-fn main() {}
+//! `kvscope`: see ../README.md, or run `kvscope --help`.
+
+fn main() -> std::process::ExitCode {
+    kvscope::cli::main()
+}

@@ -139,7 +139,7 @@ impl Metrics {
     }
 
     /// Counter handles for one source, looked up once.
-    pub fn source(&self, key: &str) -> SourceMetrics {
+    pub fn source(self: &std::sync::Arc<Self>, key: &str) -> SourceMetrics {
         let l = SourceLabels { source: key.to_owned() };
         SourceMetrics {
             key: key.to_owned(),
@@ -156,6 +156,7 @@ impl Metrics {
                     .get_or_create(&EventLabels { source: key.to_owned(), r#type: EVENT_TYPES[i].to_owned() })
                     .clone()
             }),
+            all: self.clone(),
         }
     }
 }
@@ -176,6 +177,18 @@ pub struct SourceMetrics {
     pub reconnects: Counter,
     pub connected: Gauge,
     pub events: [Counter; 4],
+    /// For the rare families labelled by kind (frame and decode errors).
+    pub all: std::sync::Arc<Metrics>,
+}
+
+impl SourceMetrics {
+    pub fn frame_error(&self, kind: &str) {
+        self.all.frame_errors.get_or_create(&KindLabels { source: self.key.clone(), kind: kind.to_owned() }).inc();
+    }
+
+    pub fn decode_error(&self, kind: &str) {
+        self.all.decode_errors.get_or_create(&KindLabels { source: self.key.clone(), kind: kind.to_owned() }).inc();
+    }
 }
 
 /// The content type `prometheus-client`'s text encoder produces.

@@ -20,7 +20,7 @@
 //! Neighbours: `intake` and `replay` publish; `http` subscribes one client per WebSocket.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -190,6 +190,8 @@ struct ClientSlot {
     tx: mpsc::Sender<Bytes>,
     queued: Arc<AtomicU64>,
     loss: Option<Loss>,
+    /// Mirrors `loss.is_some()` for the writer, which checks it without the lock.
+    lossy: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -230,6 +232,8 @@ pub struct Subscription {
     pub rx: mpsc::Receiver<Bytes>,
     /// Bytes in `rx` not yet taken; the writer subtracts what it takes.
     pub queued: Arc<AtomicU64>,
+    /// True while this client owes a lag notice.
+    pub lossy: Arc<AtomicBool>,
 }
 
 impl Subscription {
@@ -291,7 +295,7 @@ impl Hub {
                 if evicted > 0 {
                     state.evicted_frames += evicted as u64;
                     self.metrics.history_evicted_frames.inc_by(evicted as u64);
-                    if !state.eviction_logged {
+                    if !state.eviction_logged && self.config.history_bytes > 0 {
                         state.eviction_logged = true;
                         tracing::info!(
                             history_bytes = self.config.history_bytes,
@@ -308,32 +312,20 @@ impl Hub {
         let queue_bound = self.config.client_queue_bytes as u64;
         let statuses = &state.statuses;
         state.clients.retain_mut(|client| {
-            if let Some(loss) = &client.loss {
-                let notice = Bytes::from(proto::encode(&loss.notice(queue_bound)));
-                match offer(client, notice, queue_bound, &self.metrics) {
-                    Offer::Sent => {
-                        let loss = client.loss.take().expect("checked");
-                        self.metrics.lag_notices.inc();
-                        // Statuses are "latest state": resend the current ones after a loss so
-                        // the client is not left with a stale view.
-                        if loss.statuses {
-                            for status in statuses.iter().flatten() {
-                                let _ = offer(client, status.clone(), u64::MAX, &self.metrics);
-                            }
-                        }
-                    }
-                    Offer::Full => {
-                        client.loss.as_mut().expect("checked").add(&entry);
-                        count_lost(&entry, &self.metrics);
-                        return true;
-                    }
-                    Offer::Closed => return false,
+            match deliver_notice(client, statuses, queue_bound, &self.metrics) {
+                Offer::Sent => {}
+                Offer::Full => {
+                    client.loss.as_mut().expect("owes a notice").add(&entry);
+                    count_lost(&entry, &self.metrics);
+                    return true;
                 }
+                Offer::Closed => return false,
             }
             match offer(client, entry.bytes.clone(), queue_bound, &self.metrics) {
                 Offer::Sent => true,
                 Offer::Full => {
                     client.loss.get_or_insert_with(Loss::default).add(&entry);
+                    client.lossy.store(true, Ordering::Relaxed);
                     count_lost(&entry, &self.metrics);
                     true
                 }
@@ -350,7 +342,8 @@ impl Hub {
         let mut state = self.state.lock().expect("hub lock");
         let id = state.next_client_id;
         state.next_client_id += 1;
-        state.clients.push(ClientSlot { id, tx, queued: queued.clone(), loss: None });
+        let lossy = Arc::new(AtomicBool::new(false));
+        state.clients.push(ClientSlot { id, tx, queued: queued.clone(), loss: None, lossy: lossy.clone() });
         self.metrics.clients.set(state.clients.len() as i64);
         self.metrics.clients_total.inc();
         Subscription {
@@ -361,6 +354,18 @@ impl Hub {
             evicted_frames: state.evicted_frames,
             rx,
             queued,
+            lossy,
+        }
+    }
+
+    /// A writer whose queue ran dry calls this when it owes a lag notice, so the notice does not
+    /// wait for the next published message (there may be none for a while).
+    pub fn deliver_pending_notice(&self, id: u64) {
+        let mut guard = self.state.lock().expect("hub lock");
+        let state = &mut *guard;
+        let queue_bound = self.config.client_queue_bytes as u64;
+        if let Some(client) = state.clients.iter_mut().find(|c| c.id == id) {
+            let _ = deliver_notice(client, &state.statuses, queue_bound, &self.metrics);
         }
     }
 
@@ -378,6 +383,26 @@ impl Hub {
     pub fn client_count(&self) -> usize {
         self.state.lock().expect("hub lock").clients.len()
     }
+}
+
+/// Queues the lag notice a client owes, if any; `Sent` also when it owed none.
+fn deliver_notice(client: &mut ClientSlot, statuses: &[Option<Bytes>], queue_bound: u64, metrics: &Metrics) -> Offer {
+    let Some(loss) = &client.loss else { return Offer::Sent };
+    let notice = Bytes::from(proto::encode(&loss.notice(queue_bound)));
+    let result = offer(client, notice, queue_bound, metrics);
+    if let Offer::Sent = result {
+        let loss = client.loss.take().expect("checked");
+        client.lossy.store(false, Ordering::Relaxed);
+        metrics.lag_notices.inc();
+        // Statuses are "latest state": resend the current ones after a loss so the client is
+        // not left with a stale view.
+        if loss.statuses {
+            for status in statuses.iter().flatten() {
+                let _ = offer(client, status.clone(), u64::MAX, metrics);
+            }
+        }
+    }
+    result
 }
 
 enum Offer {

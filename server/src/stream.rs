@@ -443,6 +443,9 @@ impl<O: Output> Pipeline<O> {
         self.output.frame(&frame, raw);
         if let Some(err) = decode_error {
             self.status.counters.decode_errors += 1;
+            if let Some(m) = &self.metrics {
+                m.decode_error(err.classify().as_str());
+            }
             let text = format!("{} seq {seq}: {err}", self.key);
             tracing::debug!("{text}");
             let error = proto::FrameError {
@@ -462,6 +465,9 @@ impl<O: Output> Pipeline<O> {
     fn framing_error(&mut self, kind: &str, what: &str, seq: Option<u64>, recv_time_nanos: u64, replayed: bool, frames: &[Bytes]) {
         self.status.counters.frame_errors += 1;
         self.status_dirty = true;
+        if let Some(m) = &self.metrics {
+            m.frame_error(kind);
+        }
         let via = if replayed { " (replay reply)" } else { "" };
         let text = format!("{}{via}: {what}", self.key);
         tracing::debug!("{text}");

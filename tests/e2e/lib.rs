@@ -1,1 +1,472 @@
-//! placeholder
+//! End-to-end tests: real ZMQ, real WebSocket, real headless Chromium.
+//!
+//! Helpers shared by the browser tests (`e2e/browser.rs`) and the browser benchmark
+//! (`e2e/browser_bench.rs`): start the `kvscope` binary on a free port and read its URL, serve
+//! `dist/` alone (the "no server" case), drive Debian's Chromium through `/usr/bin/chromedriver`
+//! with fantoccini, install a console-error shim before the app loads (Chrome DevTools
+//! `Page.addScriptToEvaluateOnNewDocument` through chromedriver), and read the figures the page
+//! shows through the same `data-testid` attributes people's scripts use.
+//!
+//! What it is not: a test of the server's or the core crates' logic; those have their own
+//! tests. Here the page's numbers are compared with `kvscope check --json` on the same frames.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
+}
+
+/// Where screenshots and benchmark output go (gitignored).
+pub fn artifacts_dir() -> PathBuf {
+    let dir = root().join("tests/artifacts");
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// A TCP port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// The `kvscope` binary: `$KVSCOPE_BIN`, else `target/release/kvscope`, else `target/debug/kvscope`.
+pub fn kvscope_bin() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("KVSCOPE_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root().join("target"));
+    ["release", "debug"].iter().map(|p| target.join(p).join("kvscope")).find(|p| p.exists())
+}
+
+/// Why the browser tests cannot run here, or `None` when they can.
+pub fn missing_prerequisite() -> Option<String> {
+    if !Path::new("/usr/bin/chromedriver").exists() {
+        return Some("no /usr/bin/chromedriver: run scripts/install-tools.sh (apt-get install chromium chromium-driver)".into());
+    }
+    if !root().join("dist/index.html").exists() {
+        return Some("no dist/index.html: run scripts/build-web.sh".into());
+    }
+    if kvscope_bin().is_none() {
+        return Some("no kvscope binary: run cargo build --release -p kvscope (after scripts/build-web.sh)".into());
+    }
+    None
+}
+
+/// A running `kvscope` subcommand.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub port: u16,
+    args: Vec<String>,
+}
+
+impl Server {
+    /// Runs `kvscope ARGS --listen 127.0.0.1:PORT` and waits for its `listening on` line.
+    pub async fn start(args: &[&str], port: u16) -> Server {
+        let bin = kvscope_bin().expect("kvscope binary (see missing_prerequisite)");
+        let listen = format!("127.0.0.1:{port}");
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.push("--listen".into());
+        all.push(listen);
+        let mut child = Command::new(&bin)
+            .args(&all)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = loop {
+            let line = tokio::time::timeout_at(deadline.into(), lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("kvscope {all:?} printed no 'listening on' line within 30 s"))
+                .expect("read kvscope stdout")
+                .unwrap_or_else(|| panic!("kvscope {all:?} exited before listening"));
+            if let Some(rest) = line.strip_prefix("listening on ") {
+                break rest.trim().to_owned();
+            }
+        };
+        // Keep draining stdout so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Server { child, url, port, args: args.iter().map(|s| s.to_string()).collect() }
+    }
+
+    /// Kills the server (SIGKILL: the page sees the socket drop, as when a pod dies).
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// Starts the same command again on the same port.
+    pub async fn restart(&mut self) {
+        self.kill().await;
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        // The port may linger briefly in the kernel; retry for a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if std::net::TcpListener::bind(("127.0.0.1", self.port)).is_ok() || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        *self = Server::start(&args, self.port).await;
+    }
+}
+
+/// Runs `kvscope check FILE --block-size N --policy P --json` and returns the JSON.
+pub fn check_json(capture: &Path, block_size: u32, policy: &str) -> Value {
+    let bin = kvscope_bin().expect("kvscope binary");
+    let out = std::process::Command::new(&bin)
+        .arg("check")
+        .arg(capture)
+        .args(["--block-size", &block_size.to_string(), "--policy", policy, "--json"])
+        .output()
+        .expect("run kvscope check");
+    let code = out.status.code();
+    assert!(matches!(code, Some(0 | 3)), "kvscope check exited {code:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("check --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Writes the corpus's Kimi-K3 incident streams (three workers) as a `.kvcap`, frames exactly as
+/// the engines published them, `repeat` times over (seq continuing), 10 ms apart per worker.
+pub fn write_kimi_capture(path: &Path, repeat: usize) {
+    use kvscope_protocol as proto;
+    let workers = kvscope_corpus::KIMI_K3_WORKERS;
+    let sources: Vec<proto::SourceInfo> = (0..workers)
+        .map(|w| proto::SourceInfo {
+            index: w,
+            key: format!("{w}:0"),
+            worker_id: w.to_string(),
+            dp_rank: 0,
+            endpoint: format!("tcp://127.0.0.1:{}", 5557 + w),
+            replay_endpoint: None,
+        })
+        .collect();
+    let header = proto::capture::CaptureHeader {
+        created_unix_nanos: 1_700_000_000_000_000_000,
+        kvscope_version: "e2e".into(),
+        sources,
+        note: Some("the corpus's kimi_k3_agg streams (vLLM 0.33.0), for the browser tests".into()),
+    };
+    let mut out = Vec::new();
+    proto::capture::write_header(&mut out, &header).expect("write to a Vec");
+    let streams: Vec<_> = (0..workers).map(kvscope_corpus::kimi_k3_stream).collect();
+    let per = streams.iter().map(Vec::len).max().unwrap_or(0);
+    let mut t = 1_700_000_000_000_000_000u64;
+    for r in 0..repeat {
+        for i in 0..per {
+            for (w, s) in streams.iter().enumerate() {
+                let Some(m) = s.get(i) else { continue };
+                let seq = m.seq + (r * s.len()) as u64;
+                t += 10_000_000;
+                out.extend(proto::capture::encode_record_parts(
+                    w as u32,
+                    t,
+                    false,
+                    &[m.topic.as_bytes(), &seq.to_be_bytes(), m.payload],
+                ));
+            }
+        }
+    }
+    std::fs::write(path, out).expect("write the capture");
+}
+
+/// Serves `dist/` and nothing else: the page with no kvscope server behind it.
+#[derive(Debug)]
+pub struct StaticServer {
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for StaticServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl StaticServer {
+    pub async fn start(dir: PathBuf) -> StaticServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let dir = dir.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let n = sock.read(&mut buf).await.unwrap_or(0);
+                    let req = String::from_utf8_lossy(&buf[..n]);
+                    let path = req.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_owned();
+                    let rel = path.trim_start_matches('/');
+                    let file = if rel.is_empty() || rel.contains("..") { dir.join("index.html") } else { dir.join(rel) };
+                    let (status, body, ctype) = match std::fs::read(&file) {
+                        Ok(b) => {
+                            let ct = match file.extension().and_then(|e| e.to_str()) {
+                                Some("wasm") => "application/wasm",
+                                Some("js") => "text/javascript",
+                                Some("css") => "text/css",
+                                Some("html") => "text/html; charset=utf-8",
+                                _ => "application/octet-stream",
+                            };
+                            ("200 OK", b, ct)
+                        }
+                        Err(_) => ("404 Not Found", b"not found".to_vec(), "text/plain"),
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = sock.write_all(head.as_bytes()).await;
+                    let _ = sock.write_all(&body).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        StaticServer { url, task }
+    }
+}
+
+/// Runs a Chrome DevTools command through chromedriver (`goog/cdp/execute`).
+#[derive(Debug)]
+struct Cdp {
+    cmd: &'static str,
+    params: Value,
+}
+
+impl WebDriverCompatibleCommand for Cdp {
+    fn endpoint(&self, base_url: &url::Url, session_id: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!("session/{}/goog/cdp/execute", session_id.unwrap_or_default()))
+    }
+    fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({ "cmd": self.cmd, "params": self.params }).to_string()))
+    }
+}
+
+/// Installed before any page script: collects uncaught errors, unhandled rejections and
+/// `console.error` calls, records the longest main-thread task (PerformanceObserver
+/// 'longtask'), and keeps the wasm instance Trunk starts (for its memory size).
+pub const SHIM_JS: &str = r#"
+(() => {
+  window.__kvErrors = [];
+  window.__kvLongest = 0;
+  window.__kvLongTasks = 0;
+  window.addEventListener('error', e => window.__kvErrors.push('error: ' + (e.message || e.type) + ' at ' + (e.filename || '') + ':' + (e.lineno || 0)));
+  window.addEventListener('unhandledrejection', e => window.__kvErrors.push('unhandledrejection: ' + String(e.reason)));
+  const orig = console.error.bind(console);
+  console.error = (...args) => { window.__kvErrors.push('console.error: ' + args.map(String).join(' ')); orig(...args); };
+  window.addEventListener('TrunkApplicationStarted', e => { window.__kvWasm = e.detail && e.detail.wasm; });
+  try {
+    new PerformanceObserver(list => {
+      for (const t of list.getEntries()) { window.__kvLongTasks += 1; if (t.duration > window.__kvLongest) window.__kvLongest = t.duration; }
+    }).observe({ type: 'longtask', buffered: true });
+  } catch (e) { window.__kvErrors.push('no longtask observer: ' + e); }
+})();
+"#;
+
+/// Reads every worker card: `{worker, dp, tiers: {tier: n}, verdicts: [[policy, kind, reason, n]], frames}`.
+pub const CARDS_JS: &str = r#"
+return Array.from(document.querySelectorAll('[data-testid="worker-card"]')).map(card => ({
+  worker: card.dataset.worker,
+  dp: Number(card.dataset.dpRank),
+  tiers: Object.fromEntries(Array.from(card.querySelectorAll('[data-testid="tier-count"]')).map(e => [e.dataset.tier, Number(e.textContent)])),
+  verdicts: Array.from(card.querySelectorAll('[data-testid="verdict-count"]')).map(e => [e.dataset.policy, e.dataset.kind, e.dataset.reason, Number(e.textContent)]),
+  frames: Number((card.querySelector('[data-testid="frames"]') || {textContent: '0'}).textContent.replace(/[^0-9]/g, '')),
+}));
+"#;
+
+/// A headless Chromium driven through chromedriver.
+pub struct Browser {
+    pub client: Client,
+    driver: Child,
+    profile: PathBuf,
+}
+
+impl std::fmt::Debug for Browser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Browser").field("profile", &self.profile).finish()
+    }
+}
+
+impl Browser {
+    /// Starts chromedriver on a free port and a fresh headless Chromium with its own profile.
+    pub async fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start /usr/bin/chromedriver");
+        let profile = std::env::temp_dir().join(format!("kvscope-chrome-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&profile);
+        std::fs::create_dir_all(&profile).expect("profile dir");
+        let args = vec![
+            "--headless=new".to_owned(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--no-first-run".into(),
+            "--window-size=1600,1200".into(),
+            "--enable-precise-memory-info".into(),
+            format!("--user-data-dir={}", profile.display()),
+        ];
+        let mut caps = serde_json::Map::new();
+        caps.insert("goog:chromeOptions".into(), json!({ "args": args, "binary": "/usr/bin/chromium" }));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let client = loop {
+            let conn = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(conn).capabilities(caps.clone()).connect(&format!("http://127.0.0.1:{port}")).await {
+                Ok(c) => break c,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("cannot start a Chromium session through chromedriver: {e}"),
+            }
+        };
+        let b = Browser { client, driver, profile };
+        b.cdp("Page.addScriptToEvaluateOnNewDocument", json!({ "source": SHIM_JS })).await;
+        b
+    }
+
+    async fn cdp(&self, cmd: &'static str, params: Value) -> Value {
+        let v = self.client.issue_cmd(Cdp { cmd, params }).await.unwrap_or_else(|e| panic!("CDP {cmd}: {e}"));
+        v
+    }
+
+    /// Opens `url` and waits for the app to render its first card or capture bar.
+    pub async fn open(&self, url: &str) {
+        self.client.goto(url).await.expect("navigate");
+        self.wait_for("return !!document.querySelector('[data-testid=\"headline\"]')", Duration::from_secs(30), "the app to mount")
+            .await;
+    }
+
+    /// Runs a script returning a JSON value.
+    pub async fn js(&self, script: &str) -> Value {
+        self.client.execute(script, vec![]).await.unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// Polls `script` (returning a boolean) until true, or panics naming `what`.
+    pub async fn wait_for(&self, script: &str, timeout: Duration, what: &str) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.js(script).await.as_bool() == Some(true) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let errors = self.errors().await;
+                let _ = self.screenshot(&format!("timeout-{}", what.replace(' ', "-"))).await;
+                panic!("timed out after {timeout:?} waiting for {what}; page errors: {errors:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Script errors the shim collected since the page loaded.
+    pub async fn errors(&self) -> Vec<String> {
+        let v = self.js("return window.__kvErrors || ['the error shim is not installed'];").await;
+        v.as_array().map(|a| a.iter().map(|e| e.as_str().unwrap_or_default().to_owned()).collect()).unwrap_or_default()
+    }
+
+    pub async fn assert_no_errors(&self) {
+        let errors = self.errors().await;
+        assert!(errors.is_empty(), "the page logged script errors: {errors:#?}");
+    }
+
+    /// Every worker card's figures.
+    pub async fn cards(&self) -> Vec<Value> {
+        self.js(CARDS_JS).await.as_array().cloned().unwrap_or_default()
+    }
+
+    /// Saves a PNG of the viewport (or of one element) into tests/artifacts/NAME.png.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let path = artifacts_dir().join(format!("{name}.png"));
+        if let Ok(png) = self.client.screenshot().await {
+            let _ = std::fs::write(&path, png);
+        }
+        path
+    }
+
+    /// Scrolls an element into view and saves a PNG of it.
+    pub async fn screenshot_of(&self, css: &str, name: &str) -> PathBuf {
+        let path = artifacts_dir().join(format!("{name}.png"));
+        if let Ok(el) = self.client.find(fantoccini::Locator::Css(css)).await {
+            let _ = self.client.execute("arguments[0].scrollIntoView({block: 'start'});", vec![serde_json::to_value(&el).unwrap_or_default()]).await;
+            if let Ok(png) = el.screenshot().await {
+                let _ = std::fs::write(&path, png);
+            }
+        }
+        path
+    }
+
+    pub async fn close(self) {
+        let _ = self.client.close().await;
+        let mut driver = self.driver;
+        let _ = driver.kill().await;
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// The figures `kvscope check --json` gives for one source, in the page's terms:
+/// `(policy side, kind, reason) -> n`.
+pub fn expected_counts(check: &Value, side: &str, worker: &str, dp: u64) -> Vec<(String, String, String, u64)> {
+    let src = check["sources"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["worker_id"].as_str() == Some(worker) && s["dp_rank"].as_u64() == Some(dp)))
+        .unwrap_or_else(|| panic!("check --json has no source {worker}:{dp}: {check}"));
+    let mut out = Vec::new();
+    for (tier, n) in src["applied"].as_object().expect("applied") {
+        out.push((side.into(), "applied".into(), tier.clone(), n.as_u64().unwrap_or(0)));
+    }
+    for (reason, n) in src["skipped"].as_object().expect("skipped") {
+        out.push((side.into(), "skipped".into(), reason.clone(), n.as_u64().unwrap_or(0)));
+    }
+    out.push((side.into(), "fatal".into(), "*".into(), src["fatal"]["count"].as_u64().unwrap_or(0)));
+    out
+}
+
+/// Asserts that a card shows exactly what `check --json` says for its source under `side`.
+pub fn assert_card_matches(card: &Value, check: &Value, side: &str) {
+    let worker = card["worker"].as_str().expect("data-worker");
+    let dp = card["dp"].as_u64().expect("data-dp-rank");
+    let shown: Vec<(String, String, String, u64)> = card["verdicts"]
+        .as_array()
+        .expect("verdicts")
+        .iter()
+        .map(|v| {
+            (
+                v[0].as_str().unwrap_or_default().to_owned(),
+                v[1].as_str().unwrap_or_default().to_owned(),
+                v[2].as_str().unwrap_or_default().to_owned(),
+                v[3].as_u64().unwrap_or(0),
+            )
+        })
+        .filter(|v| v.0 == side)
+        .collect();
+    let get = |kind: &str, reason: &str| -> u64 {
+        shown.iter().filter(|v| v.1 == kind && (reason == "*" || v.2 == reason)).map(|v| v.3).sum()
+    };
+    for (_, kind, reason, n) in expected_counts(check, side, worker, dp) {
+        assert_eq!(get(&kind, &reason), n, "worker {worker}:{dp} policy {side}: {kind} {reason} on the page vs check --json");
+    }
+    // Nothing on the page that check does not have (every skip reason it shows, check lists).
+    let src = check["sources"].as_array().unwrap().iter().find(|s| s["worker_id"].as_str() == Some(worker)).unwrap();
+    for v in shown.iter().filter(|v| v.1 == "skipped" && v.3 > 0) {
+        assert_eq!(src["skipped"][&v.2].as_u64(), Some(v.3), "page shows {v:?} for {worker}:{dp}; check says {}", src["skipped"]);
+    }
+    let events: u64 = shown.iter().map(|v| v.3).sum::<u64>();
+    assert_eq!(events, src["events"].as_u64().unwrap_or(0), "events (one verdict each) on the page for {worker}:{dp} under {side}");
+}

@@ -8,6 +8,8 @@
 
 use std::io::Cursor;
 
+use leptos::prelude::*;
+
 use kvscope_protocol as proto;
 use kvscope_wire::KvEvent;
 use wasm_bindgen::{JsCast, JsValue};

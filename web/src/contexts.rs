@@ -101,7 +101,7 @@ impl Fleet {
 
     /// Changes the model, then schedules a flush.
     pub fn update_model<R>(&self, f: impl FnOnce(&mut Model) -> R) -> R {
-        let r = self.model.update_value(f);
+        let r = self.model.try_update_value(f).expect("the model lives as long as the app");
         self.schedule_flush();
         r
     }
@@ -120,7 +120,7 @@ impl Fleet {
     /// server's defaults (block size, policies) wherever the page's settings leave them open.
     pub fn ingest(&self, bytes: &[u8]) {
         let now = now_ms();
-        let was_hello = self.model.update_value(|m| m.apply_message_bytes(bytes, now));
+        let was_hello = self.model.try_update_value(|m| m.apply_message_bytes(bytes, now)).unwrap_or(false);
         if was_hello {
             let config = self.settings.with_untracked(|s| self.with_model(|m| config_from(s, m.server_defaults.as_ref())));
             self.model.update_value(|m| m.reconfigure(config));
@@ -138,10 +138,12 @@ impl Fleet {
         if self.paused.get_untracked() {
             return;
         }
-        let (global, changed, num_sources) = self.model.update_value(|m| {
+        let Some((global, changed, num_sources)) = self.model.try_update_value(|m| {
             let (g, c) = m.take_dirty();
             (g, c, m.sources().len())
-        });
+        }) else {
+            return;
+        };
         if changed.is_empty() && !global {
             return;
         }
@@ -201,11 +203,14 @@ impl Fleet {
         let config = self.with_model(|m| config_from(&settings, m.server_defaults.as_ref()));
         self.settings.set(settings);
         let selected_ref = self.selected.get_untracked().and_then(|id| self.with_model(|m| m.event_ref(id)));
-        let changed = self.model.update_value(|m| {
-            let changed = *m.config() != config;
-            m.reconfigure(config);
-            changed
-        });
+        let changed = self
+            .model
+            .try_update_value(|m| {
+                let changed = *m.config() != config;
+                m.reconfigure(config);
+                changed
+            })
+            .unwrap_or(false);
         if changed {
             let id = selected_ref.and_then(|r| self.with_model(|m| m.find_event(&r)));
             self.selected.set(id);

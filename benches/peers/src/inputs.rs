@@ -135,6 +135,10 @@ pub struct VllmStore<'a> {
     pub extra_keys: Option<Option<&'a str>>,
     pub group_idx: u32,
     pub kv_cache_spec_kind: Option<&'a str>,
+    /// vLLM 0.33's `BlockStored` has 16 or more fields, and msgspec sizes a struct's map header
+    /// by its field count before leaving defaults out: 0.33 writes a map16 header (`de 00 0b`)
+    /// even for 11 keys, 0.24-0.32 a fixmap.
+    pub map16_header: bool,
 }
 
 /// Writes a batch `[ts, events, dp_rank]` around `events` already encoded.
@@ -176,7 +180,13 @@ fn tokens(w: &mut Writer, token_ids: &[u32]) {
 pub fn vllm_store(s: &VllmStore<'_>) -> Vec<u8> {
     let mut w = Writer::new();
     let keys = 9 + usize::from(s.extra_keys.is_some()) + usize::from(s.kv_cache_spec_kind.is_some());
-    w.map(keys).key("type").str("BlockStored").key("block_hashes").array(s.block_hashes.len());
+    if s.map16_header {
+        w.buf.push(0xde);
+        w.buf.extend_from_slice(&(keys as u16).to_be_bytes());
+    } else {
+        w.map(keys);
+    }
+    w.key("type").str("BlockStored").key("block_hashes").array(s.block_hashes.len());
     for &h in s.block_hashes {
         w.uint(h);
     }
@@ -299,6 +309,7 @@ pub fn small_gpu(batches: usize) -> Workload {
                 extra_keys: Some(None),
                 group_idx: 0,
                 kv_cache_spec_kind: Some("full_attention"),
+                map16_header: true,
             }));
             last = hashes.last().copied();
             live.extend(hashes);
@@ -341,6 +352,7 @@ pub fn cpu_offload(batches: usize) -> Workload {
                 extra_keys: None,
                 group_idx: 0,
                 kv_cache_spec_kind: None,
+                map16_header: true,
             }));
             live.push_back(h);
         }
@@ -392,5 +404,146 @@ pub fn sglang(batches: usize) -> Workload {
         about: "synthetic SGLang 0.5.23 batches: map events, signed hashes, one 16-token page per store, removals",
         block_size: 16,
         streams: single_stream(payloads),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The encoders write what the releases write: corpus payloads rebuilt from their decoded
+    //! fields come out byte for byte.
+
+    use kvscope_wire::{decode_batch, KvEvent};
+
+    use super::*;
+
+    /// Reads a msgpack array of unsigned ints (token ids) at the start of `bytes`.
+    fn read_tokens(bytes: &[u8]) -> Vec<u32> {
+        let (len, mut at) = match bytes[0] {
+            m @ 0x90..=0x9f => ((m & 0x0f) as usize, 1),
+            0xdc => (u16::from_be_bytes([bytes[1], bytes[2]]) as usize, 3),
+            0xdd => (u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize, 5),
+            m => panic!("not an array: {m:#x}"),
+        };
+        let mut out = Vec::with_capacity(len);
+        for _ in 0..len {
+            let (v, n) = match bytes[at] {
+                m @ 0x00..=0x7f => (m as u32, 1),
+                0xcc => (bytes[at + 1] as u32, 2),
+                0xcd => (u16::from_be_bytes([bytes[at + 1], bytes[at + 2]]) as u32, 3),
+                0xce => (u32::from_be_bytes(bytes[at + 1..at + 5].try_into().unwrap()), 5),
+                m => panic!("not a token id: {m:#x}"),
+            };
+            out.push(v);
+            at += n;
+        }
+        out
+    }
+
+    /// Re-encodes a vLLM 0.24+ or SGLang payload with this module's encoders.
+    fn rebuild(payload: &[u8], sglang: bool, payload_is_0_33: bool) -> Vec<u8> {
+        let batch = decode_batch(payload).unwrap();
+        let events: Vec<Vec<u8>> = batch
+            .events
+            .iter()
+            .map(|e| match e {
+                KvEvent::BlockStored(s) => {
+                    let span = s.token_ids.span.start as usize..s.token_ids.span.end as usize;
+                    let toks = read_tokens(&payload[span]);
+                    let hashes: Vec<u64> = s.block_hashes.iter().map(|h| h.0).collect();
+                    if sglang {
+                        let signed: Vec<i64> = hashes.iter().map(|&h| h as i64).collect();
+                        sglang_store(&SglangStore {
+                            block_hashes: &signed,
+                            parent_block_hash: s.parent_block_hash.map(|h| h.0 as i64),
+                            token_ids: &toks,
+                            block_size: s.block_size.unwrap(),
+                            medium: s.medium.as_deref().unwrap(),
+                        })
+                    } else {
+                        // GPU stores carry per-block extra_keys; offload stores omit the key.
+                        let extra_keys = match (s.medium.as_deref(), s.lora_name.as_deref()) {
+                            (Some("GPU"), name) => Some(name),
+                            _ => None,
+                        };
+                        vllm_store(&VllmStore {
+                            block_hashes: &hashes,
+                            parent_block_hash: s.parent_block_hash.map(|h| h.0),
+                            token_ids: &toks,
+                            block_size: s.block_size.unwrap(),
+                            lora_id: s.lora_id.map(|v| v as u64),
+                            medium: s.medium.as_deref().unwrap(),
+                            lora_name: s.lora_name.as_deref(),
+                            extra_keys,
+                            group_idx: s.group_idx.unwrap(),
+                            kv_cache_spec_kind: s.kv_cache_spec_kind.as_deref(),
+                            map16_header: payload_is_0_33,
+                        })
+                    }
+                }
+                KvEvent::BlockRemoved(r) => {
+                    let hashes: Vec<u64> = r.block_hashes.iter().map(|h| h.0).collect();
+                    if sglang {
+                        let signed: Vec<i64> = hashes.iter().map(|&h| h as i64).collect();
+                        sglang_remove(&signed, r.medium.as_deref().unwrap())
+                    } else {
+                        vllm_remove(&hashes, r.medium.as_deref().unwrap(), r.group_idx.unwrap())
+                    }
+                }
+                KvEvent::AllBlocksCleared { .. } => all_blocks_cleared(),
+                KvEvent::Unknown(u) => panic!("unexpected tag {}", u.tag),
+            })
+            .collect();
+        batch_bytes(batch.ts, &events, batch.dp_rank)
+    }
+
+    fn batch_bytes(ts: f64, events: &[Vec<u8>], dp_rank: Option<u32>) -> Vec<u8> {
+        batch(ts, events, dp_rank)
+    }
+
+    #[test]
+    fn encoders_reproduce_corpus_bytes() {
+        let cases = [
+            ("vllm-0.33.0/gpu_basic.msgpack", false),
+            ("vllm-0.33.0/cpu_offload_placeholder.msgpack", false),
+            ("vllm-0.33.0/kimi_k3_agg-w0-09.msgpack", false),
+            ("vllm-0.33.0/kimi_k3_agg-w1-13.msgpack", false),
+            ("vllm-0.33.0/edge-6.msgpack", false),
+            ("vllm-0.24.0/gpu_basic.msgpack", false),
+            ("sglang-0.5.23/sglang-1.msgpack", true),
+        ];
+        for (file, sglang) in cases {
+            let payload = kvscope_corpus::payload(file).unwrap_or_else(|| panic!("{file} is not in the corpus"));
+            let rebuilt = rebuild(payload, sglang, file.starts_with("vllm-0.33.0/"));
+            let first_diff = rebuilt.iter().zip(payload).position(|(a, b)| a != b);
+            assert!(
+                rebuilt == payload,
+                "{file}: rebuilt {} bytes, corpus {} bytes, first difference at byte {first_diff:?}",
+                rebuilt.len(),
+                payload.len()
+            );
+        }
+    }
+
+    #[test]
+    fn synthetic_streams_decode_and_have_the_advertised_shape() {
+        for w in all() {
+            assert!(w.payload_count() > 0 && w.total_events() > w.payload_count(), "{}", w.name);
+            for p in w.payloads() {
+                let batch = decode_batch(&p.bytes).unwrap_or_else(|e| panic!("{}: {e}", w.name));
+                for e in &batch.events {
+                    if let KvEvent::BlockStored(s) = e {
+                        match w.name {
+                            "small_gpu" => {
+                                assert!((1..=4).contains(&s.block_hashes.len()));
+                                assert_eq!(s.token_ids.count as usize, 16 * s.block_hashes.len());
+                            }
+                            "cpu_offload" => assert_eq!((s.block_size, s.token_ids.count), (Some(0), 0)),
+                            "sglang" => assert_eq!(s.block_hashes.len(), 1),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
     }
 }

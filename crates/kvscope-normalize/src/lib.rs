@@ -19,13 +19,10 @@
 //!
 //! let mut n = Normalizer::new(1536, "fixed".parse::<Policy>().unwrap());
 //! let w0 = n.source("w0", 0);
-//! let payload = kvscope_normalize::vectors::encode_batch(
-//!     0.0,
-//!     &serde_json::from_str(r#"[{"type": "BlockStored", "hashes": [7], "block_size": 12288,
-//!                               "medium": "cpu", "group_idx": 3}]"#).unwrap(),
-//!     Some(0),
-//!     false,
+//! let events: Vec<kvscope_normalize::vectors::EventSpec> = serde_json::from_str(
+//!     r#"[{"type": "BlockStored", "hashes": [7], "block_size": 12288, "medium": "cpu"}]"#,
 //! ).unwrap();
+//! let payload = kvscope_normalize::vectors::encode_batch(0.0, &events, Some(0), false).unwrap();
 //! let mut verdicts = Vec::new();
 //! n.push_payload(w0, 8, &payload, &mut verdicts).unwrap();
 //! assert_eq!(verdicts[0].code().to_string(), "offload_block_size_mismatch host_pinned");

@@ -579,7 +579,7 @@ fn apply_stores_removes_and_clears_and_notes_conversion_warnings() {
     assert_eq!(decide(&Policy::FIXED, 16, &removed(&[1], Some("CPU"), None)).code, "remove host_pinned 1");
     let clear = KvEvent::AllBlocksCleared { encoding: kvscope_wire::EventEncoding::Map };
     let d = decide(&Policy::LEGACY, 16, &clear);
-    assert_eq!((d.code.as_str(), d.text.as_str()), ("clear", "-> clear every tier of this worker and rank"));
+    assert_eq!((d.code.as_str(), d.text.as_str()), ("clear", "clear every tier of this worker and rank"));
 }
 
 #[test]

@@ -373,32 +373,32 @@ impl Verdict {
         })
     }
 
-    fn write_medium_clause(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(source) = self.facts.tier_source else { return Ok(()) };
+    /// `medium "cpu" -> HostPinned (case-insensitive)`, for events with a tier.
+    fn write_medium_clause(&self, f: &mut fmt::Formatter<'_>, source: TierSource) -> fmt::Result {
         let tier = self.tier.unwrap_or(StorageTier::Device);
         let medium = self.facts.medium.unwrap_or_default();
         match source {
-            TierSource::Absent => write!(f, "no medium -> {tier}; "),
-            TierSource::Empty => write!(f, "medium \"\" -> {tier}; "),
-            TierSource::Table => write!(f, "medium {medium:?} -> {tier} ({}); ", self.facts.medium_match.describe()),
+            TierSource::Absent => write!(f, "no medium -> {tier}")?,
+            TierSource::Empty => write!(f, "medium \"\" -> {tier}")?,
+            TierSource::Table => write!(f, "medium {medium:?} -> {tier} ({})", self.facts.medium_match.describe())?,
             TierSource::Fallback => write!(
                 f,
-                "medium {medium:?} matches no tier ({}) -> falls back to {tier}, unknown_medium_fallback; ",
+                "medium {medium:?} matches no tier ({}) -> falls back to {tier}, unknown_medium_fallback",
                 self.facts.medium_match.describe()
-            ),
+            )?,
         }
+        Ok(())
     }
 
+    /// What the group filter found for an event it let through.
+    /// Only the filter's passes are explained here; its skips explain themselves.
     fn write_group_clause(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let facts = &self.facts;
         match facts.group_check {
-            GroupCheck::MainKind => write!(f, "kind {:?} is main attention; ", facts.word),
-            GroupCheck::LearnedMain => write!(
-                f,
-                "no kind; group {} was learned as {:?}; ",
-                facts.group_idx.unwrap_or(0),
-                facts.word
-            ),
+            GroupCheck::MainKind => write!(f, "kind {:?} is main attention", facts.word),
+            GroupCheck::LearnedMain => {
+                write!(f, "no kind; group {} was learned as {:?}", facts.group_idx.unwrap_or(0), facts.word)
+            }
             GroupCheck::Unlearned | GroupCheck::NotChecked => Ok(()),
         }
     }
@@ -424,18 +424,11 @@ impl Verdict {
             write!(f, " (not logged: the budget of {} is spent)", facts.warning_limit)
         }
     }
-}
 
-/// `s` when `n != 1`.
-fn plural(n: u32) -> &'static str {
-    if n == 1 { "" } else { "s" }
-}
-
-/// The full sentence an operator reads in the event inspector.
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The deciding clause.
+    fn write_decision(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let facts = &self.facts;
-        self.write_medium_clause(f)?;
+        let tier = self.tier.unwrap_or(StorageTier::Device);
         match self.kind {
             VerdictKind::Skip(SkipReason::IgnoredEvent) => {
                 write!(f, "unknown event tag {:?} -> skip ignored_event", facts.word)
@@ -457,17 +450,13 @@ impl fmt::Display for Verdict {
                 "no kind; group {} was never described by a store -> skip unlearned_group_idx",
                 facts.group_idx.unwrap_or(0)
             ),
-            VerdictKind::Skip(SkipReason::OffloadBlockSizeMismatch) => {
-                self.write_group_clause(f)?;
-                write!(
-                    f,
-                    "block_size {} != {} on a non-device tier -> skip offload_block_size_mismatch",
-                    facts.event_block_size.unwrap_or(0),
-                    facts.configured_block_size
-                )
-            }
+            VerdictKind::Skip(SkipReason::OffloadBlockSizeMismatch) => write!(
+                f,
+                "block_size {} != {} on a non-device tier -> skip offload_block_size_mismatch",
+                facts.event_block_size.unwrap_or(0),
+                facts.configured_block_size
+            ),
             VerdictKind::Fatal(Fatal::BlockSizeMismatch { event, configured, tier }) => {
-                self.write_group_clause(f)?;
                 if tier == StorageTier::Device {
                     write!(f, "block_size {event} != {configured} on the Device tier -> fatal block_size_mismatch")
                 } else {
@@ -478,38 +467,65 @@ impl fmt::Display for Verdict {
                     )
                 }
             }
-            VerdictKind::Apply(Apply::NoOpRemove) => {
-                self.write_group_clause(f)?;
-                write!(
-                    f,
-                    "parent {:?} is one of the store's own hashes -> no-op remove, self_referencing_store",
-                    facts.parent.unwrap_or_default()
-                )
-            }
+            VerdictKind::Apply(Apply::NoOpRemove) => write!(
+                f,
+                "parent {:?} is one of the store's own hashes -> no-op remove, self_referencing_store",
+                facts.parent.unwrap_or_default()
+            ),
             VerdictKind::Apply(Apply::Store { blocks }) => {
-                self.write_group_clause(f)?;
-                let tier = self.tier.unwrap_or(StorageTier::Device);
                 match facts.event_block_size {
                     Some(size) if size == facts.configured_block_size => {
                         write!(f, "block_size {size} matches -> store {blocks} block{} on {tier}", plural(blocks))?
                     }
-                    // Only an empty store gets here with another block size.
-                    Some(size) => write!(
+                    // Steps 4 and 5 let an empty store through at any block size.
+                    Some(size) if blocks == 0 => write!(
                         f,
                         "block_size {size} != {} but the store is empty -> store 0 blocks on {tier}",
                         facts.configured_block_size
                     )?,
-                    None => write!(f, "-> store {blocks} block{} on {tier}", plural(blocks))?,
+                    // No preset lets a non-empty one through; a future one might.
+                    Some(size) => write!(
+                        f,
+                        "block_size {size} != {}, not checked on this tier -> store {blocks} block{} on {tier}",
+                        facts.configured_block_size,
+                        plural(blocks)
+                    )?,
+                    None => write!(f, "store {blocks} block{} on {tier}", plural(blocks))?,
                 }
                 self.write_warning_clause(f)
             }
-            VerdictKind::Apply(Apply::Remove { blocks }) => {
-                self.write_group_clause(f)?;
-                let tier = self.tier.unwrap_or(StorageTier::Device);
-                write!(f, "-> remove {blocks} block{} from {tier}", plural(blocks))
-            }
-            VerdictKind::Apply(Apply::Clear) => f.write_str("-> clear every tier of this worker and rank"),
+            VerdictKind::Apply(Apply::Remove { blocks }) => write!(f, "remove {blocks} block{} from {tier}", plural(blocks)),
+            VerdictKind::Apply(Apply::Clear) => f.write_str("clear every tier of this worker and rank"),
         }
+    }
+}
+
+/// `s` when `n != 1`.
+fn plural(n: u32) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// The full sentence an operator reads in the event inspector: the medium clause, what the group
+/// filter found when it let the event through, and the deciding clause, joined by `; `.
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut sep = |f: &mut fmt::Formatter<'_>| {
+            if !std::mem::replace(&mut first, false) {
+                f.write_str("; ")?;
+            }
+            Ok::<(), fmt::Error>(())
+        };
+        if let Some(source) = self.facts.tier_source {
+            sep(f)?;
+            self.write_medium_clause(f, source)?;
+        }
+        if matches!(self.facts.group_check, GroupCheck::MainKind | GroupCheck::LearnedMain) {
+            sep(f)?;
+            self.write_group_clause(f)?;
+        }
+        sep(f)?;
+        self.write_decision(f)
     }
 }
 

@@ -293,6 +293,7 @@ pub struct MemoryUse {
     pub evicted_frames: u64,
     pub bound_reached: bool,
     pub tree_blocks: u64,
+    pub tree_bytes: usize,
     pub tree_bound_reached: bool,
 }
 
@@ -440,6 +441,7 @@ impl Model {
             evicted_frames: self.evicted_frames,
             bound_reached: self.bound_reached,
             tree_blocks: self.trees.total_blocks(),
+            tree_bytes: self.trees.approx_bytes(),
             tree_bound_reached: self.trees.bound_reached(),
         }
     }
@@ -714,7 +716,7 @@ impl Model {
             let mut codes = [0 as ClassCode; 2];
             for side in 0..2 {
                 let Some(outcome) = scratch[side].get(i) else { continue };
-                let code = self.classes.intern_on(outcome.kind, &outcome.reason, outcome.tier);
+                let code = self.classes.intern_on(outcome.kind, outcome.reason, outcome.tier.as_deref());
                 codes[side] = code;
                 let counts = &mut self.sources[source as usize].counts[side];
                 counts.events += 1;
@@ -723,12 +725,12 @@ impl Model {
                     counts.first_fatal = Some((frame.seq, outcome.rule()));
                 }
                 if outcome.blocks > 0 {
-                    if let Some(t) = outcome.tier {
+                    if let Some(t) = outcome.tier_label {
                         *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
                     }
                 }
                 if side == tree_side {
-                    self.trees.apply(source, &batch.events[i], outcome, frame.seq);
+                    self.trees.apply(source, &batch.events[i], outcome, batch.ts);
                 }
             }
             let event_id = self.next_event_id;
@@ -909,6 +911,17 @@ impl Model {
             batch_ts: batch.as_ref().map(|b| b.ts),
             batch_dp_rank: batch.as_ref().and_then(|b| b.dp_rank),
             verdicts,
+        })
+    }
+
+    /// The block size of the store that put `hash` in a tree: found in the retained frame with
+    /// that source and seq (the trees keep no block size). `None` when evicted.
+    pub fn block_size_of(&self, source: u32, seq: u64, hash: u64) -> Option<u32> {
+        let f = self.frames.iter().rev().find(|f| f.source == source && f.seq == seq)?;
+        let batch = kvscope_wire::decode_batch(f.payload()?).ok()?;
+        batch.events.iter().find_map(|e| match e {
+            KvEvent::BlockStored(s) if s.block_hashes.iter().any(|h| h.0 == hash) => s.block_size,
+            _ => None,
         })
     }
 

@@ -6,7 +6,9 @@
 //! event (see `Model::event_detail`). The normalizer's own per-source counters (warning budgets
 //! and their log lines, the first fatal) are read directly for the indexer log view.
 
-use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, Verdict, VerdictKind as NKind};
+use std::borrow::Cow;
+
+use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, Verdict, VerdictFlags, VerdictKind as NKind};
 use kvscope_wire::EventBatch;
 
 use super::classes::VerdictKind;
@@ -18,8 +20,11 @@ pub struct Outcome {
     /// `data-reason`: the tier label for applied events (`all_tiers` for a clear), the skip
     /// reason, or the fatal error kind.
     pub reason: &'static str,
-    /// The tier the event concerned, if any.
-    pub tier: Option<&'static str>,
+    /// The tier the event concerned, if any, as shown: `device (medium "cpu" fell back)` when
+    /// the medium matched no tier, because that fallback is what hid the host tier before.
+    pub tier: Option<Cow<'static, str>>,
+    /// The tier label alone.
+    pub tier_label: Option<&'static str>,
     /// Blocks applied (stores and removes).
     pub blocks: u32,
     /// The full verdict, for the tier trees and the sentence.
@@ -28,13 +33,21 @@ pub struct Outcome {
 
 impl Outcome {
     fn from_verdict(v: Verdict) -> Outcome {
-        let tier = v.tier.map(StorageTier::label);
+        let tier_label = v.tier.map(StorageTier::label);
         let (kind, reason) = match v.kind {
-            NKind::Apply(_) => (VerdictKind::Applied, tier.unwrap_or("all_tiers")),
+            NKind::Apply(_) => (VerdictKind::Applied, tier_label.unwrap_or("all_tiers")),
             NKind::Skip(_) => (VerdictKind::Skipped, v.label().as_str()),
             _ => (VerdictKind::Fatal, v.label().as_str()),
         };
-        Outcome { kind, reason, tier, blocks: v.blocks_applied(), verdict: v }
+        let tier = tier_label.map(|t| {
+            if v.flags.contains(VerdictFlags::UNKNOWN_MEDIUM_FALLBACK) {
+                let medium = v.facts.medium.unwrap_or_default();
+                Cow::Owned(format!("{t} (medium {:?} fell back)", medium.as_str()))
+            } else {
+                Cow::Borrowed(t)
+            }
+        });
+        Outcome { kind, reason, tier, tier_label, blocks: v.blocks_applied(), verdict: v }
     }
 
     /// The inspector's sentence.

@@ -1,96 +1,98 @@
-//! The tier trees of the policy chosen for them (B by default), over `kvscope-tiers`.
+//! The tier trees of the policy chosen for them (B, the candidate, by default), over
+//! `kvscope-tiers`: one [`Forest`] fed with that policy's verdicts.
 //!
-//! TODO(web): this is a stand-in that only counts blocks per (source, tier) until
-//! `kvscope-tiers` publishes its API; the views use the interface below, which stays.
+//! The forest is indexed by the normalizer's source ids; this wrapper maps the model's source
+//! indices onto them, so views ask by model source index and tier.
 
-use std::collections::HashMap;
-
-use kvscope_normalize::{Apply, StorageTier, VerdictKind as NKind};
+use kvscope_normalize::{SourceId, StorageTier};
+use kvscope_tiers::{BlockInfo, Forest, ForestConfig, IcicleNode, TreeSummary};
 use kvscope_wire::KvEvent;
 
 use super::policy_run::Outcome;
 
-/// One block node as the views show it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NodeInfo {
-    pub hash: u64,
-    pub parent: Option<u64>,
-    pub block_size: Option<u32>,
-    pub seq: u64,
-    /// Blocks in the subtree rooted here, itself included.
-    pub subtree_blocks: u64,
-    pub depth: u32,
-}
-
-/// Summary of one (source, tier) tree.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TreeSummary {
-    pub blocks: u64,
-    pub roots: u64,
-    pub max_depth: u32,
-    pub parent_block_not_found: u64,
-    pub block_not_found: u64,
-    pub duplicate_store: u64,
-}
-
 /// Every tree of the page.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Trees {
-    bound_bytes: usize,
-    blocks: HashMap<(u32, StorageTier), u64>,
-    bound_reached: bool,
+    forest: Forest,
+    ids: Vec<Option<SourceId>>,
+}
+
+impl Default for Trees {
+    fn default() -> Self {
+        Trees::new(usize::MAX)
+    }
 }
 
 impl Trees {
+    /// Trees bounded to about `bound_bytes` of block storage; past it they stop growing and
+    /// [`Trees::bound_reached`] says so.
     pub fn new(bound_bytes: usize) -> Trees {
-        Trees { bound_bytes, ..Default::default() }
+        Trees { forest: Forest::new(ForestConfig::with_max_bytes(bound_bytes)), ids: Vec::new() }
     }
 
-    pub fn apply(&mut self, source: u32, _event: &KvEvent, outcome: &Outcome, _seq: u64) {
-        let _ = self.bound_bytes;
-        let v = &outcome.verdict;
-        match v.kind {
-            NKind::Apply(Apply::Store { blocks }) => {
-                *self.blocks.entry((source, v.tier.unwrap_or(StorageTier::Device))).or_default() += u64::from(blocks)
-            }
-            NKind::Apply(Apply::Remove { blocks }) => {
-                let e = self.blocks.entry((source, v.tier.unwrap_or(StorageTier::Device))).or_default();
-                *e = e.saturating_sub(u64::from(blocks));
-            }
-            NKind::Apply(Apply::Clear) => self.blocks.retain(|(s, _), _| *s != source),
-            _ => {}
+    /// Applies one verdict of the tree policy to its event.
+    pub fn apply(&mut self, source: u32, event: &KvEvent, outcome: &Outcome, time_s: f64) {
+        let i = source as usize;
+        if self.ids.len() <= i {
+            self.ids.resize(i + 1, None);
         }
+        self.ids[i] = Some(outcome.verdict.source);
+        self.forest.apply(&outcome.verdict, event, time_s);
+    }
+
+    fn id(&self, source: u32) -> Option<SourceId> {
+        self.ids.get(source as usize).copied().flatten()
     }
 
     pub fn total_blocks(&self) -> u64 {
-        self.blocks.values().sum()
+        self.forest.total_blocks() as u64
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.forest.approx_bytes()
     }
 
     pub fn bound_reached(&self) -> bool {
-        self.bound_reached
+        self.forest.limit().hit
+    }
+
+    /// Blocks refused by the bound.
+    pub fn refused_blocks(&self) -> u64 {
+        self.forest.limit().refused_blocks
     }
 
     /// Blocks in one tree.
     pub fn blocks(&self, source: u32, tier: StorageTier) -> u64 {
-        self.blocks.get(&(source, tier)).copied().unwrap_or(0)
+        self.id(source).map_or(0, |id| self.forest.blocks(id)[tier.index()] as u64)
     }
 
-    pub fn summary(&self, source: u32, tier: StorageTier) -> TreeSummary {
-        TreeSummary { blocks: self.blocks(source, tier), ..Default::default() }
+    /// Blocks, roots, depth, largest subtrees and counters of one tree.
+    pub fn summary(&self, source: u32, tier: StorageTier) -> Option<TreeSummary> {
+        let id = self.id(source)?;
+        Some(self.forest.tree(id, tier)?.summary(8))
     }
 
-    /// Children of `node` (roots when `None`), largest subtree first, at most `limit`, and how
-    /// many were left out with their blocks.
-    pub fn children(&self, _source: u32, _tier: StorageTier, _node: Option<u64>, _limit: usize) -> (Vec<NodeInfo>, u64, u64) {
-        (Vec::new(), 0, 0)
+    /// An icicle drill-down below `root` (`None`: the whole tier), largest children first.
+    pub fn subtree(&self, source: u32, tier: StorageTier, root: Option<u64>, depth: u32, width: usize) -> Option<Vec<IcicleNode>> {
+        let id = self.id(source)?;
+        self.forest.tree(id, tier)?.subtree(root, depth, width)
     }
 
-    pub fn node(&self, _source: u32, _tier: StorageTier, _hash: u64) -> Option<NodeInfo> {
-        None
+    pub fn block(&self, source: u32, tier: StorageTier, hash: u64) -> Option<BlockInfo> {
+        self.forest.tree(self.id(source)?, tier)?.block(hash)
     }
 
-    /// Every tree holding `hash`.
-    pub fn search(&self, _hash: u64) -> Vec<(u32, StorageTier, NodeInfo)> {
-        Vec::new()
+    /// Every (source, tier) whose tree holds `hash`.
+    pub fn search(&self, hash: u64) -> Vec<(u32, StorageTier, BlockInfo)> {
+        let mut out = Vec::new();
+        for (i, id) in self.ids.iter().enumerate() {
+            let Some(id) = id else { continue };
+            for tier in StorageTier::ALL {
+                if let Some(b) = self.forest.tree(*id, tier).and_then(|t| t.block(hash)) {
+                    out.push((i as u32, tier, b));
+                }
+            }
+        }
+        out
     }
 }

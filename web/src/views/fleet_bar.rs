@@ -63,8 +63,9 @@ pub fn FleetBar() -> impl IntoView {
             crate::model::settings::Side::B => "Policy B",
         };
         let id = format!("policy-{}", side.as_str());
+        let id_for = id.clone();
         view! {
-            <label class="field" for=id.clone()>
+            <label class="field" for=id_for>
                 <span class=format!("side side-{}", side.as_str())>{label}</span>
                 <select
                     id=id

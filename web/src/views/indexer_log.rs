@@ -36,7 +36,7 @@ pub fn IndexerLog() -> impl IntoView {
                                         l.text.clone()
                                     };
                                     view! {
-                                        <li class:fatal=l.fatal class:after-exit=l.after_exit class:summary=l.seq == u64::MAX>
+                                        <li class:fatal=l.fatal class:after-exit=l.after_exit class:summary={l.seq == u64::MAX}>
                                             <code>{text}</code>
                                         </li>
                                     }

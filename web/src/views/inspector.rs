@@ -76,9 +76,11 @@ pub fn hex_line(bytes: &[u8], line: usize) -> String {
 #[component]
 pub fn Inspector() -> impl IntoView {
     let fleet = use_fleet();
-    let detail = Memo::new(move |_| {
+    // Re-read when the selection changes or the model is re-classified (generation).
+    let detail = Signal::derive(move || {
+        fleet.track();
         let id = fleet.selected.get()?;
-        fleet.with_model(|m| m.event_detail(id).map(|d| std::sync::Arc::new(d)))
+        fleet.with_model(|m| m.event_detail(id).map(std::sync::Arc::new))
     });
     let payload_lines = Signal::derive(move || detail.with(|d| d.as_ref().map_or(0, |d| d.payload.len().div_ceil(16))));
     view! {

@@ -62,7 +62,7 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, m: &Model, side: Side, filter: 
     let lane_h = lane_px(lanes.len());
     let css_w = canvas.client_width().max(200) as f64;
     let css_h = lanes.len() as f64 * lane_h + AXIS_PX;
-    let _ = canvas.style().set_property("height", &format!("{css_h}px"));
+    let _ = web_sys::HtmlElement::style(canvas).set_property("height", &format!("{css_h}px"));
     canvas.set_width((css_w * dpr) as u32);
     canvas.set_height((css_h * dpr) as u32);
     let _ = ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);

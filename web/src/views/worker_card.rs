@@ -89,6 +89,7 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
             let Some(src) = m.source(index) else { return view! { <article class="card"></article> }.into_any() };
             let rows = card_rows(m, index);
             let disagree = disagreement(m, index);
+            let is_disagree = disagree.is_some();
             let status = src
                 .status
                 .as_ref()
@@ -106,6 +107,7 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
             let worker = src.worker_id.clone();
             let dp = src.dp_rank;
             let title = format!("worker {} · dp rank {}", src.worker_id, src.dp_rank);
+            let title_label = title.clone();
             let frames = src.frames;
             let events = src.counts(Side::A).events;
             let tree_policy = if trees_side == Side::A { pa.clone() } else { pb.clone() };
@@ -122,11 +124,11 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
             view! {
                 <article
                     class="card"
-                    class:disagree=disagree.is_some()
+                    class:disagree=is_disagree
                     data-testid="worker-card"
                     data-worker=worker
                     data-dp-rank=dp.to_string()
-                    aria-label=title.clone()
+                    aria-label=title_label
                 >
                     <header>
                         <h3>{title}</h3>
@@ -178,7 +180,7 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
                                     let cell = |side: &'static str, (n, tiers): (u64, String)| {
                                         let reason = r.reason.clone();
                                         view! {
-                                            <td class:nonzero=n > 0 class:differs=differs>
+                                            <td class:nonzero={n > 0} class:differs=differs>
                                                 <span
                                                     data-testid="verdict-count"
                                                     data-policy=side
@@ -207,9 +209,9 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
                         <span data-testid="frames">{format!("{} frames", thousands(frames))}</span>
                         <span>{format!("{} events", thousands(events))}</span>
                         <span>{format!("last seq {}", last_seq.map_or("—".to_owned(), |s| s.to_string()))}</span>
-                        <span data-testid="gaps" class:warn=gaps > 0>{format!("{gaps} gaps")}</span>
-                        <span data-testid="restarts" class:warn=restarts > 0>{format!("{restarts} restarts")}</span>
-                        <span data-testid="errors" class:warn=errors > 0 title=last_error.unwrap_or_default()>
+                        <span data-testid="gaps" class:warn={gaps > 0}>{format!("{gaps} gaps")}</span>
+                        <span data-testid="restarts" class:warn={restarts > 0}>{format!("{restarts} restarts")}</span>
+                        <span data-testid="errors" class:warn={errors > 0} title=last_error.unwrap_or_default()>
                             {format!("{errors} errors")}
                         </span>
                     </footer>

@@ -1,0 +1,261 @@
+//! Puts the pieces together for `serve`, `demo`, `replay` and `record`: the hub, one pipeline
+//! per source fed live (`intake`) or from a capture, the optional recorder, and the HTTP server.
+//!
+//! Neighbours: `cli` builds an [`AppConfig`] from flags; everything below is started here and
+//! stopped by [`App::stop`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kvscope_normalize::Policy;
+use kvscope_protocol as proto;
+use tokio::sync::watch;
+
+use crate::capture::{self, Recorder, Writer};
+use crate::classify::Classifier;
+use crate::http::{self, HttpConfig};
+use crate::intake::{self, IntakeOptions, RelayOutput};
+use crate::metrics::Metrics;
+use crate::relay::{Hub, HubConfig};
+use crate::sources::Source;
+use crate::stream::Pipeline;
+use crate::time::unix_nanos;
+
+/// Everything a running server needs.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    pub sources: Vec<Source>,
+    pub mode: proto::ServerMode,
+    pub mode_detail: String,
+    pub block_size: u32,
+    pub policy_a: Policy,
+    pub policy_b: Policy,
+    /// `None`: no HTTP server (`record`).
+    pub listen: Option<SocketAddr>,
+    pub http: HttpConfig,
+    pub history_bytes: usize,
+    pub client_queue_bytes: usize,
+    /// Capture file and the note for its header.
+    pub record: Option<(PathBuf, String)>,
+    pub intake: IntakeOptions,
+}
+
+/// Where frames come from.
+#[derive(Clone, Debug)]
+pub enum Feed {
+    /// ZMQ SUB per source.
+    Live,
+    /// A capture, paced by its receive times divided by `speed` (`None`: as fast as possible).
+    File { path: PathBuf, speed: Option<f64> },
+}
+
+/// Per-source totals when the app stops.
+#[derive(Clone, Debug)]
+pub struct SourceSummary {
+    pub key: String,
+    pub counters: proto::SourceCounters,
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct App {
+    /// The address HTTP listens on (port resolved).
+    pub addr: Option<SocketAddr>,
+    pub hub: Arc<Hub>,
+    pub metrics: Arc<Metrics>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<SourceSummary>>>,
+    http: Option<tokio::task::JoinHandle<()>>,
+    writer: Option<Writer>,
+    /// Turns true when a file feed reached the end of the capture.
+    pub feed_done: watch::Receiver<bool>,
+}
+
+fn policies(a: Policy, b: Policy) -> Vec<Policy> {
+    if a == b { vec![a] } else { vec![a, b] }
+}
+
+impl App {
+    /// Binds HTTP (if asked), opens the recorder (if asked) and starts the feed.
+    pub async fn start(config: AppConfig, feed: Feed) -> Result<App, String> {
+        let metrics = Arc::new(Metrics::new());
+        let infos: Vec<proto::SourceInfo> =
+            config.sources.iter().enumerate().map(|(i, s)| s.info(i as u32)).collect();
+        let hello = proto::Hello {
+            protocol_version: proto::PROTOCOL_VERSION,
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            mode: config.mode,
+            mode_detail: config.mode_detail.clone(),
+            sources: infos.clone(),
+            defaults: proto::Defaults {
+                block_size: config.block_size,
+                policy_a: config.policy_a.name.to_owned(),
+                policy_b: config.policy_b.name.to_owned(),
+            },
+            history_bytes: config.history_bytes as u64,
+            client_queue_bytes: config.client_queue_bytes as u64,
+            started_unix_nanos: unix_nanos(),
+        };
+        let hub = Arc::new(Hub::new(
+            HubConfig { history_bytes: config.history_bytes, client_queue_bytes: config.client_queue_bytes, hello },
+            metrics.clone(),
+        ));
+
+        let (addr, http_task) = match config.listen {
+            Some(listen) => {
+                let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AddrInUse {
+                        format!("{listen} is in use; pass --listen {}:0 for a free port, or stop the other process", listen.ip())
+                    } else {
+                        format!("cannot listen on {listen}: {e}")
+                    }
+                })?;
+                let addr = listener.local_addr().map_err(|e| e.to_string())?;
+                let router = http::router(hub.clone(), metrics.clone(), config.http.clone());
+                let task = tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, router).await {
+                        tracing::error!("HTTP server stopped: {e}");
+                    }
+                });
+                (Some(addr), Some(task))
+            }
+            None => (None, None),
+        };
+
+        let (recorder, writer) = match &config.record {
+            Some((path, note)) => {
+                let header = capture::header(infos.clone(), Some(note.clone()));
+                let (r, w) = capture::create(path, &header).await?;
+                (Some(r), Some(w))
+            }
+            None => (None, None),
+        };
+
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (done_tx, feed_done) = watch::channel(false);
+        let make_pipeline = |info: &proto::SourceInfo, source: &Source, recorder: Option<Recorder>| {
+            let sm = metrics.source(&info.key);
+            let classifier = Classifier::new(
+                &source.worker_id,
+                source.dp_rank,
+                config.block_size,
+                &policies(config.policy_a, config.policy_b),
+                Some((sm.clone(), metrics.clone())),
+            );
+            Pipeline::new(info, Some(classifier), Some(sm), RelayOutput::new(hub.clone(), recorder))
+        };
+        let mut tasks = Vec::new();
+        match feed {
+            Feed::Live => {
+                for (info, source) in infos.iter().zip(&config.sources) {
+                    let pipeline = make_pipeline(info, source, recorder.clone());
+                    let task = intake::run_source(
+                        source.endpoint.clone(),
+                        source.replay_endpoint.clone(),
+                        pipeline,
+                        config.intake.clone(),
+                        shutdown_rx.clone(),
+                    );
+                    tasks.push(tokio::spawn(async move {
+                        let p = task.await;
+                        vec![SourceSummary { key: p.key.clone(), counters: p.counters().clone() }]
+                    }));
+                }
+                drop(done_tx);
+            }
+            Feed::File { path, speed } => {
+                let pipelines: Vec<_> =
+                    infos.iter().zip(&config.sources).map(|(i, s)| make_pipeline(i, s, recorder.clone())).collect();
+                tasks.push(tokio::spawn(feed_file(path, speed, pipelines, shutdown_rx.clone(), done_tx)));
+            }
+        }
+        drop(recorder);
+        Ok(App { addr, hub, metrics, shutdown, tasks, http: http_task, writer, feed_done })
+    }
+
+    /// Stops the feed, finishes the capture and stops HTTP; returns per-source totals.
+    pub async fn stop(self) -> Result<(Vec<SourceSummary>, Option<capture::Written>), String> {
+        let _ = self.shutdown.send(true);
+        let mut summaries = Vec::new();
+        for t in self.tasks {
+            if let Ok(mut s) = t.await {
+                summaries.append(&mut s);
+            }
+        }
+        let written = match self.writer {
+            Some(w) => Some(w.finish().await?),
+            None => None,
+        };
+        if let Some(h) = self.http {
+            h.abort();
+        }
+        Ok((summaries, written))
+    }
+}
+
+/// Plays a capture into the pipelines, paced by its receive times.
+async fn feed_file(
+    path: PathBuf,
+    speed: Option<f64>,
+    mut pipelines: Vec<Pipeline<RelayOutput>>,
+    mut shutdown: watch::Receiver<bool>,
+    done: watch::Sender<bool>,
+) -> Vec<SourceSummary> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, u64, bool, Vec<Bytes>)>(1024);
+    let reader_path = path.clone();
+    // The capture reader is synchronous; it runs on a blocking thread and hands records over.
+    let reader = tokio::task::spawn_blocking(move || -> Result<Option<String>, String> {
+        let mut reader = capture::open(&reader_path)?;
+        while let Some(record) = reader.next_record().map_err(|e| e.with_path(&reader_path.display().to_string()).to_string())? {
+            let frames = record.frames.into_iter().map(|f| Bytes::from(f.into_vec())).collect();
+            if tx.blocking_send((record.source, record.recv_time_nanos, record.replayed, frames)).is_err() {
+                break;
+            }
+        }
+        Ok(reader.truncated().map(ToString::to_string))
+    });
+    for p in &mut pipelines {
+        p.set_state(proto::ConnState::Live, None);
+    }
+    let started = tokio::time::Instant::now();
+    let mut first: Option<u64> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            _ = tick.tick() => for p in &mut pipelines { p.flush_status_if_dirty(); },
+            record = rx.recv() => {
+                let Some((source, recv, replayed, frames)) = record else { break };
+                if let Some(speed) = speed {
+                    let t0 = *first.get_or_insert(recv);
+                    let due = Duration::from_nanos(((recv.saturating_sub(t0)) as f64 / speed) as u64);
+                    tokio::time::sleep_until(started + due).await;
+                }
+                match pipelines.get_mut(source as usize) {
+                    Some(p) => {
+                        p.capture_record(frames, recv, replayed);
+                        p.output.flush_pending().await;
+                    }
+                    None => tracing::warn!("{}: record names source {source}, the header lists {}", path.display(), pipelines.len()),
+                }
+            }
+        }
+    }
+    match reader.await {
+        Ok(Ok(Some(truncation))) => tracing::warn!("{}: {truncation}", path.display()),
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => tracing::error!("{e}"),
+        Err(e) => tracing::error!("capture reader failed: {e}"),
+    }
+    for p in &mut pipelines {
+        p.set_state(proto::ConnState::Stale, Some("end of the capture".to_owned()));
+        p.flush_status();
+        p.output.flush_pending().await;
+    }
+    let _ = done.send(true);
+    tracing::info!("{}: replay finished", path.display());
+    pipelines.iter().map(|p| SourceSummary { key: p.key.clone(), counters: p.counters().clone() }).collect()
+}

@@ -1,0 +1,89 @@
+//! The dashboard's files, embedded in the binary from `dist/` (Trunk's output).
+//!
+//! Only these embedded files are served: there is no directory on disk behind the server, so a
+//! path can never reach outside the app. Unknown paths get `index.html`, so the app's deep links
+//! work. When the binary was built without `dist/index.html` (no wasm toolchain at hand), every
+//! page is a short note naming the command that builds the dashboard; `/ws`, `/metrics` and
+//! `/healthz` still work. `build.rs` turns that into a build error when `KVSCOPE_REQUIRE_WEB=1`.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use rust_embed::RustEmbed;
+
+#[derive(RustEmbed)]
+#[folder = "../dist"]
+#[allow_missing = true]
+struct Dist;
+
+/// The page served when the dashboard was not built into this binary.
+pub const NOT_BUILT_PAGE: &str = "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>kvscope</title></head>\n<body>\n\
+<h1>kvscope: the dashboard is not built into this binary</h1>\n\
+<p>This <code>kvscope</code> was compiled before the web app existed in <code>dist/</code>.\n\
+Build the dashboard with <code>scripts/build-web.sh</code>, then rebuild the server\n\
+(<code>cargo build --release -p kvscope</code>).</p>\n\
+<p>The server itself works: <a href=\"/metrics\">/metrics</a>, <a href=\"/healthz\">/healthz</a>, and the\n\
+WebSocket at <code>/ws</code>.</p>\n</body></html>\n";
+
+/// True when `dist/index.html` was embedded.
+pub fn dashboard_built() -> bool {
+    Dist::get("index.html").is_some()
+}
+
+/// The content type of an embedded file, by extension.
+pub fn content_type(path: &str) -> String {
+    // mime_guess knows these too; spelled out for the ones a browser refuses to run otherwise.
+    match path.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("wasm") => "application/wasm".to_owned(),
+        Some("js" | "mjs") => "text/javascript; charset=utf-8".to_owned(),
+        Some("html") => "text/html; charset=utf-8".to_owned(),
+        Some("css") => "text/css; charset=utf-8".to_owned(),
+        _ => mime_guess::from_path(path).first_or_octet_stream().essence_str().to_owned(),
+    }
+}
+
+/// Serves an embedded file, `index.html` for unknown paths, or the not-built page.
+pub async fn serve(uri: Uri, headers: HeaderMap) -> Response {
+    let path = uri.path().trim_start_matches('/');
+    let (name, file) = match Dist::get(path).filter(|_| !path.is_empty()) {
+        Some(file) => (path.to_owned(), file),
+        None => match Dist::get("index.html") {
+            Some(file) => ("index.html".to_owned(), file),
+            None => {
+                return (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
+                    NOT_BUILT_PAGE,
+                )
+                    .into_response();
+            }
+        },
+    };
+    let etag = format!("\"{}\"", file.metadata.sha256_hash().iter().take(16).map(|b| format!("{b:02x}")).collect::<String>());
+    if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+        return StatusCode::NOT_MODIFIED.into_response();
+    }
+    // index.html names the hashed wasm and js files of the current build: always revalidate it.
+    let cache = if name == "index.html" { "no-cache" } else { "public, max-age=3600" };
+    let mut response = Response::new(Body::from(file.data.into_owned()));
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(&content_type(&name)).expect("ascii mime"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("hex etag"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wasm_and_scripts_get_the_types_browsers_require() {
+        assert_eq!(content_type("kvscope-web_bg.wasm"), "application/wasm");
+        assert_eq!(content_type("a/kvscope-web.js"), "text/javascript; charset=utf-8");
+        assert_eq!(content_type("index.html"), "text/html; charset=utf-8");
+        assert_eq!(content_type("x.svg"), "image/svg+xml");
+        assert_eq!(content_type("noext"), "application/octet-stream");
+    }
+}

@@ -1,0 +1,178 @@
+//! `kvscope check`: run the native normalizer over a capture, print a table per source (or
+//! JSON), exit 3 when any verdict is fatal, so a rollout pipeline can gate on it.
+//!
+//! Frames go through the same [`crate::stream::Pipeline`] as on the live server, so gaps,
+//! restarts and errors are counted the same way; verdicts come from `kvscope-normalize`, the
+//! crate the dashboard runs too.
+
+use std::path::Path;
+
+use bytes::Bytes;
+use kvscope_normalize::{Policy, StorageTier, VerdictLabel};
+use serde_json::{Map, Value, json};
+
+use crate::capture;
+use crate::classify::Classifier;
+use crate::stream::{NoOutput, Pipeline};
+
+/// The result of a check, ready to print.
+#[derive(Debug)]
+pub struct Report {
+    pub json: Value,
+    pub fatal: bool,
+    pub table: String,
+    pub truncation: Option<String>,
+}
+
+fn add(total: &mut Map<String, Value>, key: &str, v: &Value) {
+    match v {
+        Value::Number(n) => {
+            let sum = total.get(key).and_then(Value::as_u64).unwrap_or(0) + n.as_u64().unwrap_or(0);
+            total.insert(key.to_owned(), json!(sum));
+        }
+        Value::Object(o) => {
+            let entry = total.entry(key.to_owned()).or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(inner) = entry {
+                for (k, v) in o {
+                    add(inner, k, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Checks a capture under one block size and policy.
+pub fn check(path: &Path, block_size: u32, policy: Policy) -> Result<Report, String> {
+    let mut reader = capture::open(path)?;
+    let infos = reader.header().sources.clone();
+    let mut pipelines: Vec<Pipeline<NoOutput>> = infos
+        .iter()
+        .map(|info| {
+            let classifier = Classifier::new(&info.worker_id, info.dp_rank, block_size, &[policy], None);
+            Pipeline::new(info, Some(classifier), None, NoOutput)
+        })
+        .collect();
+    let mut stray = 0u64;
+    while let Some(record) = reader.next_record().map_err(|e| e.with_path(&path.display().to_string()).to_string())? {
+        let frames: Vec<Bytes> = record.frames.into_iter().map(|f| Bytes::from(f.into_vec())).collect();
+        match pipelines.get_mut(record.source as usize) {
+            Some(p) => p.capture_record(frames, record.recv_time_nanos, record.replayed),
+            None => stray += 1,
+        }
+    }
+    if stray > 0 {
+        return Err(format!(
+            "{}: {stray} records name a source the header does not list ({} sources); the file is corrupt",
+            path.display(),
+            infos.len()
+        ));
+    }
+    let truncation = reader.truncated().map(|t| format!("{}: {t}", path.display()));
+
+    let mut sources = Vec::new();
+    let mut totals = Map::new();
+    let mut any_fatal = false;
+    let mut table = String::new();
+    table.push_str(&format!(
+        "{:<12} {:>8} {:>8} {:>6} {:>6} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  first fatal\n",
+        "source", "frames", "events", "f.err", "d.err", "gaps", "restarts", "device", "host", "disk", "external", "fatal"
+    ));
+    let mut notes = Vec::new();
+    for (info, p) in infos.iter().zip(&pipelines) {
+        let (normalizer, id) = p.classifier().expect("check pipelines classify").normalizer(0);
+        let c = normalizer.counters(id);
+        let sc = p.counters();
+        let mut applied = Map::new();
+        for tier in StorageTier::ALL {
+            let n: u64 = VerdictLabel::ALL
+                .iter()
+                .filter(|l| l.outcome() == "apply")
+                .map(|l| c.verdicts(Some(tier), *l))
+                .sum();
+            applied.insert(tier.label().to_owned(), json!(n));
+        }
+        let cleared: u64 = VerdictLabel::ALL.iter().filter(|l| l.outcome() == "apply").map(|l| c.verdicts(None, *l)).sum();
+        let mut skipped = Map::new();
+        for label in VerdictLabel::ALL.iter().filter(|l| l.outcome() == "skip") {
+            let n = c.verdicts_by_label(*label);
+            if n > 0 {
+                skipped.insert(label.as_str().to_owned(), json!(n));
+            }
+        }
+        let first = c.first_fatal.as_ref();
+        any_fatal |= c.fatal_count > 0;
+        let source = json!({
+            "worker_id": info.worker_id,
+            "dp_rank": info.dp_rank,
+            "key": info.key,
+            "frames": sc.frames,
+            "events": c.total_events(),
+            "frame_errors": sc.frame_errors,
+            "decode_errors": sc.decode_errors,
+            "gaps": sc.gaps,
+            "lost_frames": sc.lost_frames,
+            "replayed_frames": sc.replayed_frames,
+            "restarts": sc.restarts,
+            "applied": applied,
+            "applied_without_tier": cleared,
+            "skipped": skipped,
+            "fatal": {
+                "count": c.fatal_count,
+                "first_seq": first.map(|l| l.seq),
+                "first_error": first.map(|l| l.text.clone()),
+            },
+        });
+        for key in ["frames", "events", "frame_errors", "decode_errors", "gaps", "lost_frames", "replayed_frames", "restarts", "applied", "applied_without_tier", "skipped"] {
+            add(&mut totals, key, &source[key]);
+        }
+        sources.push(source);
+        let fatal_total = totals.get("fatal").and_then(|f| f["count"].as_u64()).unwrap_or(0) + c.fatal_count;
+        totals.insert("fatal".to_owned(), json!({ "count": fatal_total }));
+        let a = |t: &str| applied.get(t).and_then(Value::as_u64).unwrap_or(0);
+        table.push_str(&format!(
+            "{:<12} {:>8} {:>8} {:>6} {:>6} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
+            info.key,
+            sc.frames,
+            c.total_events(),
+            sc.frame_errors,
+            sc.decode_errors,
+            sc.gaps,
+            sc.restarts,
+            a("device"),
+            a("host_pinned"),
+            a("disk"),
+            a("external"),
+            c.fatal_count,
+            first.map_or("-".to_owned(), |l| format!("seq {}", l.seq)),
+        ));
+        for (label, _, summary) in c.summaries() {
+            if label.outcome() == "skip" {
+                notes.push(format!("  {}: {summary}", info.key));
+            }
+        }
+        if let Some(l) = first {
+            notes.push(format!("  {}", l.text));
+        }
+    }
+    if !notes.is_empty() {
+        table.push('\n');
+        table.push_str(&notes.join("\n"));
+        table.push('\n');
+    }
+    table.push_str(&if any_fatal {
+        format!("\nFATAL under policy {} at block size {block_size}: an indexer with this configuration would stop.\n", policy.name)
+    } else {
+        format!("\nno fatal verdict under policy {} at block size {block_size}.\n", policy.name)
+    });
+    totals.entry("fatal".to_owned()).or_insert_with(|| json!({"count": 0}));
+    let json = json!({
+        "file": path.display().to_string(),
+        "block_size": block_size,
+        "policy": policy.name,
+        "sources": Value::Array(sources),
+        "totals": Value::Object(totals),
+        "truncated": truncation,
+    });
+    Ok(Report { json, fatal: any_fatal, table, truncation })
+}

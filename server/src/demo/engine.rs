@@ -1,0 +1,193 @@
+//! A simulated engine endpoint: a PUB socket publishing `[topic, seq, payload]` with its own
+//! sequence counter from 0, and a ROUTER replay socket answering `["", start_seq]` from a bounded
+//! buffer of recent messages, the way vLLM's `ZmqEventPublisher` does.
+//!
+//! `demo` uses a plain PUB, as engines do (messages sent before a subscriber's subscription
+//! arrives are dropped, which the intake handles). `publish` uses an XPUB, which is the same
+//! on the wire for a SUB but lets it wait until a subscriber is there before replaying a
+//! capture, so an indexer under test sees the recording from its first frame.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, XPubSocket, ZmqMessage};
+
+/// Messages the replay buffer keeps (vLLM's default `buffer_steps` is 10 000).
+pub const REPLAY_BUFFER_MESSAGES: usize = 10_000;
+
+type Buffer = Arc<Mutex<VecDeque<(u64, Bytes, Bytes)>>>;
+
+enum Publisher {
+    Pub(PubSocket),
+    XPub { socket: XPubSocket, subscribers: usize },
+}
+
+/// One engine endpoint (one data-parallel rank).
+pub struct Engine {
+    publisher: Publisher,
+    buffer: Buffer,
+    next_seq: u64,
+    /// `tcp://127.0.0.1:PORT` of the PUB socket.
+    pub endpoint: String,
+    /// `tcp://127.0.0.1:PORT` of the replay ROUTER.
+    pub replay_endpoint: String,
+    router_task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("endpoint", &self.endpoint).field("next_seq", &self.next_seq).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.router_task.abort();
+    }
+}
+
+fn endpoint_string(e: &zeromq::Endpoint) -> String {
+    e.to_string()
+}
+
+impl Engine {
+    /// Binds a PUB (or XPUB with `xpub`) and a replay ROUTER. `bind`/`replay_bind` are
+    /// `tcp://host:port` (port 0 picks a free one). `replay_topic`: whether replies carry the
+    /// topic frame (`[topic, seq, payload]`) or not (`[seq, payload]`).
+    pub async fn bind(bind: &str, replay_bind: &str, xpub: bool, replay_topic: bool) -> Result<Engine, String> {
+        let (publisher, endpoint) = if xpub {
+            let mut socket = XPubSocket::new();
+            let ep = socket.bind(bind).await.map_err(|e| bind_error(bind, &e))?;
+            (Publisher::XPub { socket, subscribers: 0 }, endpoint_string(&ep))
+        } else {
+            let mut socket = PubSocket::new();
+            let ep = socket.bind(bind).await.map_err(|e| bind_error(bind, &e))?;
+            (Publisher::Pub(socket), endpoint_string(&ep))
+        };
+        let mut router = RouterSocket::new();
+        let replay_ep = router.bind(replay_bind).await.map_err(|e| bind_error(replay_bind, &e))?;
+        let buffer: Buffer = Arc::new(Mutex::new(VecDeque::new()));
+        let router_task = tokio::spawn(serve_replay(router, buffer.clone(), replay_topic));
+        Ok(Engine { publisher, buffer, next_seq: 0, endpoint, replay_endpoint: endpoint_string(&replay_ep), router_task })
+    }
+
+    /// The sequence number the next message gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// XPUB only: waits until `n` subscriptions arrived.
+    pub async fn wait_subscribers(&mut self, n: usize) {
+        if let Publisher::XPub { socket, subscribers } = &mut self.publisher {
+            while *subscribers < n {
+                if let Ok(m) = socket.recv().await
+                    && m.get(0).is_some_and(|f| f.first() == Some(&1))
+                {
+                    *subscribers += 1;
+                }
+            }
+        }
+    }
+
+    /// Publishes one payload with the next sequence number.
+    pub async fn publish(&mut self, topic: &Bytes, payload: Bytes) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.publish_with_seq(topic, seq, payload).await;
+    }
+
+    /// Publishes with a given sequence number (re-publishing a capture keeps its seqs).
+    pub async fn publish_with_seq(&mut self, topic: &Bytes, seq: u64, payload: Bytes) {
+        {
+            let mut buffer = self.buffer.lock().expect("replay buffer");
+            if buffer.len() == REPLAY_BUFFER_MESSAGES {
+                buffer.pop_front();
+            }
+            buffer.push_back((seq, topic.clone(), payload.clone()));
+        }
+        self.next_seq = seq + 1;
+        self.send(vec![topic.clone(), Bytes::copy_from_slice(&seq.to_be_bytes()), payload]).await;
+    }
+
+    /// Sends frames as they are (tests use it for malformed messages).
+    pub async fn send(&mut self, frames: Vec<Bytes>) {
+        let message = ZmqMessage::try_from(frames).expect("at least one frame");
+        match &mut self.publisher {
+            Publisher::Pub(socket) => {
+                let _ = socket.send(message).await;
+            }
+            Publisher::XPub { socket, subscribers } => {
+                // Take in subscriptions that arrived meanwhile (a SUB that reconnected) without
+                // waiting: XPUB registers them only when they are read.
+                while let Some(Ok(m)) = socket.recv().now_or_never() {
+                    if m.get(0).is_some_and(|f| f.first() == Some(&1)) {
+                        *subscribers += 1;
+                    }
+                }
+                let _ = socket.send(message).await;
+            }
+        }
+    }
+
+    /// Drops the oldest `n` messages from the replay buffer (a test makes a gap unrecoverable).
+    pub fn forget_oldest(&mut self, n: usize) {
+        let mut buffer = self.buffer.lock().expect("replay buffer");
+        for _ in 0..n {
+            buffer.pop_front();
+        }
+    }
+
+    /// Stores a message in the replay buffer without publishing it (a test makes a gap that
+    /// replay can fill).
+    pub fn buffer_only(&mut self, topic: &Bytes, payload: Bytes) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut buffer = self.buffer.lock().expect("replay buffer");
+        buffer.push_back((seq, topic.clone(), payload));
+    }
+}
+
+fn bind_error(addr: &str, e: &zeromq::ZmqError) -> String {
+    format!("cannot bind {addr}: {e}; pick another port, or port 0 for a free one")
+}
+
+/// Answers replay requests until the task is aborted.
+async fn serve_replay(mut router: RouterSocket, buffer: Buffer, replay_topic: bool) {
+    const END: [u8; 8] = u64::MAX.to_be_bytes();
+    loop {
+        let Ok(request) = router.recv().await else { continue };
+        let frames = request.into_vec();
+        // [identity, "", start_seq]
+        let (Some(identity), Some(start)) = (frames.first(), frames.last()) else { continue };
+        let Ok(start) = <[u8; 8]>::try_from(start.as_ref()) else { continue };
+        let start = u64::from_be_bytes(start);
+        let replies: Vec<(u64, Bytes, Bytes)> = {
+            let buffer = buffer.lock().expect("replay buffer");
+            buffer.iter().filter(|(seq, _, _)| *seq >= start).cloned().collect()
+        };
+        for item in replies.into_iter().map(Some).chain([None]) {
+            let mut out = vec![identity.clone(), Bytes::new()];
+            match item {
+                Some((seq, topic, payload)) => {
+                    if replay_topic {
+                        out.push(topic);
+                    }
+                    out.push(Bytes::copy_from_slice(&seq.to_be_bytes()));
+                    out.push(payload);
+                }
+                None => {
+                    if replay_topic {
+                        out.push(Bytes::new());
+                    }
+                    out.push(Bytes::from_static(&END));
+                    out.push(Bytes::new());
+                }
+            }
+            if router.send(ZmqMessage::try_from(out).expect("frames")).await.is_err() {
+                break;
+            }
+        }
+    }
+}

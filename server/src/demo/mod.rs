@@ -1,0 +1,424 @@
+//! `kvscope demo`: a simulated fleet of engines publishing real ZMQ on loopback, then served.
+//!
+//! Each simulated worker is an [`engine::Engine`] (a PUB socket with a per-rank seq from 0 and
+//! a ROUTER replay socket) fed by a scenario's generator, in the byte layout of a chosen release
+//! ([`payload`]). The server side is the same as `kvscope serve`: it subscribes to the engines
+//! over TCP like to any other, so the demo exercises the real intake.
+//!
+//! Scenarios:
+//! - `kimi-k3` (default, the incident of DESIGN.md): groups 0-2 `mamba` and group 3
+//!   `mla_attention` at block_size 1536 on `GPU`; every 8 GPU blocks a `cpu` store of one
+//!   12288-token block; evictions on both tiers. Block size 1536, so `legacy` shows the fatal cpu
+//!   stores and `fixed` the offload skips.
+//! - `sglang-tiers`: SGLang pages of 16 tokens on `GPU`, written through to `CPU_PINNED`, `DISK`
+//!   and `EXTERNAL`, with evictions on every tier and an occasional clear.
+//! - `lmcache-relay`: vLLM GPU blocks of 16 plus LMCache chunk stores relayed by vLLM's LMCache
+//!   connector: medium `cpu`, block_size 256, signed chunk hashes.
+
+pub mod engine;
+pub mod payload;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use payload::{Event, Hash, Release, Stored};
+
+/// A named scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    KimiK3,
+    SglangTiers,
+    LmcacheRelay,
+}
+
+impl Scenario {
+    pub const ALL: [(&'static str, Scenario); 3] =
+        [("kimi-k3", Scenario::KimiK3), ("sglang-tiers", Scenario::SglangTiers), ("lmcache-relay", Scenario::LmcacheRelay)];
+
+    pub fn name(self) -> &'static str {
+        Scenario::ALL.iter().find(|(_, s)| *s == self).map(|(n, _)| *n).expect("listed")
+    }
+
+    pub fn parse(s: &str) -> Result<Scenario, String> {
+        Scenario::ALL.iter().find(|(n, _)| *n == s).map(|(_, sc)| *sc).ok_or_else(|| {
+            let names: Vec<&str> = Scenario::ALL.iter().map(|(n, _)| *n).collect();
+            format!("unknown scenario {s:?}; pass one of: {}", names.join(", "))
+        })
+    }
+
+    /// The main (Device) block size of the scenario, the demo's default `--block-size`.
+    pub fn block_size(self) -> u32 {
+        match self {
+            Scenario::KimiK3 => 1536,
+            Scenario::SglangTiers | Scenario::LmcacheRelay => 16,
+        }
+    }
+
+    pub fn default_workers(self) -> u32 {
+        match self {
+            Scenario::KimiK3 => 3,
+            Scenario::SglangTiers | Scenario::LmcacheRelay => 2,
+        }
+    }
+
+    pub fn default_release(self) -> Release {
+        match self {
+            Scenario::KimiK3 | Scenario::LmcacheRelay => Release::Vllm033,
+            Scenario::SglangTiers => Release::Sglang0523,
+        }
+    }
+
+    /// Releases whose layout can express the scenario.
+    pub fn releases(self) -> &'static [Release] {
+        match self {
+            Scenario::KimiK3 | Scenario::LmcacheRelay => &[Release::Vllm033, Release::Vllm023],
+            Scenario::SglangTiers => &[Release::Sglang0523],
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Scenario::KimiK3 => "Kimi-K3 incident: mamba groups 0-2 + mla group 3 at 1536 on GPU, cpu offload stores at 12288",
+            Scenario::SglangTiers => "SGLang multi-tier: GPU, CPU_PINNED, DISK, EXTERNAL",
+            Scenario::LmcacheRelay => "LMCache chunks relayed by vLLM: medium cpu, block_size 256, signed hashes",
+        }
+    }
+}
+
+/// xorshift64*: deterministic per worker, no dependency.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// Token ids with a heavy head, like real text: half from the 1000 most common.
+    pub fn tokens(&mut self, n: usize, vocab: u64) -> Vec<u32> {
+        (0..n).map(|_| if self.below(2) == 0 { self.below(1000) as u32 } else { self.below(vocab) as u32 }).collect()
+    }
+}
+
+/// Produces one worker's batches.
+#[derive(Debug)]
+pub struct Generator {
+    scenario: Scenario,
+    rng: Rng,
+    chain: Vec<(u64, Vec<u32>)>,
+    request_len: usize,
+    pending_offload: Option<Stored>,
+    gpu_live: std::collections::VecDeque<u64>,
+    offload_live: std::collections::VecDeque<u64>,
+    tiers_live: [std::collections::VecDeque<u64>; 4],
+    tick: u64,
+}
+
+const SGLANG_MEDIA: [&str; 4] = ["GPU", "CPU_PINNED", "DISK", "EXTERNAL"];
+
+impl Generator {
+    pub fn new(scenario: Scenario, worker: u32) -> Self {
+        Generator {
+            scenario,
+            rng: Rng::new(u64::from(worker) + 1),
+            chain: Vec::new(),
+            request_len: 0,
+            pending_offload: None,
+            gpu_live: Default::default(),
+            offload_live: Default::default(),
+            tiers_live: Default::default(),
+            tick: 0,
+        }
+    }
+
+    /// The events of the next batch.
+    pub fn next_batch(&mut self) -> Vec<Event> {
+        self.tick += 1;
+        match self.scenario {
+            Scenario::KimiK3 => self.kimi(),
+            Scenario::SglangTiers => self.sglang(),
+            Scenario::LmcacheRelay => self.lmcache(),
+        }
+    }
+
+    /// Starts a new request chain when the current one is done; returns (hash, parent, tokens).
+    fn next_block(&mut self, block: usize, vocab: u64, max_len: u64) -> (u64, Option<u64>, Vec<u32>) {
+        if self.chain.len() >= self.request_len {
+            self.chain.clear();
+            self.request_len = 8 + self.rng.below(max_len) as usize;
+        }
+        let hash = self.rng.next_u64();
+        let parent = self.chain.last().map(|(h, _)| *h);
+        let tokens = self.rng.tokens(block, vocab);
+        self.chain.push((hash, tokens.clone()));
+        (hash, parent, tokens)
+    }
+
+    fn kimi(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        if let Some(store) = self.pending_offload.take() {
+            events.push(Event::Stored(store));
+        }
+        let (hash, parent, tokens) = self.next_block(1536, 163_840, 24);
+        for group in 0..4u32 {
+            events.push(Event::Stored(Stored {
+                hashes: vec![Hash::U64(hash)],
+                parent: parent.map(Hash::U64),
+                token_ids: tokens.clone(),
+                block_size: 1536,
+                medium: Some("GPU".into()),
+                lora_name: None,
+                extra_keys_nils: Some(1),
+                group_idx: Some(group),
+                kind: Some(if group < 3 { "mamba" } else { "mla_attention" }.into()),
+            }));
+        }
+        self.gpu_live.push_back(hash);
+        // Every 8 GPU blocks of a request, the offload connector stores one 8 x 1536 block on
+        // the cpu tier, under the hash of the last GPU block it covers, in the next batch.
+        if self.chain.len() % 8 == 0 {
+            let covered = &self.chain[self.chain.len() - 8..];
+            let token_ids: Vec<u32> = covered.iter().flat_map(|(_, t)| t.iter().copied()).collect();
+            self.pending_offload = Some(Stored {
+                hashes: vec![Hash::U64(hash)],
+                parent: None,
+                token_ids,
+                block_size: 12288,
+                medium: Some("cpu".into()),
+                lora_name: None,
+                extra_keys_nils: None,
+                group_idx: Some(3),
+                kind: None,
+            });
+            self.offload_live.push_back(hash);
+        }
+        if self.tick % 3 == 0 && self.gpu_live.len() > 16 {
+            let old = self.gpu_live.pop_front().expect("len > 16");
+            for group in 0..4u32 {
+                events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("GPU".into()), group_idx: Some(group) });
+            }
+        }
+        if self.tick % 11 == 0 && self.offload_live.len() > 4 {
+            let old = self.offload_live.pop_front().expect("len > 4");
+            events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("cpu".into()), group_idx: Some(3) });
+        }
+        events
+    }
+
+    fn sglang(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        let (hash, parent, tokens) = self.next_block(16, 152_064, 40);
+        let signed = |h: u64| Hash::I64(h as i64);
+        for (tier, medium) in SGLANG_MEDIA.iter().enumerate() {
+            // GPU every page; write-through to host every 2nd, disk every 4th, external every 8th.
+            if self.tick % (1 << tier) != 0 {
+                continue;
+            }
+            events.push(Event::Stored(Stored {
+                hashes: vec![signed(hash)],
+                parent: if tier == 0 { parent.map(signed) } else { None },
+                token_ids: tokens.clone(),
+                block_size: 16,
+                medium: Some((*medium).into()),
+                ..Stored::default()
+            }));
+            self.tiers_live[tier].push_back(hash);
+        }
+        for (tier, every) in [(0usize, 3u64), (1, 5), (2, 9), (3, 17)] {
+            if self.tick % every == 0 && self.tiers_live[tier].len() > 8 {
+                let old = self.tiers_live[tier].pop_front().expect("len > 8");
+                events.push(Event::Removed { hashes: vec![signed(old)], medium: Some(SGLANG_MEDIA[tier].into()), group_idx: None });
+            }
+        }
+        if self.tick % 2000 == 0 {
+            events.push(Event::Cleared);
+            self.tiers_live = Default::default();
+            self.chain.clear();
+        }
+        events
+    }
+
+    fn lmcache(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        let (hash, parent, tokens) = self.next_block(16, 152_064, 48);
+        events.push(Event::Stored(Stored {
+            hashes: vec![Hash::U64(hash)],
+            parent: parent.map(Hash::U64),
+            token_ids: tokens,
+            block_size: 16,
+            medium: Some("GPU".into()),
+            lora_name: None,
+            extra_keys_nils: Some(1),
+            group_idx: Some(0),
+            kind: Some("full_attention".into()),
+        }));
+        self.gpu_live.push_back(hash);
+        // LMCache stores a 256-token chunk once 16 blocks of the request are in.
+        if self.chain.len() % 16 == 0 {
+            let chunk = Hash::I64(self.rng.next_u64() as i64);
+            let token_ids: Vec<u32> = self.chain[self.chain.len() - 16..].iter().flat_map(|(_, t)| t.iter().copied()).collect();
+            let parent = self.offload_live.back().map(|h| Hash::I64(*h as i64)).filter(|_| self.chain.len() > 16);
+            events.push(Event::Stored(Stored {
+                hashes: vec![chunk],
+                parent,
+                token_ids,
+                block_size: 256,
+                medium: Some("cpu".into()),
+                lora_name: None,
+                extra_keys_nils: None,
+                group_idx: None,
+                kind: None,
+            }));
+            if let Hash::I64(h) = chunk {
+                self.offload_live.push_back(h as u64);
+            }
+        }
+        if self.tick % 3 == 0 && self.gpu_live.len() > 32 {
+            let old = self.gpu_live.pop_front().expect("len > 32");
+            events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("GPU".into()), group_idx: Some(0) });
+        }
+        events
+    }
+}
+
+/// What the demo fleet looks like.
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    pub scenario: Scenario,
+    pub release: Release,
+    pub workers: u32,
+    /// Batches per second per worker; 0 publishes as fast as possible.
+    pub rate: f64,
+    /// Stop after this many batches per worker (None: run until stopped).
+    pub batches: Option<u64>,
+}
+
+/// A running fleet: its engines' endpoints and their publishing tasks.
+#[derive(Debug)]
+pub struct Fleet {
+    pub endpoints: Vec<(String, String)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    start: tokio::sync::watch::Sender<bool>,
+}
+
+impl Fleet {
+    /// Binds every engine on loopback; publishing waits for [`Fleet::start`].
+    pub async fn bind(opts: &FleetOptions) -> Result<Fleet, String> {
+        let (start, start_rx) = tokio::sync::watch::channel(false);
+        let mut endpoints = Vec::new();
+        let mut tasks = Vec::new();
+        for worker in 0..opts.workers {
+            let mut engine = engine::Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", false, opts.release.replay_has_topic()).await?;
+            endpoints.push((engine.endpoint.clone(), engine.replay_endpoint.clone()));
+            let mut generator = Generator::new(opts.scenario, worker);
+            let release = opts.release;
+            let rate = opts.rate;
+            let batches = opts.batches;
+            let mut start_rx = start_rx.clone();
+            tasks.push(tokio::spawn(async move {
+                while !*start_rx.borrow() {
+                    if start_rx.changed().await.is_err() {
+                        return;
+                    }
+                }
+                let topic = Bytes::from_static(b"kv-events");
+                let period = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
+                let mut tick = period.map(|p| {
+                    let mut t = tokio::time::interval(p);
+                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    t
+                });
+                let mut sent = 0u64;
+                loop {
+                    if batches.is_some_and(|b| sent >= b) {
+                        // Keep the engine (and its replay socket) up after the last batch.
+                        std::future::pending::<()>().await;
+                    }
+                    match &mut tick {
+                        Some(t) => {
+                            t.tick().await;
+                        }
+                        None => tokio::task::yield_now().await,
+                    }
+                    let ts = crate::time::unix_nanos() as f64 / 1e9;
+                    let events = generator.next_batch();
+                    let payload = payload::encode_batch(release, ts, &events, Some(0).filter(|_| release != Release::Sglang0523));
+                    engine.publish(&topic, Bytes::from(payload)).await;
+                    sent += 1;
+                }
+            }));
+        }
+        Ok(Fleet { endpoints, tasks, start })
+    }
+
+    /// Starts publishing.
+    pub fn start(&self) {
+        let _ = self.start.send(true);
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvscope_normalize::{Normalizer, Policy, VerdictLabel};
+
+    fn run(scenario: Scenario, policy: Policy, batches: usize) -> kvscope_normalize::SourceCounters {
+        let mut g = Generator::new(scenario, 0);
+        let mut n = Normalizer::new(scenario.block_size(), policy);
+        let id = n.source("0", 0);
+        let mut out = Vec::new();
+        for _ in 0..batches {
+            let events = g.next_batch();
+            for release in scenario.releases() {
+                let payload = payload::encode_batch(*release, 1.0, &events, Some(0));
+                kvscope_wire::decode_batch(&payload).expect("demo payloads decode");
+            }
+            let payload = payload::encode_batch(scenario.default_release(), 1.0, &events, Some(0));
+            n.push_payload(id, 0, &payload, &mut out).unwrap();
+        }
+        n.counters(id).clone()
+    }
+
+    #[test]
+    fn kimi_k3_is_fatal_under_legacy_and_skips_offload_under_fixed() {
+        let fixed = run(Scenario::KimiK3, Policy::FIXED, 200);
+        assert_eq!(fixed.fatal_count, 0);
+        assert!(fixed.verdicts_by_label(VerdictLabel::OffloadBlockSizeMismatch) > 10);
+        assert!(fixed.verdicts_by_label(VerdictLabel::NonMainAttentionKind) > 100);
+        let legacy = run(Scenario::KimiK3, Policy::LEGACY, 200);
+        assert!(legacy.fatal_count > 10);
+    }
+
+    #[test]
+    fn lmcache_relay_is_fatal_under_legacy_only() {
+        assert_eq!(run(Scenario::LmcacheRelay, Policy::FIXED, 300).fatal_count, 0);
+        assert!(run(Scenario::LmcacheRelay, Policy::LEGACY, 300).fatal_count > 0);
+    }
+
+    #[test]
+    fn sglang_tiers_fill_every_tier() {
+        let c = run(Scenario::SglangTiers, Policy::FIXED, 300);
+        assert_eq!(c.fatal_count, 0);
+        for tier in kvscope_normalize::StorageTier::ALL {
+            assert!(c.blocks_applied_on(tier) > 0, "{tier:?}");
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! HTTP: `/ws` (the relay), `/metrics`, `/healthz` and the embedded dashboard, with the safe
+//! defaults.
+//!
+//! - Listening beyond loopback needs `--token` (checked in `cli` before binding); with a token,
+//!   `/ws` and `/metrics` require it, as `Authorization: Bearer TOKEN` or `?token=TOKEN` (a
+//!   browser cannot set headers on a WebSocket, so the page passes it in the URL).
+//! - A WebSocket upgrade whose `Origin` is not the server's own (the `Host` it was reached by) or
+//!   in `--allow-origin` is refused with 403, so another site open in the same browser cannot
+//!   read the stream. Without a token, the `Host` must also be a loopback name or an allowed
+//!   origin's host, which defeats DNS rebinding (a hostile name resolving to 127.0.0.1).
+//! - Incoming WebSocket messages are capped (`--max-ws-message-bytes`): clients have nothing to
+//!   send but control frames.
+//!
+//! Neighbours: `relay` gives each socket its subscription; `assets` serves files; `metrics`
+//! renders `/metrics`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+
+use crate::metrics::{self, KindLabels, Metrics};
+use crate::relay::Hub;
+
+/// What the HTTP side needs to know.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub token: Option<String>,
+    /// Extra origins allowed to open `/ws`, as `scheme://host[:port]`.
+    pub allow_origins: Vec<String>,
+    pub max_ws_message_bytes: usize,
+}
+
+#[derive(Debug)]
+struct AppState {
+    hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
+    config: HttpConfig,
+}
+
+/// The router with every route.
+pub fn router(hub: Arc<Hub>, metrics: Arc<Metrics>, config: HttpConfig) -> Router {
+    let state = Arc::new(AppState { hub, metrics, config });
+    let assets = Router::new()
+        .fallback(crate::assets::serve)
+        .layer(tower_http::compression::CompressionLayer::new());
+    Router::new()
+        .route("/ws", get(ws))
+        .route("/metrics", get(metrics_route))
+        .route("/healthz", get(healthz))
+        .with_state(state)
+        .merge(assets)
+}
+
+#[derive(Debug, Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
+}
+
+/// Compares without an early exit, so response time does not leak a token's prefix.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: &TokenQuery) -> bool {
+    let Some(want) = &config.token else { return true };
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    [bearer, query.token.as_deref()].into_iter().flatten().any(|given| same(given.as_bytes(), want.as_bytes()))
+}
+
+fn refuse(metrics: &Metrics, status: StatusCode, reason: &str, text: String) -> Response {
+    metrics.ws_rejected.get_or_create(&KindLabels { source: String::new(), kind: reason.to_owned() }).inc();
+    tracing::warn!("refused: {text}");
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text + "\n").into_response()
+}
+
+/// `host[:port]` of `scheme://host[:port]`, lower-cased.
+fn origin_host(origin: &str) -> Option<String> {
+    let (_, rest) = origin.split_once("://")?;
+    Some(rest.trim_end_matches('/').to_ascii_lowercase())
+}
+
+/// True for `localhost`, `127.x.y.z` and `[::1]`, with or without a port.
+pub fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { host })
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Checks Host and Origin of a WebSocket upgrade; `Err` carries the refusal.
+fn check_origin(config: &HttpConfig, headers: &HeaderMap) -> Result<(), (&'static str, String)> {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    let allowed_hosts: Vec<String> = config.allow_origins.iter().filter_map(|o| origin_host(o)).collect();
+    if config.token.is_none() && !is_loopback_host(&host) && !allowed_hosts.contains(&host) {
+        return Err((
+            "host",
+            format!(
+                "WebSocket refused: Host {host:?} is not a loopback name; open the dashboard at http://127.0.0.1:PORT, \
+                 or start kvscope with --allow-origin http://{host} (or --token) to allow it"
+            ),
+        ));
+    }
+    // Non-browser clients send no Origin; they cannot be a page of another site.
+    let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
+    let origin = origin.to_str().unwrap_or("");
+    let origin_l = origin.to_ascii_lowercase();
+    let same_origin = origin_host(&origin_l).is_some_and(|h| h == host);
+    let listed = config.allow_origins.iter().any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin_l.trim_end_matches('/')));
+    if same_origin || listed {
+        Ok(())
+    } else {
+        Err((
+            "origin",
+            format!(
+                "WebSocket refused: Origin {origin:?} is not this server ({host}); a page of another site may not read \
+                 the stream. To allow it, start kvscope with --allow-origin {origin}"
+            ),
+        ))
+    }
+}
+
+async fn ws(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(query): Query<TokenQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    if !token_ok(&state.config, &headers, &query) {
+        return refuse(
+            &state.metrics,
+            StatusCode::UNAUTHORIZED,
+            "token",
+            "WebSocket refused: this server requires its --token; pass it as ?token=TOKEN or Authorization: Bearer TOKEN".to_owned(),
+        );
+    }
+    if let Err((reason, text)) = check_origin(&state.config, &headers) {
+        return refuse(&state.metrics, StatusCode::FORBIDDEN, reason, text);
+    }
+    let cap = state.config.max_ws_message_bytes;
+    upgrade
+        .max_message_size(cap)
+        .max_frame_size(cap)
+        .on_upgrade(move |socket| client(socket, state))
+}
+
+/// Messages written per flush while catching up.
+const BATCH: usize = 256;
+
+async fn client(socket: WebSocket, state: Arc<AppState>) {
+    let mut sub = state.hub.subscribe();
+    let id = sub.id;
+    let (mut tx, mut rx) = socket.split();
+    // The reader only watches for the close (or an oversized message, which tungstenite turns
+    // into an error and a close).
+    let (closed_tx, mut closed) = tokio::sync::oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        while let Some(Ok(message)) = rx.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+        let _ = closed_tx.send(());
+    });
+    let result: Result<(), axum::Error> = async {
+        tx.feed(Message::Binary(sub.hello.clone())).await?;
+        for status in std::mem::take(&mut sub.statuses) {
+            tx.feed(Message::Binary(status)).await?;
+        }
+        let history: Vec<bytes::Bytes> = sub.history.messages().cloned().collect();
+        for (i, message) in history.into_iter().enumerate() {
+            tx.feed(Message::Binary(message)).await?;
+            if i % BATCH == BATCH - 1 {
+                tx.flush().await?;
+            }
+        }
+        tx.feed(Message::Binary(sub.history_complete())).await?;
+        tx.flush().await?;
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut closed => return Ok(()),
+                message = sub.recv(&state.metrics) => {
+                    let Some(message) = message else { return Ok(()) };
+                    tx.feed(Message::Binary(message)).await?;
+                    let mut n = 1;
+                    while n < BATCH {
+                        match sub.rx.try_recv() {
+                            Ok(message) => {
+                                sub.queued.fetch_sub(message.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                                state.metrics.client_queued_bytes.dec_by(message.len() as i64);
+                                tx.feed(Message::Binary(message)).await?;
+                                n += 1;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    tx.flush().await?;
+                    if sub.rx.is_empty() && sub.lossy.load(std::sync::atomic::Ordering::Relaxed) {
+                        state.hub.deliver_pending_notice(id);
+                    }
+                }
+            }
+        }
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::debug!(client = id, "WebSocket client gone: {e}");
+    }
+    state.hub.unsubscribe(id);
+    let _ = tokio::time::timeout(Duration::from_secs(1), tx.close()).await;
+    reader.abort();
+}
+
+async fn metrics_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(query): Query<TokenQuery>) -> Response {
+    if !token_ok(&state.config, &headers, &query) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            "/metrics requires this server's --token; pass Authorization: Bearer TOKEN or ?token=TOKEN\n",
+        )
+            .into_response();
+    }
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], state.metrics.render()).into_response()
+}
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    let body = format!("ok\nclients {}\n", state.hub.client_count());
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_names() {
+        for h in ["localhost", "localhost:8080", "127.0.0.1", "127.0.0.1:1", "127.1.2.3:9", "[::1]:80", "[::1]"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.example", "evil.example:8080", "10.0.0.1:80", "localhost.evil.example", "0.0.0.0:80", ""] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+}

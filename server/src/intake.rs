@@ -1,0 +1,291 @@
+//! The ZMQ intake: one task per source, each with its own connection loop.
+//!
+//! zeromq 0.7's built-in SUB reconnect backs off to 30 s and cannot be tuned, and `connect()`
+//! blocks until the peer is up or the connect timeout passes. So each task runs its own loop:
+//! a fresh SUB with a 200 ms connect timeout, capped exponential backoff (100 ms to 2 s) while
+//! the engine is away (shown as `connecting`), and the socket monitor watched for
+//! `Disconnected`, upon which the socket is dropped and a new one made. A source that is down
+//! at start is simply retried; the server never exits because an engine is away.
+//!
+//! A gap found by [`crate::stream::Pipeline`] is replayed through a fresh DEALER per request
+//! (zeromq's DEALER does not reconnect), with a timeout on the connect and on every receive.
+//! The held live frame waits until the replay ends, so frames leave in seq order; the SUB
+//! socket buffers meanwhile.
+//!
+//! Neighbours: `stream` decides; [`RelayOutput`] hands results to the `relay` hub and the
+//! `capture` recorder.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kvscope_protocol as proto;
+use tokio::sync::watch;
+use zeromq::{DealerSocket, Socket, SocketEvent, SocketOptions, SocketRecv, SocketSend, SubSocket, ZmqMessage};
+
+use crate::capture::Recorder;
+use crate::relay::{Hub, Kind};
+use crate::stream::{Held, LiveOutcome, Output, Pipeline};
+use crate::time::unix_nanos;
+
+/// Timeouts and intervals of the intake.
+#[derive(Clone, Debug)]
+pub struct IntakeOptions {
+    /// Per connection attempt.
+    pub connect_timeout: Duration,
+    /// First retry delay; doubles up to `backoff_max`.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// Per replay receive (and for the DEALER's connect).
+    pub replay_timeout: Duration,
+    /// A connected source with no frame for this long is shown as stale.
+    pub stale_after: Duration,
+    /// How often counters are sent as status when they changed.
+    pub status_interval: Duration,
+}
+
+impl Default for IntakeOptions {
+    fn default() -> Self {
+        IntakeOptions {
+            connect_timeout: Duration::from_millis(200),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
+            replay_timeout: Duration::from_millis(500),
+            stale_after: Duration::from_secs(10),
+            status_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Relays to the hub and records to the capture, in relay order.
+#[derive(Debug)]
+pub struct RelayOutput {
+    pub hub: Arc<Hub>,
+    pub recorder: Option<Recorder>,
+    /// Records the writer had no room for yet; sent (waiting) after the current message.
+    pending: Vec<Vec<u8>>,
+}
+
+impl RelayOutput {
+    pub fn new(hub: Arc<Hub>, recorder: Option<Recorder>) -> Self {
+        RelayOutput { hub, recorder, pending: Vec::new() }
+    }
+
+    fn record(&mut self, source: u32, recv_time_nanos: u64, replayed: bool, raw: &[Bytes]) {
+        if let Some(recorder) = &self.recorder {
+            let bytes = kvscope_protocol::capture::encode_record_parts(source, recv_time_nanos, replayed, raw);
+            if self.pending.is_empty() {
+                if let Err(bytes) = recorder.try_record(bytes) {
+                    self.pending.push(bytes);
+                }
+            } else {
+                self.pending.push(bytes);
+            }
+        }
+    }
+
+    /// Sends records that found the writer's channel full (the disk is behind).
+    pub async fn flush_pending(&mut self) {
+        if let Some(recorder) = &self.recorder {
+            for bytes in self.pending.drain(..) {
+                recorder.send(bytes).await;
+            }
+        }
+    }
+}
+
+impl Output for RelayOutput {
+    fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes]) {
+        self.record(frame.source, frame.recv_time_nanos, frame.replayed, raw);
+        let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::Frame(frame)));
+        self.hub.publish(bytes, Kind::Frame { source: frame.source, seq: frame.seq });
+    }
+
+    fn frame_error(&mut self, error: &proto::FrameError, raw: &[Bytes]) {
+        if !raw.is_empty() {
+            self.record(error.source, error.recv_time_nanos, error.replayed, raw);
+        }
+        let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::FrameError(error)));
+        self.hub.publish(bytes, Kind::FrameError { source: error.source });
+    }
+
+    fn status(&mut self, status: &proto::SourceStatus) {
+        let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::SourceStatus(status)));
+        self.hub.publish(bytes, Kind::Status { source: status.source });
+    }
+}
+
+/// Why a connection attempt failed, in words with what to do.
+fn describe_connect_error(endpoint: &str, err: &str) -> String {
+    format!("{endpoint}: {err}; retrying (is the engine up and started with KV events on this port?)")
+}
+
+/// Runs one source until `shutdown` turns true.
+pub async fn run_source(
+    endpoint: String,
+    replay_endpoint: Option<String>,
+    mut pipeline: Pipeline<RelayOutput>,
+    opts: IntakeOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> Pipeline<RelayOutput> {
+    let mut backoff = opts.backoff_min;
+    let mut ever_connected = false;
+    let mut last_error: Option<String> = None;
+    'outer: loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
+        let mut options = SocketOptions::default();
+        options.connect_timeout(opts.connect_timeout);
+        let mut socket = SubSocket::with_options(options);
+        let mut monitor = socket.monitor();
+        // Remembered before connecting, so the subscription goes out in the handshake's wake.
+        if let Err(e) = socket.subscribe("").await {
+            tracing::warn!(source = %pipeline.key, "subscribe failed: {e}");
+        }
+        let connected = tokio::select! {
+            r = tokio::time::timeout(opts.connect_timeout * 3, socket.connect(&endpoint)) => r,
+            _ = shutdown.changed() => break 'outer,
+        };
+        match connected {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let text = e.to_string();
+                // A host that does not resolve will not start resolving by itself soon; show it
+                // as an error (still retried) rather than as a plain "connecting".
+                let unusable = text.contains("resolve") || text.contains("Invalid") || text.contains("invalid");
+                last_error = Some(describe_connect_error(&endpoint, &text));
+                if unusable {
+                    pipeline.set_state(proto::ConnState::Error, last_error.clone());
+                } else {
+                    pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.changed() => break 'outer,
+                }
+                backoff = (backoff * 2).min(opts.backoff_max);
+                continue;
+            }
+            Err(_) => {
+                last_error = Some(describe_connect_error(&endpoint, "connect timed out"));
+                pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.changed() => break 'outer,
+                }
+                backoff = (backoff * 2).min(opts.backoff_max);
+                continue;
+            }
+        }
+        backoff = opts.backoff_min;
+        if ever_connected {
+            pipeline.count_reconnect();
+        }
+        ever_connected = true;
+        pipeline.set_state(proto::ConnState::Live, None);
+        tracing::info!(source = %pipeline.key, %endpoint, "connected");
+        let mut tick = tokio::time::interval(opts.status_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break 'outer,
+                event = monitor.next() => match event {
+                    Some(SocketEvent::Disconnected(_)) | None => {
+                        last_error = Some(format!("{endpoint}: connection lost; reconnecting"));
+                        tracing::info!(source = %pipeline.key, %endpoint, "disconnected");
+                        break;
+                    }
+                    Some(_) => {}
+                },
+                message = socket.recv() => match message {
+                    Ok(message) => {
+                        let frames = message.into_vec();
+                        let now = unix_nanos();
+                        if pipeline.state() == proto::ConnState::Stale {
+                            pipeline.set_state(proto::ConnState::Live, None);
+                        }
+                        if let LiveOutcome::Gap(held) = pipeline.live(frames, now) {
+                            fill_gap(&mut pipeline, held, replay_endpoint.as_deref(), &opts).await;
+                        }
+                        pipeline.output.flush_pending().await;
+                    }
+                    Err(e) => {
+                        last_error = Some(format!("{endpoint}: {e}; reconnecting"));
+                        break;
+                    }
+                },
+                _ = tick.tick() => {
+                    let idle = pipeline
+                        .last_recv_unix_nanos()
+                        .map_or(0, |t| unix_nanos().saturating_sub(t));
+                    if pipeline.state() == proto::ConnState::Live
+                        && pipeline.last_recv_unix_nanos().is_some()
+                        && idle > opts.stale_after.as_nanos() as u64
+                    {
+                        pipeline.set_state(proto::ConnState::Stale, Some(format!(
+                            "no frame for {}s (--stale-after {}s); the engine may be idle or hung",
+                            idle / 1_000_000_000,
+                            opts.stale_after.as_secs()
+                        )));
+                    }
+                    pipeline.flush_status_if_dirty();
+                }
+            }
+        }
+        drop(socket);
+        pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
+        tokio::select! {
+            _ = tokio::time::sleep(opts.backoff_min) => {}
+            _ = shutdown.changed() => break 'outer,
+        }
+    }
+    pipeline.flush_status();
+    pipeline.output.flush_pending().await;
+    pipeline
+}
+
+/// Replays a gap through a fresh DEALER and hands the replies to the pipeline.
+pub async fn fill_gap<O: Output>(pipeline: &mut Pipeline<O>, held: Held, replay_endpoint: Option<&str>, opts: &IntakeOptions) {
+    let Some(endpoint) = replay_endpoint else {
+        pipeline.finish_gap(held, None);
+        return;
+    };
+    let failure = replay(pipeline, &held, endpoint, opts).await.err();
+    pipeline.finish_gap(held, failure);
+}
+
+async fn replay<O: Output>(pipeline: &mut Pipeline<O>, held: &Held, endpoint: &str, opts: &IntakeOptions) -> Result<(), String> {
+    let mut options = SocketOptions::default();
+    options.connect_timeout(opts.replay_timeout);
+    let mut dealer = DealerSocket::with_options(options);
+    match tokio::time::timeout(opts.replay_timeout * 2, dealer.connect(endpoint)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(format!("replay endpoint {endpoint}: {e}; is the engine's replay socket enabled on that port?")),
+        Err(_) => return Err(format!("replay endpoint {endpoint}: connect timed out; is the engine's replay socket enabled on that port?")),
+    }
+    let [delimiter, seq] = kvscope_wire::frame::replay_request(held.from_seq);
+    let request = ZmqMessage::try_from(vec![Bytes::from(delimiter), Bytes::from(seq)]).expect("two frames");
+    dealer.send(request).await.map_err(|e| format!("replay endpoint {endpoint}: send failed: {e}"))?;
+    let mut replies = 0u64;
+    loop {
+        match tokio::time::timeout(opts.replay_timeout, dealer.recv()).await {
+            Ok(Ok(message)) => {
+                replies += 1;
+                if !pipeline.replay_reply(held, message.into_vec(), unix_nanos()) {
+                    return Ok(());
+                }
+            }
+            Ok(Err(e)) => return Err(format!("replay endpoint {endpoint}: {e} after {replies} replies")),
+            Err(_) => {
+                return Err(format!(
+                    "replay endpoint {endpoint} stopped answering after {replies} replies ({} ms timeout)",
+                    opts.replay_timeout.as_millis()
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! The kvscope binary: subscribes to engines' KV-event streams and relays every frame to the dashboard.
+//!
+//! What this crate is: the `kvscope` command (`serve`, `demo`, `record`, `replay`, `publish`,
+//! `check`) and the server behind it. It is a library too so that its integration tests and the
+//! relay benchmark drive the same code the binary runs.
+//!
+//! What it is not: it does not decode or classify by itself. Payload bytes are relayed as
+//! received; decoding is `kvscope-wire`'s, verdicts are `kvscope-normalize`'s (linked natively
+//! for `/metrics` and `check`), and the browser runs both again on its side.
+//!
+//! Modules, each with one job:
+//! - [`cli`]: flags, exit codes, one function per subcommand;
+//! - [`sources`]: `--workers`/`--replay`/`--dp-size` parsing;
+//! - [`intake`]: one task per source: connection loop, replay requests;
+//! - [`stream`]: per-source sequence tracking, gaps, restarts, errors and status, socket-free;
+//! - [`classify`]: the native normalizer per source, counted into [`metrics`];
+//! - [`relay`]: the history ring and the per-client bounded queues;
+//! - [`http`]: `/ws`, `/metrics`, `/healthz`, the safe defaults; [`assets`]: the embedded app;
+//! - [`capture`]: `.kvcap` writing and opening; [`check`], [`publish`]: those subcommands;
+//! - [`demo`]: the simulated fleet; [`app`]: wiring it all for a running server.
+
+pub mod app;
+pub mod assets;
+pub mod capture;
+pub mod check;
+pub mod classify;
+pub mod cli;
+pub mod demo;
+pub mod http;
+pub mod intake;
+pub mod metrics;
+pub mod publish;
+pub mod relay;
+pub mod sources;
+pub mod stream;
+pub mod time;

@@ -1,0 +1,11 @@
+//! Integration tests of the `kvscope` binary, over real sockets on loopback. One test binary,
+//! one module per area (ripgrep's layout), each saying what belongs there. Every test picks free
+//! ports and waits for conditions with deadlines; none sleeps and hopes.
+
+mod capture;
+mod cli;
+mod corpus;
+mod intake;
+mod relay;
+mod security;
+mod support;

@@ -1,0 +1,236 @@
+//! The dashboard in a real headless Chromium, against the real `kvscope` binary.
+//!
+//! Each test compares the numbers the page shows (read through the `data-testid` hooks) with
+//! `kvscope check --json` over the same frames, under both policies, and asserts that the page
+//! logged no script error. Screenshots of each view land in tests/artifacts/.
+//!
+//! Needs /usr/bin/chromedriver, dist/ (scripts/build-web.sh) and a kvscope binary; without them
+//! each test says what is missing and fails, unless KVSCOPE_E2E_SKIP_MISSING=1.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kvscope_e2e::*;
+use serde_json::Value;
+
+const BLOCK_SIZE: u32 = 1536;
+
+fn ready() -> bool {
+    match missing_prerequisite() {
+        None => true,
+        Some(why) if std::env::var("KVSCOPE_E2E_SKIP_MISSING").as_deref() == Ok("1") => {
+            eprintln!("skipped: {why}");
+            false
+        }
+        Some(why) => panic!("cannot run the browser tests: {why} (set KVSCOPE_E2E_SKIP_MISSING=1 to skip)"),
+    }
+}
+
+fn temp_capture(name: &str, repeat: usize) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("kvscope-e2e-{}-{name}.kvcap", std::process::id()));
+    write_kimi_capture(&path, repeat);
+    path
+}
+
+/// Total frames the cards show.
+async fn frames_shown(b: &Browser) -> u64 {
+    b.cards().await.iter().map(|c| c["frames"].as_u64().unwrap_or(0)).sum()
+}
+
+fn total_frames(check: &Value) -> u64 {
+    check["sources"].as_array().map_or(0, |s| s.iter().map(|s| s["frames"].as_u64().unwrap_or(0)).sum())
+}
+
+/// Waits until the page shows `frames` frames in total and they stay put for a moment.
+async fn wait_for_frames(b: &Browser, frames: u64, what: &str) {
+    let script = format!(
+        "return Array.from(document.querySelectorAll('[data-testid=\"worker-card\"] [data-testid=\"frames\"]'))\
+         .map(e => Number(e.textContent.replace(/[^0-9]/g, ''))).reduce((a, b) => a + b, 0) === {frames};"
+    );
+    b.wait_for(&script, Duration::from_secs(60), what).await;
+}
+
+async fn assert_page_equals_check(b: &Browser, capture: &std::path::Path) {
+    let legacy = check_json(capture, BLOCK_SIZE, "legacy");
+    let fixed = check_json(capture, BLOCK_SIZE, "fixed");
+    let cards = b.cards().await;
+    assert_eq!(cards.len(), legacy["sources"].as_array().map_or(0, Vec::len), "one card per source");
+    for card in &cards {
+        assert_card_matches(card, &legacy, "a");
+        assert_card_matches(card, &fixed, "b");
+    }
+    // The incident, as an operator must see it: fatal under legacy, skipped under fixed.
+    assert!(legacy["totals"]["fatal"]["count"].as_u64().unwrap_or(0) > 0, "legacy is fatal: {}", legacy["totals"]);
+    assert_eq!(fixed["totals"]["fatal"]["count"].as_u64(), Some(0), "fixed is not fatal");
+    assert!(fixed["totals"]["skipped"]["offload_block_size_mismatch"].as_u64().unwrap_or(0) > 0);
+}
+
+/// Screenshots of every view, after opening the first fatal event in the inspector.
+async fn screenshots(b: &Browser, prefix: &str) {
+    b.screenshot(&format!("{prefix}-page")).await;
+    b.screenshot_of("[data-testid=\"headline\"]", &format!("{prefix}-headline")).await;
+    b.screenshot_of(".cards-section", &format!("{prefix}-cards")).await;
+    b.screenshot_of("[data-testid=\"timeline\"]", &format!("{prefix}-timeline")).await;
+    let _ = b.js("document.querySelector('[data-testid=\"next-fatal\"]').click(); return true;").await;
+    b.wait_for(
+        "return !!document.querySelector('[data-testid=\"inspector-rule-a\"]')",
+        Duration::from_secs(10),
+        "the inspector to open an event",
+    )
+    .await;
+    b.screenshot_of("[data-testid=\"inspector\"]", &format!("{prefix}-inspector")).await;
+    b.screenshot_of(".indexer-log", &format!("{prefix}-indexer-log")).await;
+    b.screenshot_of("[data-testid=\"tier-tree\"]", &format!("{prefix}-tier-tree")).await;
+}
+
+/// `kvscope replay` of the corpus's Kimi-K3 streams: every card equals `kvscope check --json`
+/// under legacy (A) and fixed (B); the inspector explains a fatal event under both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_of_the_kimi_capture_matches_check_under_both_policies() {
+    if !ready() {
+        return;
+    }
+    let capture = temp_capture("replay", 1);
+    let bs = BLOCK_SIZE.to_string();
+    let server =
+        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], free_port()).await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
+    wait_for_frames(&b, expected, "every replayed frame on the cards").await;
+    assert_page_equals_check(&b, &capture).await;
+
+    // The inspector: the first fatal event under A, with both rules.
+    let _ = b.js("document.querySelector('[data-testid=\"next-fatal\"]').click(); return true;").await;
+    b.wait_for("return !!document.querySelector('[data-testid=\"inspector-rule-a\"]')", Duration::from_secs(10), "the inspector")
+        .await;
+    let rules = b
+        .js("return [document.querySelector('[data-testid=\"inspector-rule-a\"]').textContent, \
+                     document.querySelector('[data-testid=\"inspector-rule-b\"]').textContent];")
+        .await;
+    let (ra, rb) = (rules[0].as_str().unwrap_or_default(), rules[1].as_str().unwrap_or_default());
+    assert!(ra.contains("fatal block_size_mismatch"), "rule under A: {ra}");
+    assert!(rb.contains("skip offload_block_size_mismatch"), "rule under B: {rb}");
+    screenshots(&b, "replay").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    let _ = std::fs::remove_file(capture);
+}
+
+/// `kvscope demo` (the incident fleet, recorded as it runs): once the demo has published its
+/// batches, every card equals `kvscope check --json` on the recording, under both policies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_fleet_matches_check_on_its_own_recording() {
+    if !ready() {
+        return;
+    }
+    let capture = std::env::temp_dir().join(format!("kvscope-e2e-{}-demo.kvcap", std::process::id()));
+    let server = Server::start(
+        &["demo", "--rate", "50", "--batches", "60", "--record", capture.to_str().unwrap()],
+        free_port(),
+    )
+    .await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    b.wait_for(
+        "return document.querySelectorAll('[data-testid=\"worker-card\"]').length > 0",
+        Duration::from_secs(30),
+        "the demo's worker cards",
+    )
+    .await;
+    // Wait until the page's frame count stops moving (the demo publishes 60 batches per worker).
+    let mut last = u64::MAX;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = frames_shown(&b).await;
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+    }
+    // The recording is flushed continuously; give it a moment, then compare.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
+    wait_for_frames(&b, expected, "the demo's recorded frames on the cards").await;
+    assert_page_equals_check(&b, &capture).await;
+    screenshots(&b, "demo").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    drop(server);
+    let _ = std::fs::remove_file(capture);
+}
+
+/// Kill the server and start it again on the same port: the page reconnects by itself and,
+/// although the new server sends its whole history again, shows each frame once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_reconnects_after_a_server_restart_without_double_counting() {
+    if !ready() {
+        return;
+    }
+    let capture = temp_capture("restart", 1);
+    let bs = BLOCK_SIZE.to_string();
+    let mut server =
+        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], free_port()).await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
+    wait_for_frames(&b, expected, "every frame before the restart").await;
+    let before = b.cards().await;
+
+    server.kill().await;
+    b.wait_for(
+        "return !/^connected/.test(document.querySelector('[data-testid=\"conn-state\"]').textContent.trim())",
+        Duration::from_secs(15),
+        "the page to notice the server is gone",
+    )
+    .await;
+    b.screenshot("restart-disconnected").await;
+    server.restart().await;
+    b.wait_for(
+        "return /^connected/.test(document.querySelector('[data-testid=\"conn-state\"]').textContent.trim())",
+        Duration::from_secs(20),
+        "the page to reconnect",
+    )
+    .await;
+    wait_for_frames(&b, expected, "the resent history, counted once").await;
+    // Stay a moment: nothing more may arrive (a double count would show up here).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(frames_shown(&b).await, expected, "frames after the restart");
+    let after = b.cards().await;
+    assert_eq!(before, after, "every figure is the same after the reconnect");
+    assert_page_equals_check(&b, &capture).await;
+    b.assert_no_errors().await;
+    b.close().await;
+    let _ = std::fs::remove_file(capture);
+}
+
+/// The page served by a plain static file server (no kvscope, no WebSocket): a `.kvcap` opened
+/// through the file input is analysed entirely in the page, with the same numbers as
+/// `kvscope check --json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_opens_in_the_page_with_no_server() {
+    if !ready() {
+        return;
+    }
+    let capture = temp_capture("offline", 2);
+    let stat = StaticServer::start(root().join("dist")).await;
+    let b = Browser::start().await;
+    b.open(&stat.url).await;
+    let input = b.client.find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]")).await.expect("file input");
+    input.send_keys(capture.to_str().unwrap()).await.expect("choose the capture");
+    b.wait_for(
+        "return !!document.querySelector('[data-testid=\"capture-done\"]')",
+        Duration::from_secs(60),
+        "the capture to be analysed",
+    )
+    .await;
+    let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
+    wait_for_frames(&b, expected, "every frame of the capture").await;
+    assert_page_equals_check(&b, &capture).await;
+    let conn = b.js("return document.querySelector('[data-testid=\"conn-state\"]').textContent").await;
+    assert!(conn.as_str().unwrap_or_default().contains("not connected"), "no socket while a capture is shown: {conn}");
+    screenshots(&b, "capture").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    let _ = std::fs::remove_file(capture);
+}

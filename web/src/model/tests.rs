@@ -1,0 +1,228 @@
+//! Model tests on the corpus's Kimi-K3 incident stream (three workers, real release bytes).
+
+use kvscope_normalize::{Normalizer, Policy, StorageTier, VerdictLabel};
+use kvscope_protocol as proto;
+
+use super::*;
+
+fn source_info(i: u32) -> proto::SourceInfo {
+    proto::SourceInfo {
+        index: i,
+        key: format!("{i}:0"),
+        worker_id: i.to_string(),
+        dp_rank: 0,
+        endpoint: format!("tcp://127.0.0.1:{}", 5557 + i),
+        replay_endpoint: None,
+    }
+}
+
+pub(crate) fn hello(workers: u32, block_size: u32) -> proto::Message {
+    proto::Message::Hello(proto::Hello {
+        protocol_version: proto::PROTOCOL_VERSION,
+        server_version: "test".into(),
+        mode: proto::ServerMode::Demo,
+        mode_detail: "kimi_k3".into(),
+        sources: (0..workers).map(source_info).collect(),
+        defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into() },
+        history_bytes: 1 << 20,
+        client_queue_bytes: 1 << 20,
+        started_unix_nanos: 0,
+    })
+}
+
+/// The Kimi-K3 frames of every worker, interleaved by batch number.
+pub(crate) fn kimi_frames() -> Vec<proto::Message> {
+    let streams: Vec<_> = (0..kvscope_corpus::KIMI_K3_WORKERS).map(kvscope_corpus::kimi_k3_stream).collect();
+    let longest = streams.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = Vec::new();
+    for i in 0..longest {
+        for (w, s) in streams.iter().enumerate() {
+            if let Some(m) = s.get(i) {
+                out.push(proto::Message::Frame(proto::Frame {
+                    source: w as u32,
+                    seq: m.seq,
+                    recv_time_nanos: 1_000_000_000 + (i as u64) * 10_000_000,
+                    replayed: false,
+                    topic: m.topic.as_bytes().to_vec(),
+                    payload: m.payload.to_vec(),
+                }));
+            }
+        }
+    }
+    out
+}
+
+fn config(block_size: u32) -> Config {
+    Config { block_size, ..Config::default() }
+}
+
+fn loaded(block_size: u32) -> Model {
+    let mut m = Model::new(config(block_size));
+    m.apply_message(hello(3, block_size), 0.0);
+    for f in kimi_frames() {
+        m.apply_message(f, 0.0);
+    }
+    m
+}
+
+fn count(m: &Model, src: u32, side: Side, kind: VerdictKind, reason: &str) -> u64 {
+    m.source(src).unwrap().counts(side).get(m.classes(), kind, reason)
+}
+
+/// The reference: the normalizer run directly over one worker's stream.
+fn reference(worker: u32, policy: &str, block_size: u32) -> kvscope_normalize::SourceCounters {
+    let mut n = Normalizer::new(block_size, policy.parse::<Policy>().unwrap());
+    let id = n.source(&worker.to_string(), 0);
+    let mut out = Vec::new();
+    for m in kvscope_corpus::kimi_k3_stream(worker) {
+        let _ = n.push_payload(id, m.seq, m.payload, &mut out);
+    }
+    n.counters(id).clone()
+}
+
+#[test]
+fn kimi_counts_equal_the_normalizer_run_directly_under_both_policies() {
+    let m = loaded(1536);
+    for w in 0..3 {
+        for (side, policy) in [(Side::A, "legacy"), (Side::B, "fixed")] {
+            let r = reference(w, policy, 1536);
+            let c = m.source(w).unwrap().counts(side);
+            assert_eq!(c.events, r.total_events(), "w{w} {policy}");
+            for tier in StorageTier::ALL {
+                let applied: u64 = [VerdictLabel::Store, VerdictLabel::Remove, VerdictLabel::SelfReferencingStore]
+                    .iter()
+                    .map(|l| r.verdicts(Some(tier), *l))
+                    .sum();
+                assert_eq!(count(&m, w, side, VerdictKind::Applied, tier.label()), applied, "w{w} {policy} {tier}");
+            }
+            for label in [
+                VerdictLabel::NonMainAttentionKind,
+                VerdictLabel::NonMainAttentionGroup,
+                VerdictLabel::OffloadBlockSizeMismatch,
+            ] {
+                assert_eq!(
+                    count(&m, w, side, VerdictKind::Skipped, label.as_str()),
+                    r.verdicts_by_label(label),
+                    "w{w} {policy} {label}"
+                );
+            }
+            assert_eq!(count(&m, w, side, VerdictKind::Fatal, "block_size_mismatch"), r.fatal_count, "w{w} {policy}");
+        }
+    }
+}
+
+#[test]
+fn under_legacy_cpu_stores_are_fatal_and_under_fixed_they_are_offload_skips() {
+    let m = loaded(1536);
+    for w in 0..3 {
+        let fatal_a = count(&m, w, Side::A, VerdictKind::Fatal, "block_size_mismatch");
+        let skipped_b = count(&m, w, Side::B, VerdictKind::Skipped, "offload_block_size_mismatch");
+        assert!(fatal_a > 0, "w{w}: legacy must be fatal");
+        assert_eq!(count(&m, w, Side::B, VerdictKind::Fatal, "block_size_mismatch"), 0);
+        assert!(skipped_b > 0);
+        // The fatal stores under legacy are the cpu stores that fixed skips... but legacy files
+        // `cpu` on Device (exact match misses it), so the tier differs: the card says so.
+        let rows = m.source(w).unwrap().counts(Side::A).rows(m.classes());
+        let tiers = &rows[&(VerdictKind::Fatal, "block_size_mismatch".to_owned())].1;
+        assert_eq!(tiers.keys().collect::<Vec<_>>(), vec!["device (medium \"cpu\" fell back)"]);
+        let rows_b = m.source(w).unwrap().counts(Side::B).rows(m.classes());
+        let tiers_b = &rows_b[&(VerdictKind::Skipped, "offload_block_size_mismatch".to_owned())].1;
+        assert_eq!(tiers_b.keys().collect::<Vec<_>>(), vec!["host_pinned"]);
+        assert_eq!(fatal_a, skipped_b, "the same cpu stores");
+        assert!(m.source(w).unwrap().policies_disagree(m.classes()));
+    }
+}
+
+#[test]
+fn a_second_hello_starts_over_so_resent_history_is_not_counted_twice() {
+    let mut m = loaded(1536);
+    let before = m.source(0).unwrap().counts(Side::B).clone();
+    // The server restarts (or the socket reconnects) and sends hello + the same history.
+    m.apply_message(hello(3, 1536), 0.0);
+    assert_eq!(m.source(0).unwrap().counts(Side::B).events, 0);
+    for f in kimi_frames() {
+        m.apply_message(f, 0.0);
+    }
+    assert_eq!(m.source(0).unwrap().counts(Side::B), &before);
+}
+
+#[test]
+fn changing_the_block_size_reclassifies_retained_history() {
+    let mut m = loaded(1536);
+    let mut c = m.config().clone();
+    c.block_size = 12288;
+    m.reconfigure(c);
+    for w in 0..3 {
+        let r = reference(w, "fixed", 12288);
+        assert_eq!(count(&m, w, Side::B, VerdictKind::Fatal, "block_size_mismatch"), r.fatal_count);
+        assert!(r.fatal_count > 0, "GPU stores at 1536 are fatal at 12288");
+    }
+}
+
+#[test]
+fn retained_memory_stays_within_its_bound_and_says_so() {
+    let mut c = config(1536);
+    c.retain_bytes = 200 * 1024;
+    let mut m = Model::new(c);
+    m.apply_message(hello(3, 1536), 0.0);
+    for _ in 0..5 {
+        for f in kimi_frames() {
+            m.apply_message(f, 0.0);
+        }
+    }
+    let mem = m.memory();
+    assert!(mem.bound_reached);
+    assert!(mem.retained_bytes <= 200 * 1024, "{mem:?}");
+    assert!(mem.evicted_frames > 0);
+    // Counters still cover every frame seen.
+    assert_eq!(m.source(0).unwrap().frames, 5 * kvscope_corpus::kimi_k3_stream(0).len() as u64);
+    // Every retained event still resolves, and evicted ones do not.
+    assert!(m.event_loc(0).is_none());
+    let (lo, _) = m.time_span_ms();
+    assert!(lo >= 0.0);
+}
+
+#[test]
+fn the_inspector_explains_an_event_under_both_policies() {
+    let m = loaded(1536);
+    let id = m.next_marked(Side::A, None, 4).expect("a fatal event under legacy");
+    let d = m.event_detail(id).unwrap();
+    assert_eq!(d.verdicts[0].0, "legacy");
+    assert!(d.verdicts[0].2.contains("fatal block_size_mismatch"), "{}", d.verdicts[0].2);
+    assert!(d.verdicts[1].2.contains("skip offload_block_size_mismatch"), "{}", d.verdicts[1].2);
+    assert!(d.verdicts[1].2.contains("12288 != 1536"), "{}", d.verdicts[1].2);
+    let r = m.event_ref(id).unwrap();
+    assert_eq!(m.find_event(&r), Some(id));
+}
+
+#[test]
+fn a_download_opens_back_to_the_same_counts() {
+    let m = loaded(1536);
+    let bytes = m.to_kvcap(0);
+    let mut reader = proto::capture::CaptureReader::new(std::io::Cursor::new(&bytes[..])).unwrap();
+    let mut m2 = Model::new(config(1536));
+    m2.begin_capture("x.kvcap", &reader.header().clone());
+    while let Some(r) = reader.next_record().unwrap() {
+        m2.apply_record(r, 0.0);
+    }
+    for w in 0..3 {
+        for side in [Side::A, Side::B] {
+            assert_eq!(
+                m.source(w).unwrap().counts(side).rows(m.classes()),
+                m2.source(w).unwrap().counts(side).rows(m2.classes())
+            );
+        }
+    }
+    let jsonl = m.to_jsonl();
+    assert_eq!(jsonl.lines().count(), m.retained_events());
+}
+
+#[test]
+fn the_indexer_log_marks_where_legacy_exits() {
+    let m = loaded(1536);
+    let a = m.log(Side::A);
+    assert!(a.iter().any(|l| l.fatal), "{a:?}");
+    let b = m.log(Side::B);
+    assert!(b.iter().all(|l| !l.fatal));
+    assert!(b.iter().any(|l| l.text.contains("offload_block_size_mismatch")), "{b:?}");
+}

@@ -1,0 +1,248 @@
+//! Tier trees: per worker and tier, the prefix tree of blocks, summarised as an icicle (largest
+//! subtrees first, the rest folded into "+N more"), with drill-down, hover details, tier and
+//! worker filters, and a search by block hash across the fleet.
+
+use kvscope_normalize::StorageTier;
+use kvscope_tiers::IcicleNode;
+use leptos::prelude::*;
+
+use crate::contexts::use_fleet;
+use crate::views::thousands;
+
+/// Children shown per node.
+const WIDTH: usize = 12;
+/// Levels below the drill-down root.
+const DEPTH: u32 = 5;
+
+fn parse_hash(s: &str) -> Option<u64> {
+    let s = s.trim().trim_start_matches("0x");
+    if s.is_empty() {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok().or_else(|| s.parse::<u64>().ok())
+}
+
+/// A laid-out icicle node: its own box and its children, widths proportional to blocks.
+#[derive(Clone, Debug)]
+struct Cell {
+    node: IcicleNode,
+    title: String,
+    kids: Vec<Cell>,
+}
+
+fn build(nodes: &[IcicleNode], titles: &dyn Fn(&IcicleNode) -> String) -> Option<Cell> {
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some(p) = n.parent {
+            children[p].push(i);
+        }
+    }
+    fn rec(i: usize, nodes: &[IcicleNode], children: &[Vec<usize>], titles: &dyn Fn(&IcicleNode) -> String) -> Cell {
+        Cell {
+            node: nodes[i],
+            title: titles(&nodes[i]),
+            kids: children[i].iter().map(|&c| rec(c, nodes, children, titles)).collect(),
+        }
+    }
+    (!nodes.is_empty()).then(|| rec(0, nodes, &children, titles))
+}
+
+fn render(cell: Cell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> AnyView {
+    let n = cell.node;
+    let label = match n.hash {
+        Some(h) => format!("{h:016x} · {} blocks", n.blocks),
+        None => format!("all roots · {} blocks", n.blocks),
+    };
+    let title = cell.title.clone();
+    let t2 = title.replace('\n', " · ");
+    let kids = cell.kids;
+    let hidden = (n.hidden_children > 0).then(|| {
+        view! {
+            <div class="icicle-col hidden-kids" style:flex-grow=n.hidden_blocks.max(1).to_string()>
+                <span class="icicle-more">{format!("+{} more ({} blocks)", n.hidden_children, n.hidden_blocks)}</span>
+            </div>
+        }
+    });
+    view! {
+        <div class="icicle-col" style:flex-grow=n.blocks.max(1).to_string()>
+            <button
+                class="icicle-node"
+                class:virtual=n.hash.is_none()
+                title=title
+                on:mouseenter=move |_| hover.set(t2.clone())
+                on:click=move |_| if let Some(h) = n.hash { root.set(Some(h)) }
+            >
+                {label}
+            </button>
+            {(!kids.is_empty() || n.hidden_children > 0).then(|| view! {
+                <div class="icicle-kids">
+                    {kids.into_iter().map(|k| render(k, root, hover)).collect_view()}
+                    {hidden}
+                </div>
+            })}
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn TierTree() -> impl IntoView {
+    let fleet = use_fleet();
+    // Which tree: the URL's, else the first source's device tree.
+    let selected = move || {
+        fleet.track();
+        let (tree, tier_filter) = fleet.settings.with(|s| (s.tree.clone(), s.tier_filter.clone()));
+        fleet.with_model(|m| {
+            let (src, tier) = match tree {
+                Some((key, tier)) => (m.source_by_key(&key).map(|s| s.index), StorageTier::from_label(&tier)),
+                None => (m.sources().first().map(|s| s.index), None),
+            };
+            let tier = tier.or_else(|| tier_filter.as_deref().and_then(StorageTier::from_label)).unwrap_or(StorageTier::Device);
+            src.map(|s| (s, tier))
+        })
+    };
+    let root = RwSignal::new(None::<u64>);
+    let hover = RwSignal::new(String::new());
+    let set_tree = move |key: String, tier: &str| {
+        root.set(None);
+        let tier = tier.to_owned();
+        fleet.settings.update(|s| s.tree = Some((key, tier)));
+    };
+    let source_options = move || {
+        fleet.track();
+        fleet.with_model(|m| m.sources().iter().map(|s| s.key.clone()).collect::<Vec<_>>())
+    };
+    let current_key = move || selected().and_then(|(s, _)| fleet.with_model(|m| m.source(s).map(|s| s.key.clone()))).unwrap_or_default();
+    let current_tier = move || selected().map_or(StorageTier::Device, |(_, t)| t);
+
+    let icicle = move || {
+        fleet.track();
+        let Some((src, tier)) = selected() else {
+            return view! { <p class="empty">"No worker yet."</p> }.into_any();
+        };
+        let drill = root.get();
+        fleet.with_model(|m| {
+            let trees = m.trees();
+            let Some(summary) = trees.summary(src, tier) else {
+                return view! { <p class="tree-summary" data-testid="tree-summary">"0 blocks: nothing applied on this tier."</p> }.into_any();
+            };
+            let c = summary.counters;
+            let head = format!(
+                "{} blocks · {} roots · depth {} · parent_block_not_found {} · block_not_found {} · duplicate_store {}",
+                thousands(summary.blocks as u64),
+                thousands(summary.roots as u64),
+                summary.max_depth,
+                c.parent_block_not_found,
+                c.block_not_found,
+                c.duplicate_store
+            );
+            let titles = |n: &IcicleNode| match n.hash {
+                None => "every root of this tier".to_owned(),
+                Some(h) => {
+                    let info = trees.block(src, tier, h);
+                    let parent = info.and_then(|b| b.parent_hash).map_or("none (a root)".to_owned(), |p| format!("{p:016x}"));
+                    let bs = m.block_size_of(src, n.seq, h).map_or("unknown (frame not retained)".to_owned(), |b| format!("{b} tokens"));
+                    format!("hash {h:016x}\nparent {parent}\nblock_size {bs}\nseq {}\n{} blocks in subtree", n.seq, n.blocks)
+                }
+            };
+            let cell = trees.subtree(src, tier, drill, DEPTH, WIDTH).and_then(|nodes| build(&nodes, &titles));
+            view! {
+                <p class="tree-summary" data-testid="tree-summary">{head}</p>
+                {drill.map(|h| view! {
+                    <p>
+                        {format!("Drilled into {h:016x}. ")}
+                        <button on:click=move |_| root.set(None)>"Back to all roots"</button>
+                    </p>
+                })}
+                <div class="icicle" role="tree" aria-label="Block tree, largest subtrees first; click a block to drill down">
+                    {cell.map(|c| render(c, root, hover))}
+                </div>
+            }
+            .into_any()
+        })
+    };
+
+    let search_results = move || {
+        fleet.track();
+        let q = fleet.settings.with(|s| s.hash.clone());
+        let Some(h) = parse_hash(&q) else {
+            return if q.trim().is_empty() { ().into_any() } else { view! { <p class="error">"Not a hash: give 16 hex digits or a decimal number."</p> }.into_any() };
+        };
+        fleet.with_model(|m| {
+            let hits = m.trees().search(h);
+            if hits.is_empty() {
+                return view! { <p data-testid="hash-results">{format!("{h:016x}: in no tree.")}</p> }.into_any();
+            }
+            view! {
+                <ul data-testid="hash-results">
+                    {hits
+                        .into_iter()
+                        .map(|(src, tier, n)| {
+                            let key = m.source(src).map(|s| s.key.clone()).unwrap_or_default();
+                            let k2 = key.clone();
+                            let parent = n.parent_hash.filter(|_| n.parent_present);
+                            let bs = m.block_size_of(src, n.seq, n.hash);
+                            view! {
+                                <li>
+                                    <button on:click=move |_| { set_tree(k2.clone(), tier.label()); root.set(parent); }>
+                                        {format!("{key} {}: seq {}, block_size {}, {} children, parent {}", tier.label(), n.seq, bs.map_or("?".into(), |b| b.to_string()), n.children, n.parent_hash.map_or("none".into(), |p| format!("{p:016x}")))}
+                                    </button>
+                                </li>
+                            }
+                        })
+                        .collect_view()}
+                </ul>
+            }
+            .into_any()
+        })
+    };
+
+    view! {
+        <section class="tier-tree" aria-labelledby="tree-title" data-testid="tier-tree">
+            <div class="section-head">
+                <h2 id="tree-title">"Tier trees"</h2>
+                <label class="field">
+                    <span>"Worker"</span>
+                    <select on:change=move |ev| set_tree(event_target_value(&ev), current_tier().label())>
+                        {move || source_options()
+                            .into_iter()
+                            .map(|k| {
+                                let (k2, k3) = (k.clone(), k.clone());
+                                view! { <option value=k3 selected=move || current_key() == k2>{k}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label class="field">
+                    <span>"Tier"</span>
+                    <select on:change=move |ev| {
+                        let t = event_target_value(&ev);
+                        set_tree(current_key(), &t);
+                        fleet.settings.update(|s| s.tier_filter = Some(t));
+                    }>
+                        {StorageTier::ALL
+                            .iter()
+                            .map(|t| {
+                                let t = *t;
+                                view! { <option value=t.label() selected=move || current_tier() == t>{t.label()}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label class="field">
+                    <span>"Find block hash"</span>
+                    <input
+                        type="search"
+                        data-testid="hash-search"
+                        placeholder="hex, e.g. 0f3a…"
+                        prop:value=move || fleet.settings.with(|s| s.hash.clone())
+                        on:change=move |ev| { let v = event_target_value(&ev); fleet.settings.update(|s| s.hash = v); }
+                    />
+                </label>
+            </div>
+            {search_results}
+            {icicle}
+            <p class="hover" aria-live="polite">{move || hover.get()}</p>
+        </section>
+    }
+}
