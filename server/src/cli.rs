@@ -82,13 +82,17 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}; write e.g. 30s, 5m or 1h30m"))
 }
 
+/// A playback speed: a factor, or `None` for as fast as possible.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Speed(pub Option<f64>);
+
 /// `max` or a positive factor.
-pub fn parse_speed(s: &str) -> Result<Option<f64>, String> {
+pub fn parse_speed(s: &str) -> Result<Speed, String> {
     if s == "max" {
-        return Ok(None);
+        return Ok(Speed(None));
     }
     match s.parse::<f64>() {
-        Ok(x) if x > 0.0 && x.is_finite() => Ok(Some(x)),
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(Speed(Some(x))),
         _ => Err(format!("--speed {s:?}: write a positive factor (1 = real time, 10 = ten times faster) or max")),
     }
 }
@@ -238,7 +242,7 @@ pub struct ReplayArgs {
     pub file: PathBuf,
     /// Playback speed: 1 is real time, 10 ten times faster, max as fast as possible.
     #[arg(long, default_value = "1", value_parser = parse_speed, value_name = "X|max")]
-    pub speed: Option<f64>,
+    pub speed: Speed,
     /// Block size to classify at.
     #[arg(long, env = "KVSCOPE_BLOCK_SIZE", default_value_t = 16, value_name = "N")]
     pub block_size: u32,
@@ -260,7 +264,7 @@ pub struct PublishArgs {
     pub replay_bind: Option<String>,
     /// Playback speed: 1 is real time, max as fast as the subscribers take it.
     #[arg(long, default_value = "1", value_parser = parse_speed, value_name = "X|max")]
-    pub speed: Option<f64>,
+    pub speed: Speed,
     /// Wait for this many subscribers on each endpoint before publishing (0: do not wait).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub wait_subscribers: usize,
@@ -567,9 +571,9 @@ async fn replay(args: ReplayArgs) -> ExitCode {
     config.mode_detail = format!(
         "{} at {}",
         args.file.display(),
-        args.speed.map_or("max speed".to_owned(), |s| format!("{s}x"))
+        args.speed.0.map_or("max speed".to_owned(), |s| format!("{s}x"))
     );
-    let app = match App::start(config, Feed::File { path: args.file.clone(), speed: args.speed }).await {
+    let app = match App::start(config, Feed::File { path: args.file.clone(), speed: args.speed.0 }).await {
         Ok(app) => app,
         Err(e) => return failure(&e),
     };
@@ -583,7 +587,7 @@ async fn publish(args: PublishArgs) -> ExitCode {
         file: args.file,
         bind: args.bind,
         replay_bind: args.replay_bind,
-        speed: args.speed,
+        speed: args.speed.0,
         wait_subscribers: args.wait_subscribers,
         source: args.source,
         replay_topic: args.replay_framing == 3,
@@ -631,8 +635,8 @@ mod tests {
         assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
         assert_eq!(parse_size("2 KB").unwrap(), 2000);
         assert_eq!(parse_size("3x").unwrap_err(), "unknown size unit \"x\" in \"3x\"; use KiB, MiB, GiB (or KB, MB, GB)");
-        assert_eq!(parse_speed("max").unwrap(), None);
-        assert_eq!(parse_speed("2.5").unwrap(), Some(2.5));
+        assert_eq!(parse_speed("max").unwrap(), Speed(None));
+        assert_eq!(parse_speed("2.5").unwrap(), Speed(Some(2.5)));
         assert!(parse_speed("0").is_err());
     }
 }

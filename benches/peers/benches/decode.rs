@@ -23,6 +23,19 @@ use kvscope_normalize::{Normalizer, Policy};
 use kvscope_peer_bench::dynamo::{self, DynamoListener};
 use kvscope_peer_bench::inputs::{self, Workload};
 
+/// One pass of kvscope's decode+normalize over every stream of `w`, a fresh normalizer per pass.
+fn kvscope_pass(w: &Workload, policy: Policy, verdicts: &mut Vec<kvscope_normalize::Verdict>) {
+    let mut n = Normalizer::new(w.block_size, policy);
+    for (worker, stream) in w.streams.iter().enumerate() {
+        let source = n.source(&format!("w{worker}"), 0);
+        for p in stream {
+            verdicts.clear();
+            let batch = n.push_payload(source, p.seq, black_box(&p.bytes), verdicts).expect("inputs decode");
+            black_box((&batch, &*verdicts));
+        }
+    }
+}
+
 fn bench_workload(c: &mut Criterion, w: &Workload) {
     let events = w.total_events() as u64;
     let mut group = c.benchmark_group(w.name);
@@ -38,18 +51,14 @@ fn bench_workload(c: &mut Criterion, w: &Workload) {
 
     let mut verdicts = Vec::with_capacity(64);
     group.bench_function("kvscope/decode+normalize", |b| {
-        b.iter(|| {
-            let mut n = Normalizer::new(w.block_size, Policy::FIXED);
-            for (worker, stream) in w.streams.iter().enumerate() {
-                let source = n.source(&format!("w{worker}"), 0);
-                for p in stream {
-                    verdicts.clear();
-                    let batch = n.push_payload(source, p.seq, black_box(&p.bytes), &mut verdicts).expect("inputs decode");
-                    black_box((&batch, &verdicts));
-                }
-            }
-        })
+        b.iter(|| kvscope_pass(w, Policy::FIXED, &mut verdicts))
     });
+    // The preset that reproduces Dynamo 1.6.1, once kvscope-normalize has it (issue 5).
+    if let Ok(preset) = "dynamo-1.6.1".parse::<Policy>() {
+        group.bench_function("kvscope-dynamo-preset/decode+normalize", |b| {
+            b.iter(|| kvscope_pass(w, preset, &mut verdicts))
+        });
+    }
 
     group.bench_function("dynamo/decode", |b| {
         b.iter(|| {

@@ -10,7 +10,9 @@
 //! - `rules`: each rule of docs/dynamo-1.6.1.md asserted against Dynamo itself on a hand-built
 //!   payload, so the document stays true when the crate version changes.
 //!
-//! Every test counts what it compared and fails on zero.
+//! Every test counts what it compared and fails on zero. Native only: Dynamo does not build for
+//! wasm32.
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "differential/common.rs"]
 mod common;

@@ -26,7 +26,7 @@ impl GroupTable {
     /// Records `kind` for `(dp_rank, group_idx)`; a later store may change it.
     pub fn learn(&mut self, dp_rank: u32, group_idx: u32, kind: &str) {
         if let Some((_, _, learned)) = self.entries.iter_mut().find(|(d, g, _)| *d == dp_rank && *g == group_idx) {
-            if learned.kind.as_str() != kind {
+            if !learned.kind.eq_str(kind) {
                 *learned = LearnedKind { class: classify_kind(kind), kind: SmallStr::new(kind) };
             }
             return;

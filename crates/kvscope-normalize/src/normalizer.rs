@@ -164,6 +164,7 @@ impl Normalizer {
 
     /// Normalizes one event. `batch_dp_rank` is the batch's own rank field; groups are learned
     /// per `(rank, group_idx)` with the source's rank used when the batch names none.
+    #[inline]
     pub fn normalize_event(
         &mut self,
         id: SourceId,
@@ -202,10 +203,10 @@ impl Normalizer {
         match verdict.kind {
             VerdictKind::Skip(SkipReason::OffloadBlockSizeMismatch) => {
                 let budget = &mut counters.offload;
-                verdict.facts.warning_limit = budget.limit;
+                verdict.facts.warning_limit = budget.limit.min(255) as u8;
                 let v = &verdict;
                 if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| offload_line(key, v, last)) {
-                    verdict.facts.warning_ordinal = n;
+                    verdict.facts.warning_ordinal = n.min(255) as u8;
                     verdict.flags.insert(VerdictFlags::WARNING_LOGGED);
                 }
             }
@@ -221,10 +222,10 @@ impl Normalizer {
                 || verdict.flags.contains(VerdictFlags::WRONG_SIZE_BLOCK) =>
             {
                 let budget = &mut counters.conversion;
-                verdict.facts.warning_limit = budget.limit;
+                verdict.facts.warning_limit = budget.limit.min(255) as u8;
                 let v = &verdict;
                 if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| conversion_line(key, v, last)) {
-                    verdict.facts.warning_ordinal = n;
+                    verdict.facts.warning_ordinal = n.min(255) as u8;
                     verdict.flags.insert(VerdictFlags::WARNING_LOGGED);
                 }
             }
@@ -244,7 +245,7 @@ fn offload_line(key: &SourceKey, v: &Verdict, last: bool) -> String {
         v.seq,
         v.event_index,
         v.tier.unwrap_or(StorageTier::Device),
-        f.medium.unwrap_or_default(),
+        f.medium,
         f.event_block_size.unwrap_or(0),
         f.configured_block_size,
         if last { COUNTED_FROM_NOW } else { "" }

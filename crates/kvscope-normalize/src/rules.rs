@@ -70,9 +70,12 @@ pub struct EventCtx<'a> {
     /// Facts for the verdict sentence, filled as rules run.
     pub facts: Facts,
     pub flags: VerdictFlags,
+    /// The class of the store's kind, computed once ([`EventCtx::kind_class`]).
+    kind_class: Option<KindClass>,
 }
 
 impl<'a> EventCtx<'a> {
+    #[inline]
     pub fn new(
         event: &'a KvEvent,
         policy: &'a Policy,
@@ -85,7 +88,7 @@ impl<'a> EventCtx<'a> {
             _ => (None, 0, None),
         };
         let facts = Facts {
-            medium: event.medium().map(SmallStr::new),
+            medium: event.medium().map_or(SmallStr::EMPTY, SmallStr::new),
             tier_source: None,
             medium_match: policy.medium_match,
             event_block_size,
@@ -95,11 +98,21 @@ impl<'a> EventCtx<'a> {
             group_idx: event.group_idx(),
             word: SmallStr::EMPTY,
             group_check: GroupCheck::NotChecked,
-            parent,
+            parent: parent.unwrap_or_default(),
             warning_ordinal: 0,
             warning_limit: 0,
         };
-        EventCtx { event, policy, configured_block_size, dp_rank, groups, tier: None, facts, flags: VerdictFlags::empty() }
+        EventCtx {
+            event,
+            policy,
+            configured_block_size,
+            dp_rank,
+            groups,
+            tier: None,
+            facts,
+            flags: VerdictFlags::empty(),
+            kind_class: None,
+        }
     }
 
     /// The tier chosen by `medium_tier` (Device for events without one).
@@ -120,6 +133,14 @@ impl<'a> EventCtx<'a> {
         }
     }
 
+    /// The class of the store's declared kind, classified once per event.
+    fn kind_class(&mut self) -> Option<KindClass> {
+        if self.kind_class.is_none() {
+            self.kind_class = self.kind().map(classify_kind);
+        }
+        self.kind_class
+    }
+
     /// True for events the group filter looks at (stores and removes).
     fn has_group(&self) -> bool {
         matches!(self.event, KvEvent::BlockStored(_) | KvEvent::BlockRemoved(_))
@@ -127,6 +148,7 @@ impl<'a> EventCtx<'a> {
 }
 
 /// Runs [`RULES`] in order until one decides.
+#[inline]
 pub fn evaluate(cx: &mut EventCtx<'_>) -> (RuleId, VerdictKind) {
     for (i, rule) in RULES.iter().enumerate() {
         if let Step::Decide(kind) = (rule.check)(cx) {
@@ -269,10 +291,10 @@ pub static NON_MAIN_ATTENTION_KIND: Rule = Rule {
 };
 
 fn check_non_main_attention_kind(cx: &mut EventCtx<'_>) -> Step {
-    match cx.kind() {
-        Some(kind) => {
+    match (cx.kind(), cx.kind_class()) {
+        (Some(kind), Some(class)) => {
             cx.facts.word = SmallStr::new(kind);
-            match classify_kind(kind) {
+            match class {
                 KindClass::KnownNonMain => Step::Decide(VerdictKind::Skip(SkipReason::NonMainAttentionKind)),
                 KindClass::Main => {
                     cx.facts.group_check = GroupCheck::MainKind;
@@ -281,7 +303,7 @@ fn check_non_main_attention_kind(cx: &mut EventCtx<'_>) -> Step {
                 KindClass::Unknown => Step::Continue,
             }
         }
-        None => Step::Continue,
+        _ => Step::Continue,
     }
 }
 
@@ -306,10 +328,8 @@ pub static UNKNOWN_KIND: Rule = Rule {
 };
 
 fn check_unknown_kind(cx: &mut EventCtx<'_>) -> Step {
-    match cx.kind() {
-        Some(kind) if classify_kind(kind) == KindClass::Unknown => {
-            Step::Decide(VerdictKind::Skip(SkipReason::UnknownKind))
-        }
+    match cx.kind_class() {
+        Some(KindClass::Unknown) => Step::Decide(VerdictKind::Skip(SkipReason::UnknownKind)),
         _ => Step::Continue,
     }
 }

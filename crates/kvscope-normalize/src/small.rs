@@ -11,42 +11,67 @@
 
 use std::fmt;
 
-/// Inline capacity in bytes.
-pub const SMALL_STR_CAPACITY: usize = 30;
+/// Inline capacity in bytes: the longest known kind, `chunked_local_attention`, fits; the struct
+/// is 24 bytes.
+pub const SMALL_STR_CAPACITY: usize = 23;
+
+/// Bit of `len_and_cut` set when the input was longer than the capacity.
+const CUT: u8 = 0x80;
 
 /// A string of up to [`SMALL_STR_CAPACITY`] bytes stored inline; longer input is cut at a char
 /// boundary and flagged.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SmallStr {
-    len: u8,
-    cut: bool,
+    /// Length in the low bits, [`CUT`] in the high bit.
+    len_and_cut: u8,
     bytes: [u8; SMALL_STR_CAPACITY],
 }
 
 impl SmallStr {
     /// The empty string.
-    pub const EMPTY: SmallStr = SmallStr { len: 0, cut: false, bytes: [0; SMALL_STR_CAPACITY] };
+    pub const EMPTY: SmallStr = SmallStr { len_and_cut: 0, bytes: [0; SMALL_STR_CAPACITY] };
 
     /// Copies `s`, cutting it at a char boundary if it is longer than the capacity.
+    #[inline]
     pub fn new(s: &str) -> SmallStr {
         let mut end = s.len().min(SMALL_STR_CAPACITY);
         while !s.is_char_boundary(end) {
             end -= 1;
         }
         let mut bytes = [0; SMALL_STR_CAPACITY];
-        bytes[..end].copy_from_slice(&s.as_bytes()[..end]);
-        SmallStr { len: end as u8, cut: end < s.len(), bytes }
+        // A fixed-bound loop rather than `copy_from_slice`, which becomes a `memmove` call for a
+        // variable length: this is on the per-event path.
+        let src = s.as_bytes();
+        for (i, b) in bytes.iter_mut().enumerate().take(end) {
+            *b = src[i];
+        }
+        SmallStr { len_and_cut: end as u8 | if end < s.len() { CUT } else { 0 }, bytes }
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.len_and_cut & !CUT)
+    }
+
+    /// The kept bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len()]
     }
 
     /// The kept text (the whole string unless [`SmallStr::is_cut`]).
     pub fn as_str(&self) -> &str {
         // Only ever filled from a &str cut at a char boundary.
-        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or_default()
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+
+    /// True when this holds exactly `s` (not a cut prefix of it); no UTF-8 check.
+    #[inline]
+    pub fn eq_str(&self, s: &str) -> bool {
+        !self.is_cut() && self.as_bytes() == s.as_bytes()
     }
 
     /// True when the original string was longer than the capacity.
     pub fn is_cut(&self) -> bool {
-        self.cut
+        self.len_and_cut & CUT != 0
     }
 }
 
@@ -60,7 +85,7 @@ impl Default for SmallStr {
 impl fmt::Debug for SmallStr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.as_str())?;
-        if self.cut {
+        if self.is_cut() {
             f.write_str("…")?;
         }
         Ok(())
@@ -70,7 +95,7 @@ impl fmt::Debug for SmallStr {
 impl fmt::Display for SmallStr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())?;
-        if self.cut {
+        if self.is_cut() {
             f.write_str("…")?;
         }
         Ok(())
@@ -95,7 +120,9 @@ mod tests {
         let long = "é".repeat(20); // 40 bytes
         let s = SmallStr::new(&long);
         assert!(s.is_cut());
-        assert_eq!(s.as_str(), "é".repeat(15));
+        assert_eq!(s.as_str(), "é".repeat(11));
+        assert!(!s.eq_str(&"é".repeat(11)), "a cut string equals nothing");
+        assert_eq!(std::mem::size_of::<SmallStr>(), 24);
         assert!(format!("{s:?}").ends_with("\"…"));
     }
 }

@@ -319,23 +319,29 @@ fn compare(vector: &Vector, policy: &str, expect: &Expect, out: &VectorOutput, r
             report.failures.push(format!("{at}: source {source} expected, host reported none"));
             continue;
         };
-        if let Some((count, seq)) = se.fatal {
-            if (os.fatal_count, os.first_fatal_seq) != (count, seq) {
-                report.failures.push(format!(
-                    "{at}: {source} fatal: expected count {count} first seq {seq:?}, got {} / {:?}",
-                    os.fatal_count, os.first_fatal_seq
-                ));
-            }
+        if let Some((count, seq)) = se.fatal
+            && (os.fatal_count, os.first_fatal_seq) != (count, seq)
+        {
+            report.failures.push(format!(
+                "{at}: {source} fatal: expected count {count} first seq {seq:?}, got {} / {:?}",
+                os.fatal_count, os.first_fatal_seq
+            ));
         }
-        if let Some(c) = se.conversion {
-            if os.conversion != c {
-                report.failures.push(format!("{at}: {source} conversion warnings [emitted, suppressed]: expected {c:?}, got {:?}", os.conversion));
-            }
+        if let Some(c) = se.conversion
+            && os.conversion != c
+        {
+            report.failures.push(format!(
+                "{at}: {source} conversion warnings [emitted, suppressed]: expected {c:?}, got {:?}",
+                os.conversion
+            ));
         }
-        if let Some(o) = se.offload {
-            if os.offload != o {
-                report.failures.push(format!("{at}: {source} offload warnings [emitted, suppressed]: expected {o:?}, got {:?}", os.offload));
-            }
+        if let Some(o) = se.offload
+            && os.offload != o
+        {
+            report.failures.push(format!(
+                "{at}: {source} offload warnings [emitted, suppressed]: expected {o:?}, got {:?}",
+                os.offload
+            ));
         }
         if let Some(trees) = &se.trees {
             match &os.trees {
@@ -392,7 +398,7 @@ fn build_frames(vector: &Vector, host: &impl VectorHost) -> Result<Vec<Frame>, S
 
 fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
     let hex: String = hex.split_whitespace().collect();
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
     (0..hex.len())

@@ -271,8 +271,9 @@ pub enum GroupCheck {
 /// The facts a rule looked at: enough to render the sentence without the event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Facts {
-    /// The medium as sent (`None` when absent); meaningful when `tier_source` is set.
-    pub medium: Option<SmallStr>,
+    /// The medium as sent; meaningful when `tier_source` is `Table` or `Fallback` (empty when
+    /// the event had none: `tier_source` tells absent from `""`).
+    pub medium: SmallStr,
     /// How the tier was chosen; `None` for events with no tier (clears, unknown tags).
     pub tier_source: Option<TierSource>,
     pub medium_match: MediumMatch,
@@ -289,15 +290,17 @@ pub struct Facts {
     /// the tag of an unknown event.
     pub word: SmallStr,
     pub group_check: GroupCheck,
-    /// The store's parent hash, if any.
-    pub parent: Option<BlockHash>,
-    /// 1-based position of this verdict's warning in its budget (0 when it has none).
-    pub warning_ordinal: u32,
-    /// The budget's limit, for "logged, 2 of 3".
-    pub warning_limit: u32,
+    /// The store's parent hash (0 when it has none); the sentence shows it for
+    /// self-referencing stores, which always have one.
+    pub parent: BlockHash,
+    /// 1-based position of this verdict's warning in its budget (0 when it has none; saturates
+    /// at 255).
+    pub warning_ordinal: u8,
+    /// The budget's limit, for "logged, 2 of 3" (saturates at 255).
+    pub warning_limit: u8,
 }
 
-/// One event's verdict. `Copy`, about 120 bytes, no heap.
+/// One event's verdict. `Copy`, no heap (see `verdict_stays_small` for its size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Verdict {
     pub source: SourceId,
@@ -358,7 +361,7 @@ impl Verdict {
             return None;
         };
         Some(if self.flags.contains(VerdictFlags::UNKNOWN_MEDIUM_FALLBACK) {
-            let medium = self.facts.medium.unwrap_or_default();
+            let medium = self.facts.medium;
             format!(
                 "medium {medium:?} matched no tier and was filed on Device; --policy fixed maps offload media \
                  case-insensitively and skips offload stores at another block size"
@@ -376,7 +379,7 @@ impl Verdict {
     /// `medium "cpu" -> HostPinned (case-insensitive)`, for events with a tier.
     fn write_medium_clause(&self, f: &mut fmt::Formatter<'_>, source: TierSource) -> fmt::Result {
         let tier = self.tier.unwrap_or(StorageTier::Device);
-        let medium = self.facts.medium.unwrap_or_default();
+        let medium = self.facts.medium;
         match source {
             TierSource::Absent => write!(f, "no medium -> {tier}")?,
             TierSource::Empty => write!(f, "medium \"\" -> {tier}")?,
@@ -470,7 +473,7 @@ impl Verdict {
             VerdictKind::Apply(Apply::NoOpRemove) => write!(
                 f,
                 "parent {:?} is one of the store's own hashes -> no-op remove, self_referencing_store",
-                facts.parent.unwrap_or_default()
+                facts.parent
             ),
             VerdictKind::Apply(Apply::Store { blocks }) => {
                 match facts.event_block_size {
@@ -574,6 +577,12 @@ mod tests {
             assert!(label.summary(3).starts_with("3 "), "{label}");
             assert_eq!(VerdictLabel::from_str_label(label.as_str()), Some(label));
         }
+    }
+
+    /// Verdicts are copied into a vector per event; keep them from growing unnoticed.
+    #[test]
+    fn verdict_stays_small() {
+        assert!(std::mem::size_of::<Verdict>() <= 136, "{}", std::mem::size_of::<Verdict>());
     }
 
     #[test]

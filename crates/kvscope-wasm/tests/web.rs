@@ -10,7 +10,7 @@
 use kvscope_normalize::vectors::{case_count, run_vectors, NativeHost, VectorCase, VectorHost, VectorOutput};
 use kvscope_wasm::model::{JsCounters, JsPushResult, JsSource};
 use kvscope_wasm::{push_outputs, source_output, KvScope, SessionHost};
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -101,17 +101,52 @@ fn corpus_check_passes_in_the_browser() {
     report.assert_ok();
 }
 
+/// The message of a thrown JS `Error`.
+fn message(e: wasm_bindgen::JsError) -> String {
+    let value: JsValue = e.into();
+    value.dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_else(|v| format!("{v:?}"))
+}
+
 #[wasm_bindgen_test]
 fn js_api_reports_errors_that_say_what_to_pass() {
-    let e = KvScope::new(16, "strict").err().map(js_err).unwrap();
-    assert!(e.contains("unknown policy \\\"strict\\\"; pass one of: fixed, legacy"), "{e}");
+    let e = KvScope::new(16, "strict").err().map(message).unwrap();
+    assert_eq!(e, "unknown policy \"strict\"; pass one of: fixed, legacy");
     let mut kv = KvScope::new(16, "fixed").unwrap();
-    let e = kv.push_payload("w0", 0, JsValue::from_f64(-1.0), b"\x90").err().map(js_err).unwrap();
-    assert!(e.contains("not a non-negative safe integer"), "{e}");
-    let e = kv.counters("w9", 0).err().map(js_err).unwrap();
-    assert!(e.contains("no source w9:0 yet"), "{e}");
+    let e = kv.push_payload("w0", 0, JsValue::from_f64(-1.0), b"\x90").err().map(message).unwrap();
+    assert_eq!(e, "seq -1 is not a non-negative safe integer; pass a BigInt for larger values");
+    let e = kv.counters("w9", 0).err().map(message).unwrap();
+    assert_eq!(e, "no source w9:0 yet; push a frame or payload for it first");
+    kv.push_payload("w0", 0, JsValue::from_f64(3.0), b"\x93\xcb\x00\x00\x00\x00\x00\x00\x00\x00\x90\x00").unwrap();
+    let e = kv.tree_summary("w0", 0, "gpu", 3).err().map(message).unwrap();
+    assert_eq!(e, "unknown tier \"gpu\"; pass one of: device, host_pinned, disk, external");
     let policies: Vec<kvscope_wasm::model::JsPolicy> = read(KvScope::policies().unwrap()).unwrap();
     assert_eq!(policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["fixed", "legacy"]);
     let rules: Vec<kvscope_wasm::model::JsRule> = read(KvScope::rules().unwrap()).unwrap();
     assert_eq!(rules.len(), kvscope_normalize::RULES.len());
+}
+
+/// The incident through the JS API: three workers' Kimi-K3 streams as live frames, at 1536
+/// under fixed (no fatal, cpu stores skipped) and under legacy (fatal at seq 8).
+#[wasm_bindgen_test]
+fn kimi_k3_incident_through_the_js_api() {
+    for (policy, fatal_seq) in [("fixed", None), ("legacy", Some(8))] {
+        let mut kv = KvScope::new(1536, policy).unwrap();
+        for w in 0..kvscope_corpus::KIMI_K3_WORKERS {
+            for m in kvscope_corpus::kimi_k3_stream(w) {
+                let frames = js_sys::Array::of3(
+                    &js_sys::Uint8Array::from(m.topic.as_bytes()),
+                    &js_sys::Uint8Array::from(m.seq.to_be_bytes().as_slice()),
+                    &js_sys::Uint8Array::from(m.payload),
+                );
+                let r: JsPushResult = read(kv.push_frames(&format!("w{w}"), 0, frames).unwrap()).unwrap();
+                assert!(r.ok, "{:?}", r.error);
+            }
+            let c: JsCounters = read(kv.counters(&format!("w{w}"), 0).unwrap()).unwrap();
+            assert_eq!(c.first_fatal.as_ref().map(|l| l.seq), fatal_seq, "w{w} [{policy}]");
+            if policy == "fixed" {
+                assert_eq!(c.verdicts_by_label.get("offload_block_size_mismatch"), Some(&2));
+                assert_eq!(c.trees["device"], 16);
+            }
+        }
+    }
 }

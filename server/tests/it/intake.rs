@@ -132,24 +132,40 @@ async fn a_replay_endpoint_that_is_down_loses_the_gap_and_says_why() {
     assert!(reason.ends_with("is the engine's replay socket enabled on that port?"), "{reason}");
 }
 
+/// Runs an engine on its own runtime in its own thread, publishing `frames` once subscribed,
+/// until told to stop; then the runtime is dropped with every task and socket of the engine, as
+/// when an engine process dies (dropping only the socket would leave zeromq's connection tasks
+/// holding the TCP stream).
+fn engine_process(endpoint: String, frames: u64) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut engine = Engine::bind(&endpoint, "tcp://127.0.0.1:0", true, true).await.unwrap();
+            engine.wait_subscribers(1).await;
+            for seq in 0..frames {
+                engine.publish(&topic(), payload(seq, 16)).await;
+            }
+            while stopped.try_recv().is_err() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        drop(runtime);
+    });
+    (stop, thread)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publisher_restart_is_a_restart_not_a_gap() {
-    let mut first = engine().await;
-    let endpoint = first.endpoint.clone();
+    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
     let server = serve(&format!("0={endpoint}"), None);
-    first.wait_subscribers(1).await;
-    for seq in 0..6 {
-        first.publish(&topic(), payload(seq, 16)).await;
-    }
+    let (stop, first) = engine_process(endpoint.clone(), 6);
     server.wait_metric(FRAMES, 6.0).await;
-    drop(first);
+    stop.send(()).unwrap();
+    first.join().unwrap();
     server.wait_metric("kvscope_source_connected{source=\"0:0\"}", 0.0).await;
     // The engine comes back on the same port, its sequence counter from 0.
-    let mut second = Engine::bind(&endpoint, "tcp://127.0.0.1:0", true, true).await.unwrap();
-    second.wait_subscribers(1).await;
-    for seq in 0..3 {
-        second.publish(&topic(), payload(seq, 16)).await;
-    }
+    let (stop, second) = engine_process(endpoint, 3);
     server.wait_metric(FRAMES, 9.0).await;
     let m = server.metrics().await;
     assert_eq!(metric_value(&m, "kvscope_restarts_total{source=\"0:0\"}"), 1.0);
@@ -157,6 +173,8 @@ async fn a_publisher_restart_is_a_restart_not_a_gap() {
     assert_eq!(metric_value(&m, "kvscope_gaps_total{source=\"0:0\"}"), 0.0);
     assert_eq!(metric_value(&m, "kvscope_lost_frames_total{source=\"0:0\"}"), 0.0);
     assert_eq!(metric_value(&m, "kvscope_source_connected{source=\"0:0\"}"), 1.0);
+    stop.send(()).unwrap();
+    second.join().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use kvscope_protocol as proto;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -71,10 +71,6 @@ impl Server {
         wait_child(&mut self.child, Duration::from_secs(30))
     }
 
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
     pub fn ws_url(&self) -> String {
         format!("ws://{}/ws", self.addr)
     }
@@ -91,13 +87,15 @@ impl Server {
 
     /// Waits until `series` equals `want`, then returns; panics with the last value after 30 s.
     pub async fn wait_metric(&self, series: &str, want: f64) {
-        let mut last = f64::NAN;
-        let ok = wait_until(Duration::from_secs(30), || async {
-            last = self.metric(series).await;
-            last == want
-        })
-        .await;
-        assert!(ok, "{series}: wanted {want}, still {last} after 30 s");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let last = self.metric(series).await;
+            if last == want {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{series}: wanted {want}, still {last} after 30 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
@@ -216,9 +214,6 @@ pub async fn read_preamble(ws: &mut Ws) -> (proto::Hello, Vec<proto::Message>) {
     }
 }
 
-pub async fn ws_send_close(ws: &mut Ws) {
-    let _ = ws.send(Message::Close(None)).await;
-}
 
 /// A free loopback port (bound, then released).
 pub fn free_port() -> u16 {

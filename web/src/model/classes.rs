@@ -41,6 +41,11 @@ const FILTER_REASONS: [&str; 5] = [
     "unlearned_group_idx",
 ];
 
+/// True for the skip reasons that are routine filtering.
+pub fn is_filter_reason(reason: &str) -> bool {
+    FILTER_REASONS.contains(&reason)
+}
+
 /// One interned class.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Class {

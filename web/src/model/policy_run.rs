@@ -41,7 +41,7 @@ impl Outcome {
         };
         let tier = tier_label.map(|t| {
             if v.flags.contains(VerdictFlags::UNKNOWN_MEDIUM_FALLBACK) {
-                let medium = v.facts.medium.unwrap_or_default();
+                let medium = v.facts.medium;
                 Cow::Owned(format!("{t} (medium {:?} fell back)", medium.as_str()))
             } else {
                 Cow::Borrowed(t)

@@ -14,8 +14,8 @@ use crate::model::Model;
 use crate::model::settings::Side;
 use crate::model::timeline::{columns, pick, runs};
 
-const LANE_MAX_PX: f64 = 22.0;
-const LANE_MIN_PX: f64 = 6.0;
+const LANE_MAX_PX: f64 = 32.0;
+const LANE_MIN_PX: f64 = 8.0;
 const AXIS_PX: f64 = 20.0;
 const LABEL_PX: f64 = 0.0;
 
@@ -50,6 +50,7 @@ fn tick_ms(span_ms: f64, target: f64) -> f64 {
 }
 
 fn fmt_offset(ms: f64, step: f64) -> String {
+    let ms = if ms.abs() < step / 2.0 { 0.0 } else { ms };
     if step >= 1000.0 { format!("+{:.0} s", ms / 1000.0) } else if step >= 100.0 { format!("+{:.1} s", ms / 1000.0) } else { format!("+{:.0} ms", ms) }
 }
 
@@ -77,15 +78,24 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, m: &Model, side: Side, filter: 
         ctx.set_fill_style_str(if row % 2 == 0 { "#161b22" } else { "#11161d" });
         ctx.fill_rect(LABEL_PX, y, css_w, lane_h);
         let Some(lane) = m.lanes().get(src as usize) else { continue };
-        let cols = columns(lane, classes, t0, t1, width_px, side.is_b());
-        for run in runs(&cols) {
-            let sev = classes.severity(run.top);
-            let (pad, h) = if sev <= 1 { (lane_h * 0.35, lane_h * 0.3) } else { (1.0, lane_h - 2.0) };
-            ctx.set_fill_style_str(classes.colour(run.top));
-            ctx.fill_rect(LABEL_PX + run.x as f64, y + pad, run.width as f64, h.max(1.0));
-            rects += 1;
+        // Upper half: policy A; lower half: policy B, so a fatal under A sits right above the
+        // skip B made of the same event.
+        let half = lane_h / 2.0;
+        for (k, policy_b) in [(0.0, false), (1.0, true)] {
+            let top = y + k * half;
+            let cols = columns(lane, classes, t0, t1, width_px, policy_b);
+            for run in runs(&cols) {
+                let sev = classes.severity(run.top);
+                let (pad, h) = if sev <= 1 { (half * 0.35, half * 0.3) } else { (0.5, half - 1.0) };
+                ctx.set_fill_style_str(classes.colour(run.top));
+                ctx.fill_rect(LABEL_PX + run.x as f64, top + pad, run.width as f64, h.max(1.0));
+                rects += 1;
+            }
         }
+        ctx.set_fill_style_str("#0d1117");
+        ctx.fill_rect(LABEL_PX, y + lane_h - 1.0, css_w, 1.0);
     }
+    let _ = side;
     // Axis.
     let axis_y = lanes.len() as f64 * lane_h;
     ctx.set_fill_style_str("#c9d1d9");
@@ -156,13 +166,14 @@ pub fn Timeline() -> impl IntoView {
         fleet.track();
         let side = fleet.lanes_side();
         let (filter, win) = fleet.settings.with(|s| (s.worker_filter.clone(), s.window_ms));
+        let _ = fleet.settings.with(|s| s.lanes);
         if let Some(canvas) = canvas_ref.get() {
             fleet.with_model(|m| draw(&canvas, m, side, &filter, win));
         }
     });
 
-    // Pointer position -> (source, time range of that pixel, x fraction).
-    let locate = move |ev: &web_sys::MouseEvent| -> Option<(u32, f64, f64, f64)> {
+    // Pointer position -> (source, time range of that pixel, x fraction, policy half).
+    let locate = move |ev: &web_sys::MouseEvent| -> Option<(u32, f64, f64, f64, Side)> {
         let canvas = canvas_ref.get()?;
         let rect = canvas.get_bounding_client_rect();
         let x = ev.client_x() as f64 - rect.left() - LABEL_PX;
@@ -171,7 +182,9 @@ pub fn Timeline() -> impl IntoView {
         let (filter, win) = fleet.settings.with_untracked(|s| (s.worker_filter.clone(), s.window_ms));
         fleet.with_model(|m| {
             let lanes = shown_lanes(m, &filter);
-            let row = (y / lane_px(lanes.len())).floor();
+            let lane_h = lane_px(lanes.len());
+            let row = (y / lane_h).floor();
+            let side = if y - row * lane_h < lane_h / 2.0 { Side::A } else { Side::B };
             if row < 0.0 || x < 0.0 || width <= 0.0 {
                 return None;
             }
@@ -179,7 +192,7 @@ pub fn Timeline() -> impl IntoView {
             let (t0, t1) = window(m, win);
             let per_px = (t1 - t0) / width;
             let t = t0 + x * per_px;
-            Some((src, t, per_px, x / width))
+            Some((src, t, per_px, x / width, side))
         })
     };
 
@@ -195,8 +208,7 @@ pub fn Timeline() -> impl IntoView {
             }
             return;
         }
-        let side = fleet.lanes_side();
-        let text = locate(&ev).map(|(src, t, per_px, _)| fleet.with_model(|m| hover_text(m, side, src, t, t + per_px.max(1e-6))));
+        let text = locate(&ev).map(|(src, t, per_px, _, side)| fleet.with_model(|m| hover_text(m, side, src, t, t + per_px.max(1e-6))));
         hover.set(text.unwrap_or_default());
     };
     let on_down = move |ev: web_sys::MouseEvent| {
@@ -209,8 +221,7 @@ pub fn Timeline() -> impl IntoView {
         if moved {
             return;
         }
-        let side = fleet.lanes_side();
-        if let Some((src, t, per_px, _)) = locate(&ev) {
+        if let Some((src, t, per_px, _, side)) = locate(&ev) {
             let id = fleet.with_model(|m| {
                 m.lanes().get(src as usize).and_then(|lane| pick(lane, m.classes(), t, per_px * 3.0, side.is_b()))
             });
@@ -232,8 +243,9 @@ pub fn Timeline() -> impl IntoView {
             "ArrowRight" => { pan(fleet, 0.2); true }
             "0" | "Home" => { fleet.settings.update(|s| s.window_ms = None); true }
             "Enter" => {
-                let side = fleet.lanes_side();
-                let id = fleet.with_model(|m| m.next_marked(side, fleet.selected.get_untracked(), 3));
+                let id = fleet.with_model(|m| {
+                    [Side::A, Side::B].into_iter().filter_map(|s| m.next_marked(s, fleet.selected.get_untracked(), 3)).min()
+                });
                 fleet.select(id);
                 true
             }
@@ -243,23 +255,22 @@ pub fn Timeline() -> impl IntoView {
             ev.prevent_default();
         }
     };
+    // Next event marked under either policy (a fatal under A is the skip under B).
     let jump = move |min_sev: u8| {
-        let side = fleet.lanes_side();
         let id = fleet.with_model(|m| {
-            m.next_marked(side, fleet.selected.get_untracked(), min_sev).or_else(|| m.next_marked(side, None, min_sev))
+            let after = fleet.selected.get_untracked();
+            let next = |after| [Side::A, Side::B].into_iter().filter_map(|s| m.next_marked(s, after, min_sev)).min();
+            next(after).or_else(|| next(None))
         });
         fleet.select(id);
     };
     let legend = move || {
         fleet.track();
-        let side = fleet.lanes_side();
         fleet.with_model(|m| {
             let classes = m.classes();
             let mut present: Vec<(u8, u8, String, &'static str)> = classes
                 .iter()
-                .filter(|(code, _)| {
-                    m.lanes().iter().any(|l| (if side.is_b() { &l.class_b } else { &l.class_a }).contains(code))
-                })
+                .filter(|(code, _)| m.lanes().iter().any(|l| l.class_a.contains(code) || l.class_b.contains(code)))
                 .map(|(code, c)| (classes.severity(code), code, c.describe(), classes.colour(code)))
                 .collect();
             present.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
@@ -283,32 +294,22 @@ pub fn Timeline() -> impl IntoView {
                 .into_iter()
                 .map(|i| {
                     let key = m.source(i).map(|s| s.key.clone()).unwrap_or_default();
-                    view! { <li style:height=format!("{h}px") style:line-height=format!("{h}px")>{key}</li> }
+                    view! {
+                        <li style:height=format!("{h}px")>
+                            <span class="lane-key">{key}</span>
+                            <span class="lane-ab" style:line-height=format!("{}px", h / 2.0)>"A"<br />"B"</span>
+                        </li>
+                    }
                 })
                 .collect_view()
         })
-    };
-    let side_button = move |side: Side| {
-        view! {
-            <button
-                aria-pressed=move || (fleet.lanes_side() == side).to_string()
-                on:click=move |_| fleet.settings.update(|s| s.lanes = Some(side))
-            >
-                {move || {
-                    fleet.track();
-                    format!("{} {}", side.as_str().to_uppercase(), fleet.with_model(|m| m.policy_name(side).to_owned()))
-                }}
-            </button>
-        }
     };
     view! {
         <section class="timeline" aria-labelledby="timeline-title" data-testid="timeline">
             <div class="section-head">
                 <h2 id="timeline-title">"Mismatch timeline"</h2>
                 <div class="toolbar" role="toolbar" aria-label="Timeline controls">
-                    <span>"Colour by policy"</span>
-                    {side_button(Side::A)}
-                    {side_button(Side::B)}
+                    <span class="quiet">{move || { fleet.track(); fleet.with_model(|m| format!("Each lane: upper half A {}, lower half B {}", m.policy_name(Side::A), m.policy_name(Side::B))) }}</span>
                     <button on:click=move |_| zoom(fleet, 0.5, 0.5) aria-label="Zoom in">"Zoom in"</button>
                     <button on:click=move |_| zoom(fleet, 2.0, 0.5) aria-label="Zoom out">"Zoom out"</button>
                     <button on:click=move |_| fleet.settings.update(|s| s.window_ms = None)>"Show all"</button>
@@ -322,7 +323,7 @@ pub fn Timeline() -> impl IntoView {
                     node_ref=canvas_ref
                     tabindex="0"
                     role="img"
-                    aria-label="Timeline: one lane per worker; keys: + and - zoom, arrows pan, 0 shows all, Enter opens the next skip or fatal"
+                    aria-label="Timeline: one lane per worker, upper half policy A, lower half policy B; keys: + and - zoom, arrows pan, 0 shows all, Enter opens the next skip or fatal"
                     on:mousemove=on_move
                     on:mousedown=on_down
                     on:mouseup=on_up

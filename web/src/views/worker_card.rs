@@ -46,7 +46,8 @@ pub fn card_rows(m: &Model, index: u32) -> Vec<Row> {
         .map(|(kind, reason)| {
             let cell = |rows: &std::collections::BTreeMap<(VerdictKind, String), (u64, std::collections::BTreeMap<String, u64>)>| {
                 rows.get(&(kind, reason.clone())).map_or((0, String::new()), |(n, tiers)| {
-                    (*n, if kind == VerdictKind::Applied { String::new() } else { tiers.keys().cloned().collect::<Vec<_>>().join(", ") })
+                    let routine = kind == VerdictKind::Applied || (kind == VerdictKind::Skipped && crate::model::classes::is_filter_reason(&reason));
+                    (*n, if routine { String::new() } else { tiers.keys().cloned().collect::<Vec<_>>().join(", ") })
                 })
             };
             Row { cells: [cell(&a), cell(&b)], kind, reason }

@@ -218,6 +218,19 @@ fn decoding_rejects_whole_batches() {
         ("4-element batch", vec![raw(|w| {
             w.array(4).f64(1.0).array(0).uint(0).uint(0);
         })], "lost: array had incorrect length, expected 3 | warnings 0"),
+        ("events are read before the batch length is judged: 2 elements", vec![raw(|w| {
+            w.array(2).f64(1.0).array(1);
+            store(&[]).with("block_hashes", Val::BinHash(16)).write(w);
+        })], "lost: data did not match any variant of untagged enum BlockHashValue | warnings 0"),
+        ("events are read before the batch length is judged: 4 elements", vec![raw(|w| {
+            w.array(4).f64(1.0).array(1);
+            store(&[]).with("block_hashes", Val::BinHash(16)).write(w);
+            w.uint(0).uint(0);
+        })], "lost: data did not match any variant of untagged enum BlockHashValue | warnings 0"),
+        ("the first bad value in byte order names the batch's error", vec![batch(&[
+            store(&[1]).with("token_ids", Val::Signed(vec![-1])),
+            store(&[]).with("block_hashes", Val::BinHash(32)),
+        ])], "lost: data did not match any variant of untagged enum KvTokenIds | warnings 0"),
         ("bin(32) block hash, GPU store before it lost too",
             vec![batch(&[store(&[1]), store(&[]).with("block_hashes", Val::BinHash(32)).medium("CPU")])],
             "lost: data did not match any variant of untagged enum BlockHashValue | warnings 0"),

@@ -1,0 +1,274 @@
+//! Relay benchmark: ZMQ in -> WebSocket out, on loopback, against raw ZMQ PUB -> SUB measured in
+//! the same run.
+//!
+//! `cargo bench -p kvscope --bench relay` (set `RELAY_BENCH_QUICK=1` for a shorter run).
+//!
+//! For each payload size (a 16-token vLLM store, ~150 B, and a Kimi-K3 batch, ~14.5 KB) it
+//! measures:
+//! - burst: N frames published as fast as the sockets take them; frames/s and bytes/s delivered
+//!   to the receiving end (raw SUB; 1 and 10 WebSocket clients through `kvscope`);
+//! - a sweep of paced rates: what each client received, frames lost (lag notices), and the
+//!   latency from the publisher's send to the client's receipt, p50 and p99. Added latency is
+//!   the relay's minus raw ZMQ's at the same rate.
+//!
+//! Everything runs in one process on one runtime (publisher, server, clients), so on a 2-core
+//! machine the clients compete with the server for CPU: the figures are a floor. The server is
+//! the real one (`kvscope::app::App`, intake, classification under two policies, relay, axum).
+//! Clients decode every message with `kvscope_protocol::decode`, as the browser does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kvscope::app::{App, AppConfig, Feed};
+use kvscope::demo::engine::Engine;
+use kvscope::demo::payload::{Event, Hash, Release, Stored, encode_batch};
+use kvscope::http::HttpConfig;
+use kvscope::intake::IntakeOptions;
+use kvscope::sources::Source;
+use kvscope_normalize::Policy;
+use kvscope_protocol as proto;
+use tokio_tungstenite::tungstenite::Message;
+use zeromq::{Socket, SocketRecv, SubSocket};
+
+fn small_payload() -> Bytes {
+    let e = Event::Stored(Stored {
+        hashes: vec![Hash::U64(0x1234_5678_9abc_def0)],
+        parent: Some(Hash::U64(0x0fed_cba9_8765_4321)),
+        token_ids: (0..16).map(|i| 1000 + i * 37).collect(),
+        block_size: 16,
+        medium: Some("GPU".into()),
+        lora_name: None,
+        extra_keys_nils: Some(1),
+        group_idx: Some(0),
+        kind: Some("full_attention".into()),
+    });
+    Bytes::from(encode_batch(Release::Vllm033, 1.7e9, &[e], Some(0)))
+}
+
+fn kimi_payload() -> Bytes {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kv-events/vllm-0.33.0/kimi_k3_agg-w0-09.msgpack");
+    Bytes::from(std::fs::read(path).expect("corpus payload"))
+}
+
+/// Send times, indexed by seq, in nanoseconds since `t0`.
+struct Clock {
+    t0: Instant,
+    sent: Vec<AtomicU64>,
+}
+
+impl Clock {
+    fn new(n: usize) -> Arc<Clock> {
+        Arc::new(Clock { t0: Instant::now(), sent: (0..n).map(|_| AtomicU64::new(0)).collect() })
+    }
+    fn now(&self) -> u64 {
+        self.t0.elapsed().as_nanos() as u64
+    }
+}
+
+#[derive(Default, Clone, Debug)]
+struct Received {
+    frames: u64,
+    bytes: u64,
+    lost: u64,
+    first_ns: u64,
+    last_ns: u64,
+    latencies_ns: Vec<u64>,
+}
+
+impl Received {
+    fn rate(&self) -> f64 {
+        let secs = (self.last_ns.saturating_sub(self.first_ns)) as f64 / 1e9;
+        if secs > 0.0 { self.frames as f64 / secs } else { 0.0 }
+    }
+    fn byte_rate(&self) -> f64 {
+        let secs = (self.last_ns.saturating_sub(self.first_ns)) as f64 / 1e9;
+        if secs > 0.0 { self.bytes as f64 / secs } else { 0.0 }
+    }
+    fn pct(&self, p: f64) -> f64 {
+        let mut v = self.latencies_ns.clone();
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v.sort_unstable();
+        v[((v.len() as f64 - 1.0) * p) as usize] as f64 / 1e3
+    }
+}
+
+/// Publishes `n` frames at `rate` per second (0: as fast as possible), stamping send times.
+async fn publish(engine: &mut Engine, payload: &Bytes, n: u64, rate: f64, clock: &Clock) {
+    let topic = Bytes::from_static(b"kv-events");
+    let start = Instant::now();
+    for seq in 0..n {
+        if rate > 0.0 {
+            let due = start + Duration::from_secs_f64(seq as f64 / rate);
+            let now = Instant::now();
+            if due > now + Duration::from_micros(200) {
+                tokio::time::sleep_until(due.into()).await;
+            }
+        }
+        clock.sent[seq as usize].store(clock.now(), Ordering::Relaxed);
+        engine.publish_with_seq(&topic, seq, payload.clone()).await;
+    }
+}
+
+fn note(r: &mut Received, clock: &Clock, seq: u64, bytes: usize, sample: bool) {
+    let now = clock.now();
+    if r.frames == 0 {
+        r.first_ns = now;
+    }
+    r.last_ns = now;
+    r.frames += 1;
+    r.bytes += bytes as u64;
+    if sample {
+        r.latencies_ns.push(now.saturating_sub(clock.sent[seq as usize].load(Ordering::Relaxed)));
+    }
+}
+
+/// Raw ZMQ: XPUB -> SUB, no relay.
+async fn raw_zmq(payload: &Bytes, n: u64, rate: f64) -> Received {
+    let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
+    let mut sub = SubSocket::new();
+    sub.subscribe("").await.unwrap();
+    sub.connect(&engine.endpoint).await.unwrap();
+    engine.wait_subscribers(1).await;
+    let clock = Clock::new(n as usize);
+    let c = clock.clone();
+    let reader = tokio::spawn(async move {
+        let mut r = Received::default();
+        while r.frames < n {
+            let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(10), sub.recv()).await else { break };
+            let seq = u64::from_be_bytes(m.get(1).unwrap()[..].try_into().unwrap());
+            note(&mut r, &c, seq, m.get(2).unwrap().len(), seq % 7 == 0);
+        }
+        r.lost = n - r.frames;
+        r
+    });
+    publish(&mut engine, payload, n, rate, &clock).await;
+    reader.await.unwrap()
+}
+
+/// Through kvscope: XPUB -> server (SUB, classify, relay) -> `clients` WebSockets.
+async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> Vec<Received> {
+    let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
+    let config = AppConfig {
+        sources: vec![Source { worker_id: "0".into(), dp_rank: 0, endpoint: engine.endpoint.clone(), replay_endpoint: None }],
+        mode: proto::ServerMode::Live,
+        mode_detail: "bench".into(),
+        block_size: 16,
+        policy_a: Policy::LEGACY,
+        policy_b: Policy::FIXED,
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536 },
+        history_bytes: 64 << 20,
+        client_queue_bytes: 16 << 20,
+        record: None,
+        intake: IntakeOptions::default(),
+    };
+    let app = App::start(config, Feed::Live).await.unwrap();
+    let url = format!("ws://{}/ws", app.addr.unwrap());
+    engine.wait_subscribers(1).await;
+    let clock = Clock::new(n as usize);
+    let mut readers = Vec::new();
+    for i in 0..clients {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+        // Read up to the end of the (empty) history first.
+        loop {
+            let Some(Ok(Message::Binary(b))) = ws.next().await else { panic!("preamble") };
+            if matches!(proto::decode(&b).unwrap(), proto::Message::HistoryComplete(_)) {
+                break;
+            }
+        }
+        let c = clock.clone();
+        readers.push(tokio::spawn(async move {
+            let mut r = Received::default();
+            while r.frames + r.lost < n {
+                let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(10), ws.next()).await else { break };
+                let Message::Binary(b) = m else { continue };
+                match proto::decode(&b).unwrap() {
+                    proto::Message::Frame(f) => note(&mut r, &c, f.seq, b.len(), i == 0 && f.seq % 7 == 0),
+                    proto::Message::LagNotice(l) => r.lost += l.frames_lost,
+                    _ => {}
+                }
+            }
+            r
+        }));
+    }
+    publish(&mut engine, payload, n, rate, &clock).await;
+    let mut out = Vec::new();
+    for r in readers {
+        out.push(r.await.unwrap());
+    }
+    let _ = app.stop().await;
+    out
+}
+
+fn human(x: f64) -> String {
+    if x >= 1e9 {
+        format!("{:.2}G", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn main() {
+    let quick = std::env::var_os("RELAY_BENCH_QUICK").is_some();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        for (name, payload, burst, rates) in [
+            ("small (16-token store)", small_payload(), if quick { 50_000 } else { 200_000 }, vec![5_000.0, 20_000.0, 50_000.0, 100_000.0]),
+            ("kimi-k3 batch", kimi_payload(), if quick { 5_000 } else { 20_000 }, vec![500.0, 2_000.0, 5_000.0, 10_000.0]),
+        ] {
+            println!("\n== payload: {name}, {} bytes ==", payload.len());
+            let raw = raw_zmq(&payload, burst, 0.0).await;
+            println!(
+                "burst {burst} frames | raw ZMQ PUB->SUB: {} frames/s, {}B/s",
+                human(raw.rate()),
+                human(raw.byte_rate())
+            );
+            for clients in [1usize, 10] {
+                let got = relay(&payload, burst, 0.0, clients).await;
+                let min_rate = got.iter().map(Received::rate).fold(f64::INFINITY, f64::min);
+                let total_bytes: f64 = got.iter().map(Received::byte_rate).sum();
+                let lost: u64 = got.iter().map(|r| r.lost).sum();
+                println!(
+                    "burst {burst} frames | kvscope -> {clients:>2} client(s): {} frames/s per client ({:.2}x raw), {}B/s WebSocket out in total, {lost} frames lost to lag",
+                    human(min_rate),
+                    min_rate / raw.rate(),
+                    human(total_bytes),
+                );
+            }
+            println!("{:>10} | {:>22} | {:>44} | {:>44}", "rate/s", "raw ZMQ p50/p99 us", "kvscope 1 client: got, lost, p50/p99 us, added p50/p99", "kvscope 10 clients: min got, lost, p50/p99 us");
+            for rate in rates {
+                let n = (rate * if quick { 1.0 } else { 3.0 }) as u64;
+                let raw = raw_zmq(&payload, n, rate).await;
+                let one = relay(&payload, n, rate, 1).await;
+                let ten = relay(&payload, n, rate, 10).await;
+                let ten_min = ten.iter().map(|r| r.frames).min().unwrap_or(0);
+                let ten_lost: u64 = ten.iter().map(|r| r.lost).sum();
+                println!(
+                    "{:>10} | {:>9.0} / {:>9.0} | {:>7}/{n} {:>5} {:>7.0}/{:>7.0} +{:>6.0}/+{:>6.0} | {:>7}/{n} {:>6} {:>7.0}/{:>7.0}",
+                    rate,
+                    raw.pct(0.5),
+                    raw.pct(0.99),
+                    one[0].frames,
+                    one[0].lost,
+                    one[0].pct(0.5),
+                    one[0].pct(0.99),
+                    one[0].pct(0.5) - raw.pct(0.5),
+                    one[0].pct(0.99) - raw.pct(0.99),
+                    ten_min,
+                    ten_lost,
+                    ten[0].pct(0.5),
+                    ten[0].pct(0.99),
+                );
+            }
+        }
+    });
+}
