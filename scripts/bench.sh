@@ -3,6 +3,7 @@
 #
 #   scripts/bench.sh            # everything (about 6 minutes on 2 cores, after a first build)
 #   KVSCOPE_BENCH_SKIP_WASM=1 scripts/bench.sh   # without the headless-Chromium run
+#   KVSCOPE_BENCH_REPORT_ONLY=1 scripts/bench.sh # rewrite BENCHMARKS.md from the last run's results
 #
 # Steps (each logs to target/bench-run/<step>.log):
 #   1. the differential test against Dynamo 1.6.1 (benches/peers/tests/differential.rs);
@@ -23,6 +24,7 @@ INPUTS=target/bench-inputs
 mkdir -p "$RUN"
 log() { printf '[bench] %s\n' "$*" >&2; }
 
+if [ "${KVSCOPE_BENCH_REPORT_ONLY:-0}" != 1 ]; then
 # Cargo's criterion output, per (workload, bench), is read back from target/criterion.
 rm -rf target/criterion/kimi_k3 target/criterion/small_gpu target/criterion/cpu_offload target/criterion/sglang
 
@@ -65,7 +67,7 @@ for line in sys.stdin:
 profile() { # $1 = criterion filter, $2 = title
   local out="$RUN/perf-$(echo "$1" | tr -c 'a-z0-9' '_').data"
   if [ "${PROFILER:-}" != callgrind ] && perf record -F 1999 -g -o "$out" "$BENCH_BIN" --bench --profile-time 4 "$1" >/dev/null 2>&1; then
-    { echo "### $2"; echo; echo '```'; echo "perf record -F 1999 -g $BENCH_BIN --bench --profile-time 4 '$1'"
+    { echo "### $2"; echo; echo '```'; echo "perf record -F 1999 -g ${BENCH_BIN#"$ROOT"/} --bench --profile-time 4 '$1'"
       perf report -i "$out" --no-children --stdio --percent-limit 1.5 2>/dev/null \
         | sed -n 's/^ *\([0-9.]*%\) .*\[\.\] \(.*\)$/\1  \2/p' | cut -c1-140 | head -14
       echo '```'; echo; } >>"$RUN/profile.txt"
@@ -73,7 +75,7 @@ profile() { # $1 = criterion filter, $2 = title
   else
     local cg="$RUN/callgrind-$(echo "$1" | tr -c 'a-z0-9' '_').out"
     valgrind --tool=callgrind --callgrind-out-file="$cg" "$BENCH_BIN" --bench --profile-time 1 "$1" >/dev/null 2>&1
-    { echo "### $2"; echo; echo '```'; echo "valgrind --tool=callgrind $BENCH_BIN --bench --profile-time 1 '$1'"
+    { echo "### $2"; echo; echo '```'; echo "valgrind --tool=callgrind ${BENCH_BIN#"$ROOT"/} --bench --profile-time 1 '$1'"
       callgrind_annotate "$cg" 2>/dev/null | grep -E '^ *[0-9,]+ \(' | head -14 | cut -c1-140
       echo '```'; echo; } >>"$RUN/profile.txt"
     PROFILER=callgrind
@@ -83,6 +85,7 @@ profile 'kimi_k3/kvscope/decode\+normalize$' 'kvscope decode+normalize, kimi_k3'
 profile 'small_gpu/kvscope/decode\+normalize$' 'kvscope decode+normalize, small_gpu'
 profile 'kimi_k3/dynamo/decode\+normalize$' 'Dynamo 1.6.1 decode+normalize, kimi_k3'
 echo "${PROFILER:-perf}" >"$RUN/profiler"
+fi # KVSCOPE_BENCH_REPORT_ONLY
 
 log "7/7 BENCHMARKS.md"
 {
@@ -202,7 +205,8 @@ for w in workloads:
                       criterion(name, "floor/skip"), dyn_dec, msgspec.get((name, "decode")))
 
 md.append("## Summary (ratios, this run)\n")
-md.append("| workload | kvscope decode+normalize vs Dynamo | kvscope decode vs Dynamo | kvscope decode vs msgspec | kvscope decode / skip floor (time) |")
+md.append("Speed ratios (above 1: kvscope is faster), and kvscope's decode time as a multiple of the skip-only floor's.\n")
+md.append("| workload | kvscope decode+normalize vs Dynamo | kvscope decode vs Dynamo | kvscope decode vs msgspec | kvscope decode time / skip floor time |")
 md.append("|---|---:|---:|---:|---:|")
 for name, (kn, dn, kd, fl, dd, ms) in headline.items():
     r = lambda a, b: f"{a / b:.2f}x" if a and b else "n/a"
@@ -237,7 +241,7 @@ dy_vs = [h[4] / h[2] for h in small]
 md.append("  that is needed to recognise a dozen known keys. On these three workloads kvscope's decode is only")
 md.append(f"  {min(dy_vs):.1f}-{max(dy_vs):.1f}x faster than Dynamo's, and msgspec (a C decoder called from Python)")
 if ms_vs:
-    md.append(f"  needs {min(ms_vs):.2f}-{max(ms_vs):.2f}x of kvscope's decode time (below 1 means msgspec is faster).")
+    md.append(f"  decodes them in {1 / max(ms_vs):.2f}-{1 / min(ms_vs):.2f}x kvscope's time (below 1: msgspec is faster).")
 md.append("- **What would get small events to the floor** (proposals for `crates/kvscope-wire/src/decode.rs`,")
 md.append("  owned by the lead): decode with a hand-written cursor over the payload slice, as `skip.rs` already")
 md.append("  does for `token_ids`: read the map/array header, compare each key's raw bytes against the known")

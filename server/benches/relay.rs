@@ -97,8 +97,9 @@ impl Received {
     }
 }
 
-/// Publishes `n` frames at `rate` per second (0: as fast as possible), stamping send times.
-async fn publish(engine: &mut Engine, payload: &Bytes, n: u64, rate: f64, clock: &Clock) {
+/// Publishes `n` frames at `rate` per second (0: as fast as possible), stamping send times;
+/// returns the rate achieved.
+async fn publish(engine: &mut Engine, payload: &Bytes, n: u64, rate: f64, clock: &Clock) -> f64 {
     let topic = Bytes::from_static(b"kv-events");
     let start = Instant::now();
     for seq in 0..n {
@@ -112,6 +113,7 @@ async fn publish(engine: &mut Engine, payload: &Bytes, n: u64, rate: f64, clock:
         clock.sent[seq as usize].store(clock.now(), Ordering::Relaxed);
         engine.publish_with_seq(&topic, seq, payload.clone()).await;
     }
+    n as f64 / start.elapsed().as_secs_f64()
 }
 
 fn note(r: &mut Received, clock: &Clock, seq: u64, bytes: usize, sample: bool) {
@@ -128,7 +130,7 @@ fn note(r: &mut Received, clock: &Clock, seq: u64, bytes: usize, sample: bool) {
 }
 
 /// Raw ZMQ: XPUB -> SUB, no relay.
-async fn raw_zmq(payload: &Bytes, n: u64, rate: f64) -> Received {
+async fn raw_zmq(payload: &Bytes, n: u64, rate: f64) -> (Received, f64) {
     let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
     let mut sub = SubSocket::new();
     sub.subscribe("").await.unwrap();
@@ -146,12 +148,12 @@ async fn raw_zmq(payload: &Bytes, n: u64, rate: f64) -> Received {
         r.lost = n - r.frames;
         r
     });
-    publish(&mut engine, payload, n, rate, &clock).await;
-    reader.await.unwrap()
+    let sent = publish(&mut engine, payload, n, rate, &clock).await;
+    (reader.await.unwrap(), sent)
 }
 
 /// Through kvscope: XPUB -> server (SUB, classify, relay) -> `clients` WebSockets.
-async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> Vec<Received> {
+async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Received>, f64) {
     let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
     let config = AppConfig {
         sources: vec![Source { worker_id: "0".into(), dp_rank: 0, endpoint: engine.endpoint.clone(), replay_endpoint: None }],
@@ -196,13 +198,13 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> Vec<Receiv
             r
         }));
     }
-    publish(&mut engine, payload, n, rate, &clock).await;
+    let sent = publish(&mut engine, payload, n, rate, &clock).await;
     let mut out = Vec::new();
     for r in readers {
         out.push(r.await.unwrap());
     }
     let _ = app.stop().await;
-    out
+    (out, sent)
 }
 
 fn human(x: f64) -> String {
@@ -226,14 +228,14 @@ fn main() {
             ("kimi-k3 batch", kimi_payload(), if quick { 5_000 } else { 20_000 }, vec![500.0, 2_000.0, 5_000.0, 10_000.0]),
         ] {
             println!("\n== payload: {name}, {} bytes ==", payload.len());
-            let raw = raw_zmq(&payload, burst, 0.0).await;
+            let (raw, _) = raw_zmq(&payload, burst, 0.0).await;
             println!(
                 "burst {burst} frames | raw ZMQ PUB->SUB: {} frames/s, {}B/s",
                 human(raw.rate()),
                 human(raw.byte_rate())
             );
             for clients in [1usize, 10] {
-                let got = relay(&payload, burst, 0.0, clients).await;
+                let (got, _) = relay(&payload, burst, 0.0, clients).await;
                 let min_rate = got.iter().map(Received::rate).fold(f64::INFINITY, f64::min);
                 let total_bytes: f64 = got.iter().map(Received::byte_rate).sum();
                 let lost: u64 = got.iter().map(|r| r.lost).sum();
@@ -244,25 +246,34 @@ fn main() {
                     human(total_bytes),
                 );
             }
-            println!("{:>10} | {:>22} | {:>44} | {:>44}", "rate/s", "raw ZMQ p50/p99 us", "kvscope 1 client: got, lost, p50/p99 us, added p50/p99", "kvscope 10 clients: min got, lost, p50/p99 us");
+            println!(
+                "{:>10} | {:>30} | {:>60} | {:>50}",
+                "asked/s",
+                "raw ZMQ: sent/s, p50/p99 us",
+                "kvscope 1 client: sent/s, got, lost, p50/p99 us, added p50/p99",
+                "kvscope 10 clients: sent/s, min got, lost, p50/p99 us"
+            );
             for rate in rates {
                 let n = (rate * if quick { 1.0 } else { 3.0 }) as u64;
-                let raw = raw_zmq(&payload, n, rate).await;
-                let one = relay(&payload, n, rate, 1).await;
-                let ten = relay(&payload, n, rate, 10).await;
+                let (raw, raw_sent) = raw_zmq(&payload, n, rate).await;
+                let (one, one_sent) = relay(&payload, n, rate, 1).await;
+                let (ten, ten_sent) = relay(&payload, n, rate, 10).await;
                 let ten_min = ten.iter().map(|r| r.frames).min().unwrap_or(0);
                 let ten_lost: u64 = ten.iter().map(|r| r.lost).sum();
                 println!(
-                    "{:>10} | {:>9.0} / {:>9.0} | {:>7}/{n} {:>5} {:>7.0}/{:>7.0} +{:>6.0}/+{:>6.0} | {:>7}/{n} {:>6} {:>7.0}/{:>7.0}",
+                    "{:>10} | {:>7} {:>9.0} / {:>9.0} | {:>7} {:>7}/{n} {:>5} {:>7.0}/{:>7.0} +{:>6.0}/+{:>6.0} | {:>7} {:>7}/{n} {:>6} {:>7.0}/{:>7.0}",
                     rate,
+                    human(raw_sent),
                     raw.pct(0.5),
                     raw.pct(0.99),
+                    human(one_sent),
                     one[0].frames,
                     one[0].lost,
                     one[0].pct(0.5),
                     one[0].pct(0.99),
                     one[0].pct(0.5) - raw.pct(0.5),
                     one[0].pct(0.99) - raw.pct(0.99),
+                    human(ten_sent),
                     ten_min,
                     ten_lost,
                     ten[0].pct(0.5),

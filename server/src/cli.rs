@@ -464,10 +464,9 @@ async fn demo(args: DemoArgs) -> ExitCode {
     // (a PUB drops what it sends before a subscription arrives).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < deadline {
-        let connected = app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source: "0:0".into() }).get() == 1
-            && (0..workers).all(|w| {
-                app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source: format!("{w}:0") }).get() == 1
-            });
+        let connected = (0..workers).all(|w| {
+            app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source: format!("{w}:0") }).get() == 1
+        });
         if connected {
             break;
         }

@@ -472,7 +472,7 @@ mod tests {
         }
         let history: Vec<u8> = sub.history.messages().map(|b| b[0]).collect();
         assert_eq!(history.len(), 1000);
-        assert_eq!(history.iter().copied().enumerate().all(|(i, b)| b == i as u8), true);
+        assert!(history.iter().copied().enumerate().all(|(i, b)| b == i as u8));
         let mut live = Vec::new();
         while let Ok(b) = sub.rx.try_recv() {
             live.push(b[0]);

@@ -1,1 +1,157 @@
-fn main() {}
+//! Browser benchmark: the frame rate the dashboard ingests while its longest main-thread task
+//! stays under 50 ms, with 16 and 64 workers, and the page's memory after a sustained run.
+//!
+//! ```text
+//! cargo bench -p kvscope-e2e --bench browser
+//! ```
+//!
+//! For each worker count it starts `kvscope demo --workers W --rate R` (R batches per second per
+//! worker) at rising rates, opens the page in headless Chromium, lets it warm up, then measures
+//! for `KVSCOPE_BENCH_STEP_SECONDS` (default 15): frames the cards gained per second, and the
+//! longest main-thread task (PerformanceObserver 'longtask', installed before the app loads).
+//! The highest rate whose longest task stays under 50 ms and whose ingest keeps up with the
+//! demo (no lag notice, at least 90% of the offered frames) is the figure. Then it runs that
+//! rate for `KVSCOPE_BENCH_SOAK_SECONDS` (default 60; 600 for the ten-minute figure) and reads
+//! the page's memory: the JS heap (`performance.memory`), the wasm linear memory, and what the
+//! model retains. Every result is printed as one JSON object per line, prefixed `BENCH `.
+//!
+//! Env: KVSCOPE_BENCH_WORKERS (default "16,64"), KVSCOPE_BENCH_RATES (batches/s per worker,
+//! default "5,10,20,40,80,160"), KVSCOPE_BENCH_SCENARIO (default kimi-k3), KVSCOPE_BIN.
+
+use std::time::{Duration, Instant};
+
+use kvscope_e2e::*;
+use serde_json::{Value, json};
+
+fn env_list(name: &str, default: &str) -> Vec<f64> {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned()).split(',').filter_map(|s| s.trim().parse().ok()).collect()
+}
+
+fn env_secs(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+async fn frames_shown(b: &Browser) -> u64 {
+    b.js("return Array.from(document.querySelectorAll('[data-testid=\"worker-card\"] [data-testid=\"frames\"]'))\
+          .map(e => Number(e.textContent.replace(/[^0-9]/g, ''))).reduce((a, b) => a + b, 0);")
+        .await
+        .as_u64()
+        .unwrap_or(0)
+}
+
+async fn page_memory(b: &Browser) -> Value {
+    b.js("const m = performance.memory || {};\
+          const w = window.__kvWasm && window.__kvWasm.memory ? window.__kvWasm.memory.buffer.byteLength : null;\
+          const r = document.querySelector('[data-testid=\"memory\"]');\
+          return { js_heap_used_bytes: m.usedJSHeapSize || null, js_heap_total_bytes: m.totalJSHeapSize || null,\
+                   wasm_memory_bytes: w, retained: r ? r.textContent : null };")
+        .await
+}
+
+struct Step {
+    offered_fps: f64,
+    ingested_fps: f64,
+    longest_task_ms: f64,
+    long_tasks: u64,
+    lagged: bool,
+}
+
+async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step, Option<(Browser, Server)>) {
+    let server = Server::start(
+        &["demo", "--scenario", scenario, "--workers", &workers.to_string(), "--rate", &rate.to_string()],
+        free_port(),
+    )
+    .await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    b.wait_for(
+        &format!("return document.querySelectorAll('[data-testid=\"worker-card\"]').length >= {workers}"),
+        Duration::from_secs(60),
+        "every worker card",
+    )
+    .await;
+    // Warm up (wasm compile, first history burst), then reset the long-task record.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; return true;").await;
+    let f0 = frames_shown(&b).await;
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let f1 = frames_shown(&b).await;
+    let dt = t0.elapsed().as_secs_f64();
+    let longest = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
+    let long_tasks = b.js("return window.__kvLongTasks || 0;").await.as_u64().unwrap_or(0);
+    let lagged = b.js("return !document.querySelector('[data-testid=\"lagged\"]').hidden;").await.as_bool().unwrap_or(false);
+    let step = Step {
+        offered_fps: f64::from(workers) * rate,
+        ingested_fps: (f1.saturating_sub(f0)) as f64 / dt,
+        longest_task_ms: longest,
+        long_tasks,
+        lagged,
+    };
+    (step, Some((b, server)))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if let Some(why) = missing_prerequisite() {
+        eprintln!("browser bench skipped: {why}");
+        return;
+    }
+    let workers = env_list("KVSCOPE_BENCH_WORKERS", "16,64");
+    let rates = env_list("KVSCOPE_BENCH_RATES", "5,10,20,40,80,160");
+    let step_secs = env_secs("KVSCOPE_BENCH_STEP_SECONDS", 15);
+    let soak_secs = env_secs("KVSCOPE_BENCH_SOAK_SECONDS", 60);
+    let scenario = std::env::var("KVSCOPE_BENCH_SCENARIO").unwrap_or_else(|_| "kimi-k3".into());
+    let mut results = Vec::new();
+    for &w in &workers {
+        let w = w as u32;
+        let mut best: Option<(f64, Step)> = None;
+        for &rate in &rates {
+            let (step, handles) = measure(w, rate, &scenario, step_secs).await;
+            let ok = step.longest_task_ms < 50.0 && !step.lagged && step.ingested_fps >= 0.9 * step.offered_fps;
+            println!(
+                "BENCH {}",
+                json!({
+                    "kind": "step", "workers": w, "rate_per_worker": rate, "offered_fps": step.offered_fps,
+                    "ingested_fps": (step.ingested_fps * 10.0).round() / 10.0, "longest_task_ms": step.longest_task_ms,
+                    "long_tasks": step.long_tasks, "lagged": step.lagged, "responsive_and_keeping_up": ok,
+                })
+            );
+            if let Some((b, _server)) = handles {
+                b.close().await;
+            }
+            if !ok {
+                break;
+            }
+            best = Some((rate, step));
+        }
+        let Some((rate, step)) = best else {
+            println!("BENCH {}", json!({"kind": "max", "workers": w, "max_fps": null, "note": "even the lowest rate was not responsive"}));
+            continue;
+        };
+        // Sustained run at the best rate, then memory.
+        let (soak, handles) = measure(w, rate, &scenario, soak_secs).await;
+        let memory = match &handles {
+            Some((b, _)) => page_memory(b).await,
+            None => Value::Null,
+        };
+        if let Some((b, _server)) = handles {
+            let _ = b.screenshot(&format!("bench-{w}-workers")).await;
+            b.close().await;
+        }
+        let line = json!({
+            "kind": "max", "workers": w, "rate_per_worker": rate, "max_fps": (step.ingested_fps * 10.0).round() / 10.0,
+            "longest_task_ms": step.longest_task_ms,
+            "soak_seconds": soak_secs, "soak_ingested_fps": (soak.ingested_fps * 10.0).round() / 10.0,
+            "soak_longest_task_ms": soak.longest_task_ms, "soak_lagged": soak.lagged, "memory_after_soak": memory,
+        });
+        println!("BENCH {line}");
+        results.push(line);
+    }
+    let out = artifacts_dir().join("browser-bench.json");
+    let _ = std::fs::write(&out, serde_json::to_string_pretty(&results).unwrap_or_default());
+    eprintln!("wrote {}", out.display());
+}

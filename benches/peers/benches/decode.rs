@@ -18,7 +18,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kvscope_normalize::{Normalizer, Policy};
 use kvscope_peer_bench::dynamo::{self, DynamoListener};
 use kvscope_peer_bench::inputs::{self, Workload};
@@ -30,7 +30,9 @@ fn kvscope_pass(w: &Workload, policy: Policy, verdicts: &mut Vec<kvscope_normali
         let source = n.source(&format!("w{worker}"), 0);
         for p in stream {
             verdicts.clear();
-            let batch = n.push_payload(source, p.seq, black_box(&p.bytes), verdicts).expect("inputs decode");
+            let batch = n
+                .push_payload(source, p.seq, black_box(&p.bytes), verdicts)
+                .expect("inputs decode");
             black_box((&batch, &*verdicts));
         }
     }
@@ -82,7 +84,9 @@ fn bench_workload(c: &mut Criterion, w: &Workload) {
     group.bench_function("floor/skip", |b| {
         b.iter(|| {
             for p in w.payloads() {
-                black_box(kvscope_wire::skip_value(black_box(&p.bytes), 0, 32).expect("inputs walk"));
+                black_box(
+                    kvscope_wire::skip_value(black_box(&p.bytes), 0, 32).expect("inputs walk"),
+                );
             }
         })
     });
@@ -93,7 +97,8 @@ fn benches(c: &mut Criterion) {
     for w in inputs::all() {
         // Dynamo must accept every input, or the comparison would time an error path.
         for p in w.payloads() {
-            dynamo::decode(&p.bytes).unwrap_or_else(|e| panic!("{}: Dynamo rejects an input: {e}", w.name));
+            dynamo::decode(&p.bytes)
+                .unwrap_or_else(|e| panic!("{}: Dynamo rejects an input: {e}", w.name));
         }
         bench_workload(c, &w);
     }

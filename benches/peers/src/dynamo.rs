@@ -149,10 +149,15 @@ pub fn view(raw: &RawKvEvent) -> EventView {
             ownership: ownership.clone(),
             ..empty
         },
-        RawKvEvent::AllBlocksCleared { ownership } => {
-            EventView { event_type: "AllBlocksCleared", ownership: ownership.clone(), ..empty }
-        }
-        RawKvEvent::Ignored => EventView { event_type: "Ignored", ..empty },
+        RawKvEvent::AllBlocksCleared { ownership } => EventView {
+            event_type: "AllBlocksCleared",
+            ownership: ownership.clone(),
+            ..empty
+        },
+        RawKvEvent::Ignored => EventView {
+            event_type: "Ignored",
+            ..empty
+        },
     }
 }
 
@@ -177,11 +182,20 @@ pub enum Verdict {
     /// A `BlockStored` reached the index on `tier` with `blocks_published` of its
     /// `blocks_in_event` blocks (`create_stored_blocks` stops at the first block whose size is
     /// not the configured one, or whose tokens run short).
-    Stored { tier: &'static str, blocks_in_event: usize, blocks_published: usize },
+    Stored {
+        tier: &'static str,
+        blocks_in_event: usize,
+        blocks_published: usize,
+    },
     /// A `BlockStored` whose hashes (parent included) repeat: `convert_event` sends an empty
     /// `Removed` instead (a no-op in the index).
-    SelfReferencingStore { tier: &'static str },
-    Removed { tier: &'static str, blocks: usize },
+    SelfReferencingStore {
+        tier: &'static str,
+    },
+    Removed {
+        tier: &'static str,
+        blocks: usize,
+    },
     /// Clears every tier of the worker and rank (`Indexer::apply_event_routed`).
     Cleared,
 }
@@ -190,9 +204,9 @@ impl Verdict {
     /// The tier the event was applied on, if it was applied.
     pub fn tier(&self) -> Option<&'static str> {
         match self {
-            Verdict::Stored { tier, .. } | Verdict::SelfReferencingStore { tier } | Verdict::Removed { tier, .. } => {
-                Some(tier)
-            }
+            Verdict::Stored { tier, .. }
+            | Verdict::SelfReferencingStore { tier }
+            | Verdict::Removed { tier, .. } => Some(tier),
             Verdict::Cleared => Some("device"),
             Verdict::Skipped(_) | Verdict::DroppedInConversion => None,
         }
@@ -206,7 +220,10 @@ pub enum BatchOutcome {
     /// and every event of the batch is lost.
     Lost { error: String },
     /// One verdict per event, in order, and the dp rank the events were filed under.
-    Events { dp_rank: u32, verdicts: Vec<Verdict> },
+    Events {
+        dp_rank: u32,
+        verdicts: Vec<Verdict>,
+    },
 }
 
 /// One ZMQ listener of the standalone indexer: one worker, one rank, one normalizer.
@@ -239,11 +256,21 @@ impl DynamoListener {
     pub fn apply(&mut self, seq: u64, payload: &[u8]) -> BatchOutcome {
         let batch = match decode_event_batch(payload) {
             Ok(batch) => batch,
-            Err(error) => return BatchOutcome::Lost { error: error.to_string() },
+            Err(error) => {
+                return BatchOutcome::Lost {
+                    error: error.to_string(),
+                };
+            }
         };
-        let dp_rank = batch.data_parallel_rank.map_or(self.dp_rank, |rank| rank.cast_unsigned());
+        let dp_rank = batch
+            .data_parallel_rank
+            .map_or(self.dp_rank, |rank| rank.cast_unsigned());
         let worker = WorkerWithDpRank::new(self.worker_id, dp_rank);
-        let verdicts = batch.events.into_iter().map(|raw| self.classify(raw, seq, worker)).collect();
+        let verdicts = batch
+            .events
+            .into_iter()
+            .map(|raw| self.classify(raw, seq, worker))
+            .collect();
         BatchOutcome::Events { dp_rank, verdicts }
     }
 
@@ -259,11 +286,16 @@ impl DynamoListener {
         };
         let tier = tier_name(placement.placement.tier);
         match placement.event.data {
-            KvCacheEventData::Stored(store) => {
-                Verdict::Stored { tier, blocks_in_event, blocks_published: store.blocks.len() }
-            }
+            KvCacheEventData::Stored(store) => Verdict::Stored {
+                tier,
+                blocks_in_event,
+                blocks_published: store.blocks.len(),
+            },
             KvCacheEventData::Removed(_) if was_store => Verdict::SelfReferencingStore { tier },
-            KvCacheEventData::Removed(remove) => Verdict::Removed { tier, blocks: remove.block_hashes.len() },
+            KvCacheEventData::Removed(remove) => Verdict::Removed {
+                tier,
+                blocks: remove.block_hashes.len(),
+            },
             KvCacheEventData::Cleared => Verdict::Cleared,
         }
     }
@@ -271,8 +303,12 @@ impl DynamoListener {
     /// The benchmark path: decode and `normalize` every event, as the listener does, without
     /// the bookkeeping of [`DynamoListener::apply`]. Returns how many events reached the index.
     pub fn decode_and_normalize(&mut self, seq: u64, payload: &[u8]) -> usize {
-        let Ok(batch) = decode_event_batch(payload) else { return 0 };
-        let dp_rank = batch.data_parallel_rank.map_or(self.dp_rank, |rank| rank.cast_unsigned());
+        let Ok(batch) = decode_event_batch(payload) else {
+            return 0;
+        };
+        let dp_rank = batch
+            .data_parallel_rank
+            .map_or(self.dp_rank, |rank| rank.cast_unsigned());
         let worker = WorkerWithDpRank::new(self.worker_id, dp_rank);
         let mut applied = 0;
         for raw in batch.events {
@@ -287,9 +323,8 @@ impl DynamoListener {
 
 fn raw_block_count(raw: &RawKvEvent) -> usize {
     match raw {
-        RawKvEvent::BlockStored { block_hashes, .. } | RawKvEvent::BlockRemoved { block_hashes, .. } => {
-            block_hashes.len()
-        }
+        RawKvEvent::BlockStored { block_hashes, .. }
+        | RawKvEvent::BlockRemoved { block_hashes, .. } => block_hashes.len(),
         RawKvEvent::AllBlocksCleared { .. } | RawKvEvent::Ignored => 0,
     }
 }

@@ -54,14 +54,24 @@ impl Workload {
     /// Events in the workload, as kvscope decodes them (every payload decodes).
     pub fn total_events(&self) -> usize {
         self.payloads()
-            .map(|p| kvscope_wire::decode_batch(&p.bytes).expect("benchmark inputs decode").events.len())
+            .map(|p| {
+                kvscope_wire::decode_batch(&p.bytes)
+                    .expect("benchmark inputs decode")
+                    .events
+                    .len()
+            })
             .sum()
     }
 }
 
 /// All four workloads, in report order.
 pub fn all() -> Vec<Workload> {
-    vec![kimi_k3(), small_gpu(SYNTHETIC_BATCHES), cpu_offload(SYNTHETIC_BATCHES), sglang(SYNTHETIC_BATCHES)]
+    vec![
+        kimi_k3(),
+        small_gpu(SYNTHETIC_BATCHES),
+        cpu_offload(SYNTHETIC_BATCHES),
+        sglang(SYNTHETIC_BATCHES),
+    ]
 }
 
 /// Batches per synthetic stream: a few thousand events, about a megabyte or less.
@@ -73,7 +83,10 @@ pub fn kimi_k3() -> Workload {
         .map(|w| {
             kvscope_corpus::kimi_k3_stream(w)
                 .into_iter()
-                .map(|m| Payload { seq: m.seq, bytes: Cow::Borrowed(m.payload) })
+                .map(|m| Payload {
+                    seq: m.seq,
+                    bytes: Cow::Borrowed(m.payload),
+                })
                 .collect()
         })
         .collect();
@@ -179,14 +192,18 @@ fn tokens(w: &mut Writer, token_ids: &[u32]) {
 /// A vLLM 0.24+ `BlockStored` map.
 pub fn vllm_store(s: &VllmStore<'_>) -> Vec<u8> {
     let mut w = Writer::new();
-    let keys = 9 + usize::from(s.extra_keys.is_some()) + usize::from(s.kv_cache_spec_kind.is_some());
+    let keys =
+        9 + usize::from(s.extra_keys.is_some()) + usize::from(s.kv_cache_spec_kind.is_some());
     if s.map16_header {
         w.buf.push(0xde);
         w.buf.extend_from_slice(&(keys as u16).to_be_bytes());
     } else {
         w.map(keys);
     }
-    w.key("type").str("BlockStored").key("block_hashes").array(s.block_hashes.len());
+    w.key("type")
+        .str("BlockStored")
+        .key("block_hashes")
+        .array(s.block_hashes.len());
     for &h in s.block_hashes {
         w.uint(h);
     }
@@ -217,11 +234,18 @@ pub fn vllm_store(s: &VllmStore<'_>) -> Vec<u8> {
 /// A vLLM 0.24+ `BlockRemoved` map.
 pub fn vllm_remove(block_hashes: &[u64], medium: &str, group_idx: u32) -> Vec<u8> {
     let mut w = Writer::new();
-    w.map(4).key("type").str("BlockRemoved").key("block_hashes").array(block_hashes.len());
+    w.map(4)
+        .key("type")
+        .str("BlockRemoved")
+        .key("block_hashes")
+        .array(block_hashes.len());
     for &h in block_hashes {
         w.uint(h);
     }
-    w.key("medium").str(medium).key("group_idx").uint(group_idx as u64);
+    w.key("medium")
+        .str(medium)
+        .key("group_idx")
+        .uint(group_idx as u64);
     w.into_bytes()
 }
 
@@ -244,7 +268,11 @@ pub struct SglangStore<'a> {
 
 pub fn sglang_store(s: &SglangStore<'_>) -> Vec<u8> {
     let mut w = Writer::new();
-    w.map(7).key("type").str("BlockStored").key("block_hashes").array(s.block_hashes.len());
+    w.map(7)
+        .key("type")
+        .str("BlockStored")
+        .key("block_hashes")
+        .array(s.block_hashes.len());
     for &h in s.block_hashes {
         w.int(h);
     }
@@ -255,13 +283,22 @@ pub fn sglang_store(s: &SglangStore<'_>) -> Vec<u8> {
     };
     w.key("token_ids");
     tokens(&mut w, s.token_ids);
-    w.key("block_size").uint(s.block_size as u64).key("lora_id").nil().key("medium").str(s.medium);
+    w.key("block_size")
+        .uint(s.block_size as u64)
+        .key("lora_id")
+        .nil()
+        .key("medium")
+        .str(s.medium);
     w.into_bytes()
 }
 
 pub fn sglang_remove(block_hashes: &[i64], medium: &str) -> Vec<u8> {
     let mut w = Writer::new();
-    w.map(3).key("type").str("BlockRemoved").key("block_hashes").array(block_hashes.len());
+    w.map(3)
+        .key("type")
+        .str("BlockRemoved")
+        .key("block_hashes")
+        .array(block_hashes.len());
     for &h in block_hashes {
         w.int(h);
     }
@@ -273,7 +310,16 @@ pub fn sglang_remove(block_hashes: &[i64], medium: &str) -> Vec<u8> {
 // Synthetic streams
 
 fn single_stream(payloads: Vec<Vec<u8>>) -> Vec<Vec<Payload>> {
-    vec![payloads.into_iter().enumerate().map(|(i, b)| Payload { seq: i as u64, bytes: Cow::Owned(b) }).collect()]
+    vec![
+        payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| Payload {
+                seq: i as u64,
+                bytes: Cow::Owned(b),
+            })
+            .collect(),
+    ]
 }
 
 /// Small GPU blocks: per batch 1-6 events; a store has 1-4 blocks of 16 tokens and continues the
@@ -412,7 +458,7 @@ mod tests {
     //! The encoders write what the releases write: corpus payloads rebuilt from their decoded
     //! fields come out byte for byte.
 
-    use kvscope_wire::{decode_batch, KvEvent};
+    use kvscope_wire::{KvEvent, decode_batch};
 
     use super::*;
 
@@ -421,7 +467,10 @@ mod tests {
         let (len, mut at) = match bytes[0] {
             m @ 0x90..=0x9f => ((m & 0x0f) as usize, 1),
             0xdc => (u16::from_be_bytes([bytes[1], bytes[2]]) as usize, 3),
-            0xdd => (u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize, 5),
+            0xdd => (
+                u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize,
+                5,
+            ),
             m => panic!("not an array: {m:#x}"),
         };
         let mut out = Vec::with_capacity(len);
@@ -430,7 +479,10 @@ mod tests {
                 m @ 0x00..=0x7f => (m as u32, 1),
                 0xcc => (bytes[at + 1] as u32, 2),
                 0xcd => (u16::from_be_bytes([bytes[at + 1], bytes[at + 2]]) as u32, 3),
-                0xce => (u32::from_be_bytes(bytes[at + 1..at + 5].try_into().unwrap()), 5),
+                0xce => (
+                    u32::from_be_bytes(bytes[at + 1..at + 5].try_into().unwrap()),
+                    5,
+                ),
                 m => panic!("not a token id: {m:#x}"),
             };
             out.push(v);
@@ -512,7 +564,8 @@ mod tests {
             ("sglang-0.5.23/sglang-1.msgpack", true),
         ];
         for (file, sglang) in cases {
-            let payload = kvscope_corpus::payload(file).unwrap_or_else(|| panic!("{file} is not in the corpus"));
+            let payload = kvscope_corpus::payload(file)
+                .unwrap_or_else(|| panic!("{file} is not in the corpus"));
             let rebuilt = rebuild(payload, sglang, file.starts_with("vllm-0.33.0/"));
             let first_diff = rebuilt.iter().zip(payload).position(|(a, b)| a != b);
             assert!(
@@ -527,7 +580,11 @@ mod tests {
     #[test]
     fn synthetic_streams_decode_and_have_the_advertised_shape() {
         for w in all() {
-            assert!(w.payload_count() > 0 && w.total_events() > w.payload_count(), "{}", w.name);
+            assert!(
+                w.payload_count() > 0 && w.total_events() > w.payload_count(),
+                "{}",
+                w.name
+            );
             for p in w.payloads() {
                 let batch = decode_batch(&p.bytes).unwrap_or_else(|e| panic!("{}: {e}", w.name));
                 for e in &batch.events {
@@ -537,7 +594,9 @@ mod tests {
                                 assert!((1..=4).contains(&s.block_hashes.len()));
                                 assert_eq!(s.token_ids.count as usize, 16 * s.block_hashes.len());
                             }
-                            "cpu_offload" => assert_eq!((s.block_size, s.token_ids.count), (Some(0), 0)),
+                            "cpu_offload" => {
+                                assert_eq!((s.block_size, s.token_ids.count), (Some(0), 0))
+                            }
                             "sglang" => assert_eq!(s.block_hashes.len(), 1),
                             _ => {}
                         }

@@ -17,6 +17,29 @@
 //! Codes compared per verdict are [`crate::Verdict::code`] (`store device 2`,
 //! `offload_block_size_mismatch host_pinned`); a payload that does not decode yields one code
 //! `decode_error <kind>` for the whole frame.
+//!
+//! # Format
+//!
+//! ```json
+//! {"name": "...", "about": "why it exists", "block_size": 1536,
+//!  "frames": [
+//!    {"source": "w0:0", "seq": 8, "corpus": "vllm-0.33.0/kimi_k3_agg-w0-09.msgpack"},
+//!    {"source": "w0:0", "seq": 9, "encoding": "array", "events": [
+//!      {"type": "BlockStored", "hashes": [9], "block_size": 12288, "medium": "cpu", "group_idx": 3}]},
+//!    {"source": "w0:0", "seq": 10, "raw_hex": "93 cb"}],
+//!  "expect": {
+//!    "fixed":  {"verdicts": ["...", "offload_block_size_mismatch host_pinned"],
+//!               "text": {"1": "medium \"cpu\" -> HostPinned (case-insensitive); ..."},
+//!               "sources": {"w0:0": {"fatal": [0, null], "offload": [1, 0], "conversion": [0, 0],
+//!                                    "trees": {"device": 2}}}},
+//!    "legacy": {"verdicts": ["..."]}}}
+//! ```
+//!
+//! Event fields ([`EventSpec`]): `type`, `hashes`, `parent`, `tokens` (default: hashes x
+//! block_size), `block_size` (required for stores), `medium`, `group_idx`, `kind`; an absent field
+//! is absent on the wire (map encoding) or nil (array encoding). `text` keys index `verdicts`.
+//! `sources` fields are optional; `trees` (live blocks per tier, unlisted tiers empty) is checked
+//! by hosts that keep trees.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -234,8 +257,11 @@ pub struct VectorReport {
     pub vectors: usize,
     /// (vector, policy) cases run.
     pub runs: usize,
+    /// Cases with at least one mismatch.
+    pub failed_runs: usize,
     /// Tree expectations the host could not check (it keeps no trees).
     pub tree_checks_skipped: usize,
+    /// One entry per mismatch, `vector [policy]: what differs`.
     pub failures: Vec<String>,
 }
 
@@ -246,10 +272,11 @@ impl VectorReport {
         assert!(self.runs > 0, "host {}: no normalizer vector ran; is vectors/normalizer.json empty?", self.host);
         assert!(
             self.failures.is_empty(),
-            "host {}: {} of {} vector runs failed:\n{}",
+            "host {}: {} of {} vector runs failed ({} mismatches):\n{}",
             self.host,
-            self.failures.len(),
+            self.failed_runs,
             self.runs,
+            self.failures.len(),
             self.failures.join("\n")
         );
         assert_eq!(self.runs, expected_runs, "host {}: ran {} vector cases, expected {expected_runs}", self.host, self.runs);
@@ -284,10 +311,14 @@ pub fn run_vectors(host: &mut impl VectorHost) -> VectorReport {
                 continue;
             }
             report.runs += 1;
+            let before = report.failures.len();
             let case = VectorCase { vector: &vector.name, policy, block_size: vector.block_size, frames: &frames };
             match host.run(&case) {
                 Ok(out) => compare(vector, policy, expect, &out, &mut report),
                 Err(e) => report.failures.push(format!("{} [{policy}]: host error: {e}", vector.name)),
+            }
+            if report.failures.len() > before {
+                report.failed_runs += 1;
             }
         }
     }
@@ -615,6 +646,39 @@ mod tests {
             assert_eq!(batch.events[2].event_type(), kvscope_wire::EventType::AllBlocksCleared);
             assert_eq!(batch.events[3].event_type(), kvscope_wire::EventType::Unknown);
         }
+    }
+
+    /// The runner must fail a host that returns nothing or the wrong thing, not pass it vacuously.
+    #[test]
+    fn runner_reports_a_host_that_gets_it_wrong() {
+        struct Wrong;
+        impl VectorHost for Wrong {
+            fn name(&self) -> &str {
+                "wrong"
+            }
+            fn corpus_payload(&self, _file: &str) -> Option<Vec<u8>> {
+                Some(b"\x90".to_vec())
+            }
+            fn run(&mut self, case: &VectorCase<'_>) -> Result<VectorOutput, String> {
+                let mut out = VectorOutput::default();
+                for f in case.frames {
+                    out.verdicts.push(OutVerdict { code: format!("seq {}", f.seq), text: String::new() });
+                }
+                Ok(out)
+            }
+        }
+        let report = run_vectors(&mut Wrong);
+        assert_eq!(report.runs, case_count());
+        assert_eq!(report.failed_runs, report.runs, "every case must fail");
+        assert!(report.failures[0].contains("verdicts differ"), "{}", report.failures[0]);
+        let panic = std::panic::catch_unwind(|| report.assert_ok(report.runs)).unwrap_err();
+        let message = panic.downcast_ref::<String>().unwrap();
+        let head = format!("host wrong: {0} of {0} vector runs failed ({1} mismatches):", report.runs, report.failures.len());
+        assert!(message.starts_with(&head), "{message}");
+        let empty = VectorReport { host: "empty".into(), ..Default::default() };
+        let panic = std::panic::catch_unwind(|| empty.assert_ok(0)).unwrap_err();
+        let message = panic.downcast_ref::<String>().unwrap();
+        assert_eq!(message, "host empty: no normalizer vector ran; is vectors/normalizer.json empty?");
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Generator {
         self.gpu_live.push_back(hash);
         // Every 8 GPU blocks of a request, the offload connector stores one 8 x 1536 block on
         // the cpu tier, under the hash of the last GPU block it covers, in the next batch.
-        if self.chain.len() % 8 == 0 {
+        if self.chain.len().is_multiple_of(8) {
             let covered = &self.chain[self.chain.len() - 8..];
             let token_ids: Vec<u32> = covered.iter().flat_map(|(_, t)| t.iter().copied()).collect();
             self.pending_offload = Some(Stored {
@@ -202,13 +202,13 @@ impl Generator {
             });
             self.offload_live.push_back(hash);
         }
-        if self.tick % 3 == 0 && self.gpu_live.len() > 16 {
+        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 16 {
             let old = self.gpu_live.pop_front().expect("len > 16");
             for group in 0..4u32 {
                 events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("GPU".into()), group_idx: Some(group) });
             }
         }
-        if self.tick % 11 == 0 && self.offload_live.len() > 4 {
+        if self.tick.is_multiple_of(11) && self.offload_live.len() > 4 {
             let old = self.offload_live.pop_front().expect("len > 4");
             events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("cpu".into()), group_idx: Some(3) });
         }
@@ -221,7 +221,7 @@ impl Generator {
         let signed = |h: u64| Hash::I64(h as i64);
         for (tier, medium) in SGLANG_MEDIA.iter().enumerate() {
             // GPU every page; write-through to host every 2nd, disk every 4th, external every 8th.
-            if self.tick % (1 << tier) != 0 {
+            if !self.tick.is_multiple_of(1 << tier) {
                 continue;
             }
             events.push(Event::Stored(Stored {
@@ -235,12 +235,12 @@ impl Generator {
             self.tiers_live[tier].push_back(hash);
         }
         for (tier, every) in [(0usize, 3u64), (1, 5), (2, 9), (3, 17)] {
-            if self.tick % every == 0 && self.tiers_live[tier].len() > 8 {
+            if self.tick.is_multiple_of(every) && self.tiers_live[tier].len() > 8 {
                 let old = self.tiers_live[tier].pop_front().expect("len > 8");
                 events.push(Event::Removed { hashes: vec![signed(old)], medium: Some(SGLANG_MEDIA[tier].into()), group_idx: None });
             }
         }
-        if self.tick % 2000 == 0 {
+        if self.tick.is_multiple_of(2000) {
             events.push(Event::Cleared);
             self.tiers_live = Default::default();
             self.chain.clear();
@@ -264,7 +264,7 @@ impl Generator {
         }));
         self.gpu_live.push_back(hash);
         // LMCache stores a 256-token chunk once 16 blocks of the request are in.
-        if self.chain.len() % 16 == 0 {
+        if self.chain.len().is_multiple_of(16) {
             let chunk = Hash::I64(self.rng.next_u64() as i64);
             let token_ids: Vec<u32> = self.chain[self.chain.len() - 16..].iter().flat_map(|(_, t)| t.iter().copied()).collect();
             let parent = self.offload_live.back().map(|h| Hash::I64(*h as i64)).filter(|_| self.chain.len() > 16);
@@ -283,7 +283,7 @@ impl Generator {
                 self.offload_live.push_back(h as u64);
             }
         }
-        if self.tick % 3 == 0 && self.gpu_live.len() > 32 {
+        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 32 {
             let old = self.gpu_live.pop_front().expect("len > 32");
             events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("GPU".into()), group_idx: Some(0) });
         }

@@ -159,7 +159,7 @@ async fn a_client_that_never_reads_costs_nothing_but_its_own_frames() {
     assert_eq!(received.load(Ordering::Relaxed), FRAMES);
     let (max_history, max_queued) = sampler.await.unwrap();
     assert!(max_history <= (HISTORY_MIB << 20) as f64, "history ring {max_history} bytes > --history-bytes");
-    assert!(max_queued <= (2 * QUEUE_MIB << 20) as f64, "client queues {max_queued} bytes > 2 x --client-queue-bytes");
+    assert!(max_queued <= ((2 * QUEUE_MIB) << 20) as f64, "client queues {max_queued} bytes > 2 x --client-queue-bytes");
     let m = server.metrics().await;
     assert!(metric_value(&m, "kvscope_client_lagged_frames_total") > 0.0);
     assert!(metric_value(&m, "kvscope_history_evicted_frames_total") > 0.0, "the ring evicted to stay bounded");

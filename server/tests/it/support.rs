@@ -49,9 +49,11 @@ impl Server {
         let mut lines = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| {
-                panic!("kvscope {args:?} did not print `listening on` within 30 s; printed {lines:?}")
-            });
+            let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("kvscope {args:?} did not print `listening on` within 30 s; printed {lines:?}");
+            };
             if let Some(rest) = line.strip_prefix("listening on http://") {
                 let addr = rest.split('/').next().unwrap().to_owned();
                 lines.push(line);

@@ -345,6 +345,8 @@ pub struct Model {
     pub last_protocol_error: Option<String>,
     /// Something global (sources, policies, timeline) changed since the last flush.
     pub dirty: bool,
+    /// Events per (class under A, class under B) where the two differ, over every event seen.
+    differences: BTreeMap<(ClassCode, ClassCode), u64>,
     /// Scratch buffers, kept to avoid an allocation per frame.
     scratch: [Vec<Outcome>; 2],
 }
@@ -380,6 +382,7 @@ impl Model {
             protocol_errors: 0,
             last_protocol_error: None,
             dirty: true,
+            differences: BTreeMap::new(),
             scratch: Default::default(),
         }
     }
@@ -414,6 +417,15 @@ impl Model {
 
     pub fn trees(&self) -> &Trees {
         &self.trees
+    }
+
+    /// Where the policies decided differently: (class under A, class under B, events), most
+    /// events first.
+    pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, u64)> {
+        let mut v: Vec<_> =
+            self.differences.iter().map(|((a, b), n)| (self.classes.get(*a), self.classes.get(*b), *n)).collect();
+        v.sort_by(|x, y| y.2.cmp(&x.2));
+        v
     }
 
     /// Time span of the retained marks, in ms since the first frame.
@@ -732,6 +744,9 @@ impl Model {
                 if side == tree_side {
                     self.trees.apply(source, &batch.events[i], outcome, batch.ts);
                 }
+            }
+            if codes[0] != codes[1] {
+                *self.differences.entry((codes[0], codes[1])).or_default() += 1;
             }
             let event_id = self.next_event_id;
             self.next_event_id += 1;

@@ -226,3 +226,27 @@ fn the_indexer_log_marks_where_legacy_exits() {
     assert!(b.iter().all(|l| !l.fatal));
     assert!(b.iter().any(|l| l.text.contains("offload_block_size_mismatch")), "{b:?}");
 }
+
+#[test]
+fn the_differences_name_the_same_events_under_each_policy() {
+    let m = loaded(1536);
+    let d = m.differences();
+    let (a, b, n) = d.iter().find(|(a, _, _)| a.is_some_and(|c| c.kind == VerdictKind::Fatal)).expect("a fatal under A");
+    assert_eq!(b.unwrap().describe(), "skipped offload_block_size_mismatch on host_pinned");
+    assert_eq!(a.unwrap().describe(), "fatal block_size_mismatch on device (medium \"cpu\" fell back)");
+    let fatal: u64 = (0..3).map(|w| count(&m, w, Side::A, VerdictKind::Fatal, "block_size_mismatch")).sum();
+    assert_eq!(*n, fatal);
+}
+
+#[test]
+fn the_tier_trees_hold_what_policy_b_applied() {
+    let m = loaded(1536);
+    for w in 0..3 {
+        let device = m.trees().blocks(w, StorageTier::Device);
+        assert!(device > 0);
+        let s = m.trees().summary(w, StorageTier::Device).unwrap();
+        assert_eq!(s.blocks as u64, device);
+        let hash = s.largest[0].root;
+        assert!(m.trees().search(hash).iter().any(|(src, tier, _)| *src == w && *tier == StorageTier::Device));
+    }
+}

@@ -164,6 +164,13 @@ pub fn FleetBar() -> impl IntoView {
                     s
                 }}
             </span>
+            <span class="lagged" data-testid="lagged" hidden=move || { fleet.track(); fleet.with_model(|m| m.lagged_frames == 0) }>
+                {move || {
+                    fleet.track();
+                    let n = fleet.with_model(|m| m.lagged_frames);
+                    format!("this page lost {} frames (it read too slowly); the server's --client-queue-bytes raises the bound", thousands(n))
+                }}
+            </span>
             <span class="paused-note" hidden=move || !fleet.paused.get()>
                 "paused: still receiving, views frozen"
             </span>

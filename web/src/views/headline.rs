@@ -130,9 +130,47 @@ pub fn Headline() -> impl IntoView {
         fleet.track();
         fleet.with_model(|m| [summarize(m, Side::A), summarize(m, Side::B)])
     };
+    let differences = move || {
+        fleet.track();
+        fleet.with_model(|m| {
+            let (pa, pb) = (m.policy_name(Side::A).to_owned(), m.policy_name(Side::B).to_owned());
+            m.differences()
+                .into_iter()
+                .take(6)
+                .map(|(a, b, n)| {
+                    let d = |c: Option<&crate::model::classes::Class>| c.map_or("no verdict".to_owned(), |c| c.describe());
+                    (thousands(n), format!("{pa}: {}", d(a)), format!("{pb}: {}", d(b)))
+                })
+                .collect::<Vec<_>>()
+        })
+    };
     view! {
         <section class="headline" aria-labelledby="headline-title" data-testid="headline">
             <h2 id="headline-title" class="visually-hidden">"What each policy does to the indexer"</h2>
+            <div class="differences" data-testid="differences">
+                {move || {
+                    let rows = differences();
+                    if rows.is_empty() {
+                        return view! { <p class="quiet">"Policies A and B decide every event the same way."</p> }.into_any();
+                    }
+                    view! {
+                        <p><strong>"Where the two policies disagree"</strong>" (events, same event under each):"</p>
+                        <ul>
+                            {rows
+                                .into_iter()
+                                .map(|(n, a, b)| view! {
+                                    <li>
+                                        <span class="n">{n}</span>" events: "
+                                        <span class="side side-a">"A"</span>" "{a}" → "
+                                        <span class="side side-b">"B"</span>" "{b}
+                                    </li>
+                                })
+                                .collect_view()}
+                        </ul>
+                    }
+                    .into_any()
+                }}
+            </div>
             {move || {
                 summaries()
                     .into_iter()

@@ -29,7 +29,9 @@ pub enum Rejection {
 impl Rejection {
     pub fn message(self) -> &'static str {
         match self {
-            Rejection::BinBlockHash => "data did not match any variant of untagged enum BlockHashValue",
+            Rejection::BinBlockHash => {
+                "data did not match any variant of untagged enum BlockHashValue"
+            }
             Rejection::TwoElementBatch => "invalid length 2, expected a tuple of size 3",
         }
     }
@@ -180,6 +182,9 @@ pub fn theirs(view: &dynamo::EventView) -> Fields {
 /// Every manifest entry, in manifest order.
 pub fn corpus() -> &'static [Entry] {
     let entries = kvscope_corpus::manifest();
-    assert!(!entries.is_empty(), "the corpus manifest is empty: is tests/fixtures/kv-events there?");
+    assert!(
+        !entries.is_empty(),
+        "the corpus manifest is empty: is tests/fixtures/kv-events there?"
+    );
     entries
 }

@@ -18,9 +18,17 @@ const BATCH_REJECTED: &str = "batch_decode_rejected";
 fn expected(v: &dynamo::Verdict) -> (String, Option<&'static str>, u32) {
     match v {
         dynamo::Verdict::Skipped(reason) => ((*reason).to_owned(), None, 0),
-        dynamo::Verdict::DroppedInConversion => panic!("convert_event dropped an event preprocessing let through"),
-        dynamo::Verdict::Stored { tier, blocks_published, .. } => ("store".into(), Some(tier), *blocks_published as u32),
-        dynamo::Verdict::SelfReferencingStore { tier } => ("self_referencing_store".into(), Some(tier), 0),
+        dynamo::Verdict::DroppedInConversion => {
+            panic!("convert_event dropped an event preprocessing let through")
+        }
+        dynamo::Verdict::Stored {
+            tier,
+            blocks_published,
+            ..
+        } => ("store".into(), Some(tier), *blocks_published as u32),
+        dynamo::Verdict::SelfReferencingStore { tier } => {
+            ("self_referencing_store".into(), Some(tier), 0)
+        }
         dynamo::Verdict::Removed { tier, blocks } => ("remove".into(), Some(tier), *blocks as u32),
         dynamo::Verdict::Cleared => ("clear".into(), None, 0),
     }
@@ -56,14 +64,28 @@ fn dynamo_preset_gives_dynamos_verdict_for_every_corpus_event() {
                         }
                     }
                 }
-                BatchOutcome::Events { verdicts: theirs, .. } => {
-                    assert_eq!(theirs.len(), verdicts.len(), "{name} seq {seq}: event counts differ");
+                BatchOutcome::Events {
+                    verdicts: theirs, ..
+                } => {
+                    assert_eq!(
+                        theirs.len(),
+                        verdicts.len(),
+                        "{name} seq {seq}: event counts differ"
+                    );
                     for (d, k) in theirs.iter().zip(&verdicts) {
                         compared += 1;
                         let want = expected(d);
-                        let got = (k.label().as_str().to_owned(), k.tier.map(|t| t.label()), k.blocks_applied());
+                        let got = (
+                            k.label().as_str().to_owned(),
+                            k.tier.map(|t| t.label()),
+                            k.blocks_applied(),
+                        );
                         // Clears touch every tier; kvscope leaves their tier unset.
-                        let same = if want.0 == "clear" { got.0 == "clear" } else { got == want };
+                        let same = if want.0 == "clear" {
+                            got.0 == "clear"
+                        } else {
+                            got == want
+                        };
                         if !same {
                             mismatches.push(format!(
                                 "{name} seq {seq} events[{}]: Dynamo {d:?}, preset {}",
@@ -78,17 +100,31 @@ fn dynamo_preset_gives_dynamos_verdict_for_every_corpus_event() {
         let theirs = u64::from(listener.warnings());
         let ours_total = ours.counters(source).budget(BudgetKind::Conversion).total();
         if theirs != ours_total {
-            mismatches.push(format!("{name}: Dynamo counted {theirs} conversion warnings, the preset {ours_total}"));
+            mismatches.push(format!(
+                "{name}: Dynamo counted {theirs} conversion warnings, the preset {ours_total}"
+            ));
         }
     };
     for entry in corpus().iter().filter(|e| e.scenario != "kimi_k3_agg") {
-        check_stream(&entry.file, configured_block_size(entry), vec![(0, entry.payload())]);
+        check_stream(
+            &entry.file,
+            configured_block_size(entry),
+            vec![(0, entry.payload())],
+        );
     }
     for worker in 0..kvscope_corpus::KIMI_K3_WORKERS {
-        let messages = kvscope_corpus::kimi_k3_stream(worker).into_iter().map(|m| (m.seq, m.payload)).collect();
+        let messages = kvscope_corpus::kimi_k3_stream(worker)
+            .into_iter()
+            .map(|m| (m.seq, m.payload))
+            .collect();
         check_stream(&format!("kimi_k3 worker {worker}"), 1536, messages);
     }
     println!("{compared} events compared, {lost_events} events in batches Dynamo rejects");
     assert!(compared > 0 && lost_events > 0, "nothing was compared");
-    assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
 }
