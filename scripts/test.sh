@@ -29,6 +29,11 @@ step "native tests (workspace)"
 # KVSCOPE_REQUIRE_WEB makes the server build fail, naming the command, if dist/ were missing.
 KVSCOPE_REQUIRE_WEB=1 cargo test --workspace --exclude kvscope-e2e
 
+step "browser-side crates: no Instant::now, threads or std::fs on wasm32 (clippy)"
+CLIPPY_CONF_DIR=scripts/clippy_wasm cargo clippy --target wasm32-unknown-unknown \
+  -p kvscope-wire -p kvscope-normalize -p kvscope-tiers -p kvscope-protocol -p kvscope-wasm -p kvscope-web \
+  -- -D clippy::disallowed_methods -D clippy::disallowed_types
+
 # The wasm test runner prefers geckodriver when one is on PATH; name chromedriver explicitly.
 export CHROMEDRIVER=/usr/bin/chromedriver
 export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-300}

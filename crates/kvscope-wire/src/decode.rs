@@ -174,14 +174,12 @@ fn describe(err: &rmp_serde::decode::Error) -> (DecodeErrorKind, String) {
         E::LengthMismatch(n) => (DecodeErrorKind::Malformed, format!("array length mismatch ({n})")),
         E::Uncategorized(msg) => (DecodeErrorKind::Malformed, msg.clone()),
         E::Syntax(msg) => {
-            if let Some(rest) = msg.strip_prefix("invalid type: ") {
-                if let Some((found, expected)) = rest.split_once(", expected ") {
-                    let found = found
-                        .replace("unit value", "nil")
-                        .replace("sequence", "array")
-                        .replace("byte array", "bin");
-                    return (DecodeErrorKind::TypeMismatch, format!("expected {expected}, found {found}"));
-                }
+            // serde's wording is "invalid type: A, expected B"; ours leads with the expectation.
+            if let Some((found, expected)) =
+                msg.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected "))
+            {
+                let found = found.replace("unit value", "nil").replace("sequence", "array").replace("byte array", "bin");
+                return (DecodeErrorKind::TypeMismatch, format!("expected {expected}, found {found}"));
             }
             (DecodeErrorKind::InvalidValue, msg.clone())
         }

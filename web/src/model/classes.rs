@@ -61,7 +61,8 @@ impl Class {
     /// "fatal block_size_mismatch on host_pinned", for legends and hover text.
     pub fn describe(&self) -> String {
         match (&self.kind, &self.tier) {
-            (VerdictKind::Applied, _) => format!("applied on {}", self.reason),
+            (VerdictKind::Applied, Some(tier)) => format!("applied on {tier}"),
+            (VerdictKind::Applied, None) => format!("applied on {}", self.reason),
             (kind, Some(tier)) => format!("{} {} on {}", kind.as_str(), self.reason, tier),
             (kind, None) => format!("{} {}", kind.as_str(), self.reason),
         }

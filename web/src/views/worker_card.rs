@@ -195,8 +195,9 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
                                         }
                                     };
                                     let [ca, cb] = r.cells.clone();
+                                    let routine = r.kind == VerdictKind::Skipped && crate::model::classes::is_filter_reason(&r.reason);
                                     view! {
-                                        <tr class=format!("row-{kind}")>
+                                        <tr class=format!("row-{kind}") class:routine=routine>
                                             <th scope="row">{label}</th>
                                             {cell("a", ca)}
                                             {cell("b", cb)}
