@@ -11,7 +11,8 @@
 #   3. criterion: kvscope, Dynamo 1.6.1 and the skip-only floor, native (benches/peers/benches/decode.rs);
 #   4. msgspec on the same inputs (scripts/bench_msgspec.py);
 #   5. kvscope compiled to wasm in headless Chromium (benches/peers/tests/wasm_bench.rs);
-#   6. a profile of kvscope's hot path (perf if it works here, else valgrind --tool=callgrind);
+#   6. a profile of kvscope's hot path (perf if it works here, else valgrind --tool=callgrind),
+#      and the cursor-decoder sketch (benches/peers/examples/decoder_sketch.rs);
 #   7. BENCHMARKS.md from all of the above.
 # Needs: cargo, python3 with msgspec (installed with pip if missing), and for step 5
 # wasm-bindgen-test-runner + chromedriver (scripts/install-tools.sh installs them).
@@ -85,6 +86,8 @@ profile 'kimi_k3/kvscope/decode\+normalize$' 'kvscope decode+normalize, kimi_k3'
 profile 'small_gpu/kvscope/decode\+normalize$' 'kvscope decode+normalize, small_gpu'
 profile 'kimi_k3/dynamo/decode\+normalize$' 'Dynamo 1.6.1 decode+normalize, kimi_k3'
 echo "${PROFILER:-perf}" >"$RUN/profiler"
+# The cursor-decoder sketch behind the proposal in "Where the time goes".
+cargo run -q --release -p kvscope-peer-bench --example decoder_sketch >"$RUN/sketch.log" 2>&1
 fi # KVSCOPE_BENCH_REPORT_ONLY
 
 log "7/7 BENCHMARKS.md"
@@ -152,6 +155,7 @@ md.append("python3 scripts/bench_msgspec.py target/bench-inputs")
 md.append("CHROMEDRIVER=/usr/bin/chromedriver CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \\")
 md.append("  cargo test --release -p kvscope-peer-bench --target wasm32-unknown-unknown --test wasm_bench -- --nocapture")
 md.append(f"{'perf record' if profiler == 'perf' else 'valgrind --tool=callgrind'} <criterion binary> --bench --profile-time N '<bench>'")
+md.append("cargo run --release -p kvscope-peer-bench --example decoder_sketch")
 md.append("```\n")
 md.append("## Inputs\n")
 md.append("| workload | what | payloads | events | bytes |")
@@ -247,10 +251,24 @@ md.append("  owned by the lead): decode with a hand-written cursor over the payl
 md.append("  does for `token_ids`: read the map/array header, compare each key's raw bytes against the known")
 md.append("  field names (no `String`, no UTF-8 check for keys), borrow `medium`/`kind`/`lora_name`/`locality`")
 md.append("  from the payload (or copy into an inline small string) instead of allocating, keep the path")
-md.append("  segments only on the error path, and read hashes with one branch on the marker. `skip_value` shows")
-md.append("  the walk alone costs; the remaining work (a few compares per key) should keep kvscope within about")
-md.append("  1.5x of it. A 256-entry length table for int markers would also speed up `count_token_ids`, the")
-md.append("  Kimi-K3 hot loop.")
+md.append("  segments only on the error path, and read hashes with one branch on the marker; `skip_value` shows")
+md.append("  what the walk alone costs. A 256-entry length table for int markers would also speed up")
+md.append("  `count_token_ids`, the Kimi-K3 hot loop.")
+md.append("- **A sketch of that decoder** (`benches/peers/examples/decoder_sketch.rs`: map events in a 3-element")
+md.append("  batch only, the same `EventBatch` as `decode_batch`, asserted equal on every input), timed in this")
+md.append("  run with `std::time::Instant`, best of 7 x 20 passes:\n")
+md.append("| workload | current decode | sketch | speed-up | sketch / skip floor (time) |")
+md.append("|---|---:|---:|---:|---:|")
+for line in (run / "sketch.log").read_text().splitlines():
+    m = re.search(r"BENCH sketch (\{.*\})", line)
+    if m:
+        r = json.loads(m.group(1))
+        md.append(f"| `{r['workload']}` | {r['current_s']*1e3:.2f} ms | {r['sketch_s']*1e3:.2f} ms | "
+                  f"{r['current_s']/r['sketch_s']:.2f}x | {r['sketch_s']/r['floor_s']:.2f}x |")
+md.append("")
+md.append("  What is left between the sketch and the floor on `cpu_offload` is allocation: a `String` per")
+md.append("  `medium`, a `Vec` per `block_hashes`, for events of about 110 bytes; an inline small string and a")
+md.append("  hash list that keeps one hash inline would remove most of it.")
 md.append("")
 md.append("## Not measured here\n")
 md.append("Issue 5 also asks for tier-tree, relay (ZMQ to WebSocket) and browser-ingest tables; those need the")

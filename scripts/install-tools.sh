@@ -23,6 +23,9 @@ log() { printf '[install-tools] %s\n' "$*" >&2; }
 rustup target list --installed | grep -qx wasm32-unknown-unknown \
   || { log "adding rust target wasm32-unknown-unknown"; rustup target add wasm32-unknown-unknown; }
 
+cargo clippy --version >/dev/null 2>&1 \
+  || { log "adding rust component clippy"; rustup component add clippy; }
+
 have_version() { command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -q "$2"; }
 
 have_version wasm-bindgen "$WASM_BINDGEN_VERSION" || {

@@ -15,7 +15,7 @@
 //! the page's memory: the JS heap (`performance.memory`), the wasm linear memory, and what the
 //! model retains. Every result is printed as one JSON object per line, prefixed `BENCH `.
 //!
-//! Env: KVSCOPE_BENCH_WORKERS (default "16,64"), KVSCOPE_BENCH_RATES (batches/s per worker,
+//! Env: KVSCOPE_BENCH_QUERY (page settings, e.g. `mem=64`), KVSCOPE_BENCH_WORKERS (default "16,64"), KVSCOPE_BENCH_RATES (batches/s per worker,
 //! default "5,10,20,40,80,160"), KVSCOPE_BENCH_SCENARIO (default kimi-k3), KVSCOPE_BIN.
 
 use std::time::{Duration, Instant};
@@ -63,7 +63,10 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     )
     .await;
     let b = Browser::start().await;
-    b.open(&server.url).await;
+    // Extra page settings, e.g. KVSCOPE_BENCH_QUERY="mem=64" for a 64 MiB retention bound.
+    let query = std::env::var("KVSCOPE_BENCH_QUERY").unwrap_or_default();
+    let url = if query.is_empty() { server.url.clone() } else { format!("{}?{query}", server.url.trim_end_matches('/')) };
+    b.open(&url).await;
     b.wait_for(
         &format!("return document.querySelectorAll('[data-testid=\"worker-card\"]').length >= {workers}"),
         Duration::from_secs(60),

@@ -15,6 +15,7 @@ use std::fmt;
 
 use kvscope_wire::{BlockHash, EventType};
 
+use crate::batch::BatchRejection;
 use crate::policy::MediumMatch;
 use crate::rules::{Rule, RuleId};
 use crate::small::SmallStr;
@@ -72,6 +73,20 @@ pub enum SkipReason {
     UnlearnedGroupIdx,
     /// Step 4: a store on a non-Device tier at another block size.
     OffloadBlockSizeMismatch,
+    /// Rule D (`dynamo-1.6.1`): the batch is one the policy's decoder rejects as a whole; every
+    /// event of it gets this reason ([`Facts::rejection`] says why).
+    BatchDecodeRejected,
+    /// Rule P1a: `ownership` is `kvcr` (KV-cache reuse), a domain the indexer does not index.
+    UnsupportedOwnership,
+    /// Rule P1b: `ownership` is a string other than `kvcr`.
+    UnknownOwnership,
+    /// Rule P3: `locality` is `REMOTE` or any string other than `LOCAL`.
+    NonLocalLocality,
+    /// Rule P4: the medium is in no row of the table (and the policy does not fall back).
+    UnknownMedium,
+    /// Rule P7: a store without a cache namespace of its own whose parent was stored under more
+    /// than one namespace.
+    AmbiguousCacheNamespace,
 }
 
 impl SkipReason {
@@ -83,6 +98,12 @@ impl SkipReason {
             SkipReason::NonMainAttentionGroup => VerdictLabel::NonMainAttentionGroup,
             SkipReason::UnlearnedGroupIdx => VerdictLabel::UnlearnedGroupIdx,
             SkipReason::OffloadBlockSizeMismatch => VerdictLabel::OffloadBlockSizeMismatch,
+            SkipReason::BatchDecodeRejected => VerdictLabel::BatchDecodeRejected,
+            SkipReason::UnsupportedOwnership => VerdictLabel::UnsupportedOwnership,
+            SkipReason::UnknownOwnership => VerdictLabel::UnknownOwnership,
+            SkipReason::NonLocalLocality => VerdictLabel::NonLocalLocality,
+            SkipReason::UnknownMedium => VerdictLabel::UnknownMedium,
+            SkipReason::AmbiguousCacheNamespace => VerdictLabel::AmbiguousCacheNamespace,
         }
     }
 
@@ -117,10 +138,16 @@ pub enum VerdictLabel {
     UnlearnedGroupIdx,
     OffloadBlockSizeMismatch,
     BlockSizeMismatch,
+    BatchDecodeRejected,
+    UnsupportedOwnership,
+    UnknownOwnership,
+    NonLocalLocality,
+    UnknownMedium,
+    AmbiguousCacheNamespace,
 }
 
 impl VerdictLabel {
-    pub const ALL: [VerdictLabel; 11] = [
+    pub const ALL: [VerdictLabel; 17] = [
         VerdictLabel::Store,
         VerdictLabel::Remove,
         VerdictLabel::Clear,
@@ -132,6 +159,12 @@ impl VerdictLabel {
         VerdictLabel::UnlearnedGroupIdx,
         VerdictLabel::OffloadBlockSizeMismatch,
         VerdictLabel::BlockSizeMismatch,
+        VerdictLabel::BatchDecodeRejected,
+        VerdictLabel::UnsupportedOwnership,
+        VerdictLabel::UnknownOwnership,
+        VerdictLabel::NonLocalLocality,
+        VerdictLabel::UnknownMedium,
+        VerdictLabel::AmbiguousCacheNamespace,
     ];
     pub const COUNT: usize = VerdictLabel::ALL.len();
 
@@ -153,6 +186,12 @@ impl VerdictLabel {
             VerdictLabel::UnlearnedGroupIdx => "unlearned_group_idx",
             VerdictLabel::OffloadBlockSizeMismatch => "offload_block_size_mismatch",
             VerdictLabel::BlockSizeMismatch => "block_size_mismatch",
+            VerdictLabel::BatchDecodeRejected => "batch_decode_rejected",
+            VerdictLabel::UnsupportedOwnership => "unsupported_ownership",
+            VerdictLabel::UnknownOwnership => "unknown_ownership",
+            VerdictLabel::NonLocalLocality => "non_local_locality",
+            VerdictLabel::UnknownMedium => "unknown_medium",
+            VerdictLabel::AmbiguousCacheNamespace => "ambiguous_cache_namespace",
         }
     }
 
@@ -161,7 +200,8 @@ impl VerdictLabel {
         VerdictLabel::ALL.into_iter().find(|l| l.as_str() == s)
     }
 
-    /// `apply`, `skip` or `fatal`.
+    /// `apply`, `skip` or `fatal`. Events lost with a rejected batch are `skip`: the indexer
+    /// goes on.
     pub fn outcome(self) -> &'static str {
         match self {
             VerdictLabel::Store | VerdictLabel::Remove | VerdictLabel::Clear | VerdictLabel::SelfReferencingStore => {
@@ -197,6 +237,16 @@ impl VerdictLabel {
             VerdictLabel::BlockSizeMismatch => {
                 ("store", "stores", "fatal: block size differs from the configured one")
             }
+            VerdictLabel::BatchDecodeRejected => ("event", "events", "lost with batches the decoder rejects"),
+            VerdictLabel::UnsupportedOwnership => {
+                ("event", "events", "owned by KV-cache reuse (ownership \"kvcr\") skipped")
+            }
+            VerdictLabel::UnknownOwnership => ("event", "events", "with an unknown ownership skipped"),
+            VerdictLabel::NonLocalLocality => ("event", "events", "with a locality other than LOCAL skipped"),
+            VerdictLabel::UnknownMedium => ("event", "events", "with a medium outside the table skipped"),
+            VerdictLabel::AmbiguousCacheNamespace => {
+                ("store", "stores", "under a parent of ambiguous cache namespace skipped")
+            }
         };
         format!("{count} {} {rest}", if count == 1 { one } else { many })
     }
@@ -224,14 +274,24 @@ impl VerdictFlags {
     pub const WRONG_SIZE_BLOCK: VerdictFlags = VerdictFlags(8);
     /// This verdict's warning was printed (its budget had room).
     pub const WARNING_LOGGED: VerdictFlags = VerdictFlags(16);
+    /// Conversion warning (`dynamo-1.6.1`): a non-empty store at another block size, applied
+    /// with no blocks.
+    pub const BLOCK_SIZE_DIFFERS: VerdictFlags = VerdictFlags(32);
 
     /// Named flags, in the order codes list them.
-    pub const NAMED: [(VerdictFlags, &'static str); 4] = [
+    pub const NAMED: [(VerdictFlags, &'static str); 5] = [
         (VerdictFlags::UNKNOWN_MEDIUM_FALLBACK, "unknown_medium_fallback"),
         (VerdictFlags::SELF_REFERENCING_STORE, "self_referencing_store"),
         (VerdictFlags::SHORT_TOKEN_IDS, "short_token_ids"),
         (VerdictFlags::WRONG_SIZE_BLOCK, "wrong_size_block"),
+        (VerdictFlags::BLOCK_SIZE_DIFFERS, "block_size_differs"),
     ];
+
+    /// True for the flags that are conversion warnings (charged to the conversion budget).
+    pub fn has_conversion_warning(self) -> bool {
+        self.0 & (VerdictFlags::SHORT_TOKEN_IDS.0 | VerdictFlags::WRONG_SIZE_BLOCK.0 | VerdictFlags::BLOCK_SIZE_DIFFERS.0)
+            != 0
+    }
 
     pub const fn empty() -> VerdictFlags {
         VerdictFlags(0)
@@ -266,6 +326,12 @@ pub enum GroupCheck {
     LearnedMain,
     /// No kind, nothing learned, group 0 (or no group): a single-group model.
     Unlearned,
+    /// No kind; the group was learned with a kind nobody listed ([`Facts::word`]); decides
+    /// `unknown_kind` under `dynamo-1.6.1`.
+    LearnedUnknown,
+    /// The event is on Disk or External and the policy sends those straight to conversion,
+    /// past learning, the group filter and the namespace check.
+    LowerTierBypass,
 }
 
 /// The facts a rule looked at: enough to render the sentence without the event.
@@ -274,8 +340,12 @@ pub struct Facts {
     /// The medium as sent; meaningful when `tier_source` is `Table` or `Fallback` (empty when
     /// the event had none: `tier_source` tells absent from `""`).
     pub medium: SmallStr,
-    /// How the tier was chosen; `None` for events with no tier (clears, unknown tags).
+    /// How the tier was chosen; `None` for events with no tier (clears, unknown tags) and for
+    /// an unknown medium the policy skips.
     pub tier_source: Option<TierSource>,
+    /// The tier the medium mapped to, kept for the sentence even when the verdict itself names
+    /// no tier (a `dynamo-1.6.1` skip).
+    pub resolved_tier: Option<StorageTier>,
     pub medium_match: MediumMatch,
     /// The event's block size (stores only).
     pub event_block_size: Option<u32>,
@@ -284,11 +354,16 @@ pub struct Facts {
     pub blocks: u32,
     /// Token ids in the event (stores only; pairs for SGLang bigram pages).
     pub token_count: u32,
+    /// The store's token ids were SGLang bigram pages (pairs).
+    pub is_bigram: bool,
     /// The event's group index, if it carried one.
     pub group_idx: Option<u32>,
-    /// The cache kind the group rules talked about (the event's own, or the learned one), or
-    /// the tag of an unknown event.
+    /// The cache kind the group rules talked about (the event's own, or the learned one), the
+    /// tag of an unknown event, the ownership or locality a filter read, or (every event of a
+    /// rejected batch) the unknown tag that made the batch fail.
     pub word: SmallStr,
+    /// Why the batch was rejected, for `batch_decode_rejected` verdicts.
+    pub rejection: Option<BatchRejection>,
     pub group_check: GroupCheck,
     /// The store's parent hash (0 when it has none); the sentence shows it for
     /// self-referencing stores, which always have one.

@@ -250,12 +250,17 @@ impl<'de> Visitor<'de> for BatchSeed<'_> {
         let ts = seq.next_element_seed(at(ctx, Seg::Field("ts"), Timestamp))?.ok_or_else(|| missing("ts"))?;
         let events =
             seq.next_element_seed(at(ctx, Seg::Field("events"), EventsSeed { ctx }))?.ok_or_else(|| missing("events"))?;
-        let (dp_rank, layout) = match seq.next_element_seed(at(ctx, Seg::Field("dp_rank"), OptU32 { what: "dp_rank" }))? {
+        let (dp_rank, mut layout) = match seq.next_element_seed(at(ctx, Seg::Field("dp_rank"), OptU32 { what: "dp_rank" }))? {
             Some(rank) => (rank, BatchLayout::Array3),
             None => (None, BatchLayout::Array2),
         };
-        // Later releases may append fields; they are not ours to reject.
-        while seq.next_element_seed(Ignore)?.is_some() {}
+        // Later releases may append fields; they are not ours to reject, but the layout says
+        // they were there.
+        let mut len = 3u32;
+        while seq.next_element_seed(Ignore)?.is_some() {
+            len = len.saturating_add(1);
+            layout = BatchLayout::ArrayLonger { len };
+        }
         Ok(EventBatch { ts, events, dp_rank, layout })
     }
 
@@ -366,6 +371,9 @@ struct Fields {
     kv_cache_spec_sliding_window: Option<u32>,
     locality: Option<String>,
     ownership: Option<String>,
+    cache_salt: Option<String>,
+    extra_key_strings: Option<Vec<String>>,
+    session_id: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -393,12 +401,15 @@ const STORED_POSITIONS: [&str; 11] = [
     "block_size",
     "lora_id",
     "medium",
-    "lora_name",
+    // A string (vLLM's lora_name) or SGLang's `{cache_salt: str}` map.
+    LORA_NAME_OR_SALT,
     "extra_keys",
     "group_idx",
     "kv_cache_spec_kind",
     "kv_cache_spec_sliding_window",
 ];
+/// Position 7 of an array-encoded `BlockStored`: read only by position, never as a map key.
+const LORA_NAME_OR_SALT: &str = "lora_name or {cache_salt}";
 const REMOVED_POSITIONS: [&str; 3] = ["block_hashes", "medium", "group_idx"];
 /// Fields an array-encoded `BlockStored` must have: tag through block_size.
 const STORED_MIN_LEN: u32 = 5;
@@ -435,6 +446,13 @@ impl<'c> EventSeed<'c> {
             }
             "locality" => fields.locality = next.read(at(ctx, Seg::Field("locality"), OptString { what: "locality" }))?,
             "ownership" => fields.ownership = next.read(at(ctx, Seg::Field("ownership"), OptString { what: "ownership" }))?,
+            "cache_salt" => fields.cache_salt = next.read(at(ctx, Seg::Field("cache_salt"), OptString { what: "cache_salt" }))?,
+            "session_id" => fields.session_id = next.read(at(ctx, Seg::Field("session_id"), OptString { what: "session_id" }))?,
+            "extra_keys" => fields.extra_key_strings = next.read(at(ctx, Seg::Field("extra_keys"), ExtraKeysSeed { ctx }))?,
+            LORA_NAME_OR_SALT => match next.read(at(ctx, Seg::Field("lora_name"), LoraNameOrSalt { ctx }))? {
+                LoraOrSalt::LoraName(name) => fields.lora_name = name,
+                LoraOrSalt::Salt(salt) => fields.cache_salt = salt,
+            },
             _ => next.read(Ignore)?,
         }
         Ok(())
@@ -468,6 +486,9 @@ impl<'c> EventSeed<'c> {
                     kv_cache_spec_sliding_window: fields.kv_cache_spec_sliding_window,
                     locality: fields.locality,
                     ownership: fields.ownership,
+                    cache_salt: fields.cache_salt,
+                    extra_key_strings: fields.extra_key_strings,
+                    session_id: fields.session_id,
                     hash_reprs,
                     encoding: Some(encoding),
                 })
@@ -478,13 +499,15 @@ impl<'c> EventSeed<'c> {
                     block_hashes,
                     medium: fields.medium,
                     group_idx: fields.group_idx,
+                    kv_cache_spec_kind: fields.kv_cache_spec_kind,
+                    kv_cache_spec_sliding_window: fields.kv_cache_spec_sliding_window,
                     locality: fields.locality,
                     ownership: fields.ownership,
                     hash_reprs,
                     encoding: Some(encoding),
                 })
             }
-            Tag::Cleared => KvEvent::AllBlocksCleared { encoding },
+            Tag::Cleared => KvEvent::AllBlocksCleared { encoding, ownership: fields.ownership },
             Tag::Other => KvEvent::Unknown(UnknownEvent { tag: tag_name, encoding }),
         })
     }
@@ -739,9 +762,14 @@ impl<'de> DeserializeSeed<'de> for TokenIdsSeed<'_> {
             return Err(ctx.error(DecodeErrorKind::Truncated, "unexpected end of input".into(), Some(start)));
         }
         match count_token_ids(ctx.buf, start) {
-            Ok((count, is_bigram, end)) => {
-                ctx.pos.set(end);
-                Ok(TokenIds { count, is_bigram, span: start as u32..end as u32 })
+            Ok(counted) => {
+                ctx.pos.set(counted.end);
+                Ok(TokenIds {
+                    count: counted.count,
+                    is_bigram: counted.is_bigram,
+                    span: start as u32..counted.end as u32,
+                    outside_u32: counted.outside_u32,
+                })
             }
             Err(err) => {
                 let kind = if err.truncated { DecodeErrorKind::Truncated } else { DecodeErrorKind::TypeMismatch };
@@ -840,5 +868,145 @@ impl<'de> Visitor<'de> for OptString {
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<String>, E> {
         Ok(Some(v.to_owned()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache namespace: extra_keys and SGLang's position-7 map
+
+/// True when the value at the reader's position starts with an array marker. The reader has not
+/// read the value's marker yet when a seed is called (see the module docs), so this peeks at it.
+fn next_is(ctx: &Ctx<'_>, array: bool) -> bool {
+    match ctx.buf.get(ctx.pos.get()) {
+        Some(0x90..=0x9f | 0xdc | 0xdd) => array,
+        Some(0x80..=0x8f | 0xde | 0xdf) => !array,
+        _ => false,
+    }
+}
+
+/// `extra_keys`: per block, nil or a list of keys. Only the first block's string items are kept
+/// (that is where vLLM puts the LoRA name and a tagged cache salt). Any other shape is skipped,
+/// not rejected: kvscope never depended on this field, and an engine's own changes to it must
+/// not cost a batch.
+struct ExtraKeysSeed<'c> {
+    ctx: &'c Ctx<'c>,
+}
+
+impl<'de> DeserializeSeed<'de> for ExtraKeysSeed<'_> {
+    type Value = Option<Vec<String>>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        if next_is(self.ctx, true) {
+            d.deserialize_any(self)
+        } else {
+            Ignore.deserialize(d).map(|()| None)
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for ExtraKeysSeed<'_> {
+    type Value = Option<Vec<String>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("array of per-block extra keys")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let first = seq.next_element_seed(FirstBlockKeys { ctx: self.ctx })?.flatten();
+        while seq.next_element_seed(Ignore)?.is_some() {}
+        Ok(first)
+    }
+}
+
+/// The first block's keys: its string items, or `None` when the block is not a list.
+struct FirstBlockKeys<'c> {
+    ctx: &'c Ctx<'c>,
+}
+
+impl<'de> DeserializeSeed<'de> for FirstBlockKeys<'_> {
+    type Value = Option<Vec<String>>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        if next_is(self.ctx, true) {
+            d.deserialize_any(self)
+        } else {
+            Ignore.deserialize(d).map(|()| None)
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for FirstBlockKeys<'_> {
+    type Value = Option<Vec<String>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("array of extra keys")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut strings = Vec::new();
+        while let Some(item) = seq.next_element_seed(StringItem { ctx: self.ctx })? {
+            strings.extend(item);
+        }
+        Ok(Some(strings))
+    }
+}
+
+/// A string item, or `None` for an item of any other type (skipped).
+struct StringItem<'c> {
+    ctx: &'c Ctx<'c>,
+}
+
+impl<'de> DeserializeSeed<'de> for StringItem<'_> {
+    type Value = Option<String>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        match self.ctx.buf.get(self.ctx.pos.get()) {
+            Some(0xa0..=0xbf | 0xd9..=0xdb) => d.deserialize_any(self),
+            _ => Ignore.deserialize(d).map(|()| None),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for StringItem<'_> {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("string extra key")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_owned()))
+    }
+}
+
+/// Position 7 of an array-encoded `BlockStored`.
+enum LoraOrSalt {
+    /// vLLM: the LoRA name, a string or nil.
+    LoraName(Option<String>),
+    /// SGLang: a map whose `cache_salt` is the namespace (`None` when the map has none).
+    Salt(Option<String>),
+}
+
+struct LoraNameOrSalt<'c> {
+    ctx: &'c Ctx<'c>,
+}
+
+impl<'de> DeserializeSeed<'de> for LoraNameOrSalt<'_> {
+    type Value = LoraOrSalt;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<LoraOrSalt, D::Error> {
+        if next_is(self.ctx, false) {
+            d.deserialize_any(self)
+        } else {
+            OptString { what: "lora_name" }.deserialize(d).map(LoraOrSalt::LoraName)
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for LoraNameOrSalt<'_> {
+    type Value = LoraOrSalt;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("map with cache_salt")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LoraOrSalt, A::Error> {
+        let mut salt = None;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if key == "cache_salt" {
+                salt = map.next_value_seed(at(self.ctx, Seg::Field("cache_salt"), OptString { what: "cache_salt" }))?;
+            } else {
+                map.next_value_seed(Ignore)?;
+            }
+        }
+        Ok(LoraOrSalt::Salt(salt))
     }
 }

@@ -30,6 +30,10 @@ pub enum BatchLayout {
     Array3,
     /// `{ts, events, data_parallel_rank}`.
     Map,
+    /// `[ts, events, dp_rank, ...]`: more than 3 elements (`len` of them). The elements after
+    /// the third are ignored (a later release may append fields), but some consumers read the
+    /// batch as an exact 3-tuple and reject it, so the layout says so.
+    ArrayLonger { len: u32 },
 }
 
 /// How one event was encoded on the wire.
@@ -46,7 +50,11 @@ pub enum EventEncoding {
 pub enum KvEvent {
     BlockStored(BlockStored),
     BlockRemoved(BlockRemoved),
-    AllBlocksCleared { encoding: EventEncoding },
+    AllBlocksCleared {
+        encoding: EventEncoding,
+        /// `ownership` of a map-encoded clear (vLLM 0.29 on); `None` when absent or nil.
+        ownership: Option<String>,
+    },
     /// A tag this decoder does not know. Kept, not dropped, so the normalizer can count it as
     /// `ignored_event` and the inspector can show it.
     Unknown(UnknownEvent),
@@ -76,6 +84,34 @@ impl KvEvent {
         match self {
             KvEvent::BlockStored(e) => e.group_idx,
             KvEvent::BlockRemoved(e) => e.group_idx,
+            _ => None,
+        }
+    }
+
+    /// The `ownership` string, for events that carry one (vLLM 0.29 on).
+    pub fn ownership(&self) -> Option<&str> {
+        match self {
+            KvEvent::BlockStored(e) => e.ownership.as_deref(),
+            KvEvent::BlockRemoved(e) => e.ownership.as_deref(),
+            KvEvent::AllBlocksCleared { ownership, .. } => ownership.as_deref(),
+            KvEvent::Unknown(_) => None,
+        }
+    }
+
+    /// The `locality` string, for events that carry one (vLLM 0.26 on).
+    pub fn locality(&self) -> Option<&str> {
+        match self {
+            KvEvent::BlockStored(e) => e.locality.as_deref(),
+            KvEvent::BlockRemoved(e) => e.locality.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The `kv_cache_spec_kind` string of a store, or of a map-encoded removal that carries one.
+    pub fn kv_cache_spec_kind(&self) -> Option<&str> {
+        match self {
+            KvEvent::BlockStored(e) => e.kv_cache_spec_kind.as_deref(),
+            KvEvent::BlockRemoved(e) => e.kv_cache_spec_kind.as_deref(),
             _ => None,
         }
     }
@@ -174,6 +210,11 @@ pub struct TokenIds {
     pub is_bigram: bool,
     /// Where the encoded array sits in the payload, so a viewer can decode it on demand.
     pub span: Range<u32>,
+    /// True when some id is negative or wider than 32 bits, or (bigram pages) some item is not a
+    /// pair. Engines never write such ids, and decoders that read `u32` token ids reject them.
+    /// Costs one compare per id while counting; the values are read only when a marker is
+    /// suspect (a 64-bit or signed int).
+    pub outside_u32: bool,
 }
 
 /// `BlockStored`: blocks entered a cache.
@@ -193,6 +234,15 @@ pub struct BlockStored {
     pub locality: Option<String>,
     /// Which component owns the block on a shared tier (vLLM 0.29 on).
     pub ownership: Option<String>,
+    /// The cache namespace (salt): the `cache_salt` map key, or the `cache_salt` of the map
+    /// SGLang writes at array position 7 instead of `lora_name`. Kept as sent (`""` included).
+    pub cache_salt: Option<String>,
+    /// The string items of the first block's `extra_keys`, in order (vLLM puts the LoRA name and
+    /// a tagged cache salt there; the other blocks repeat or omit them). Other items are not
+    /// kept. `None` when `extra_keys` is absent, nil, not an array, or its first block is nil.
+    pub extra_key_strings: Option<Vec<String>>,
+    /// The session that triggered the store (map key `session_id`, vLLM 0.29 on).
+    pub session_id: Option<String>,
     pub hash_reprs: HashReprs,
     pub encoding: Option<EventEncoding>,
 }
@@ -203,6 +253,9 @@ pub struct BlockRemoved {
     pub block_hashes: Vec<BlockHash>,
     pub medium: Option<String>,
     pub group_idx: Option<u32>,
+    /// Map-encoded removals may name their kind like stores do; array-encoded ones never do.
+    pub kv_cache_spec_kind: Option<String>,
+    pub kv_cache_spec_sliding_window: Option<u32>,
     pub locality: Option<String>,
     pub ownership: Option<String>,
     pub hash_reprs: HashReprs,

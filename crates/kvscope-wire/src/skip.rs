@@ -63,11 +63,69 @@ pub(crate) fn marker_name(marker: u8) -> &'static str {
     }
 }
 
+/// What [`count_token_ids`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CountedTokenIds {
+    /// Items (pairs for bigram pages).
+    pub count: u32,
+    pub is_bigram: bool,
+    /// Where the array ends.
+    pub end: usize,
+    /// Some id is negative or does not fit u32, or some bigram item is not a pair.
+    pub outside_u32: bool,
+}
+
+/// True for the int markers whose value may fall outside `0..=u32::MAX`: `uint64`, the signed
+/// ones and negative fixints. Every other int marker (positive fixint, `uint8/16/32`) fits.
+#[inline(always)]
+fn maybe_outside_u32(marker: u8) -> bool {
+    marker >= 0xcf
+}
+
+/// Whether the int at `at` (marker `m`, already bounds-checked by the caller's walk) fits u32.
+fn int_fits_u32(buf: &[u8], at: usize, m: u8) -> bool {
+    let be = |n: usize| buf[at + 1..at + 1 + n].iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+    match m {
+        0xcf => be(8) <= u64::from(u32::MAX),
+        0xd0 => buf[at + 1] & 0x80 == 0,
+        0xd1 | 0xd2 => buf[at + 1] & 0x80 == 0,
+        0xd3 => (be(8) as i64) >= 0 && be(8) <= u64::from(u32::MAX),
+        0xe0..=0xff => false,
+        _ => true,
+    }
+}
+
+/// The precise check behind [`CountedTokenIds::outside_u32`], run only when a suspect marker was
+/// seen: walks an array the count already validated.
+fn any_outside_u32(buf: &[u8], mut at: usize, len: usize, is_bigram: bool) -> bool {
+    for _ in 0..len {
+        if is_bigram {
+            let Ok(Some((pair_len, mut inner))) = array_header(buf, at) else { return true };
+            let mut outside = pair_len != 2;
+            for _ in 0..pair_len {
+                let m = buf[inner];
+                outside |= !int_fits_u32(buf, inner, m);
+                inner += int_len(m).unwrap_or(1);
+            }
+            if outside {
+                return true;
+            }
+            at = inner;
+        } else {
+            let m = buf[at];
+            if !int_fits_u32(buf, at, m) {
+                return true;
+            }
+            at += int_len(m).unwrap_or(1);
+        }
+    }
+    false
+}
+
 /// Counts the items of a `token_ids` array at `pos` without building them.
 ///
-/// Items are ints, or pairs of ints (SGLang bigram pages), never a mix. Returns
-/// `(count, is_bigram, end)`.
-pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<(u32, bool, usize), SkipError> {
+/// Items are ints, or pairs of ints (SGLang bigram pages), never a mix.
+pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<CountedTokenIds, SkipError> {
     let Some((len, mut at)) = array_header(buf, pos)? else {
         let found = marker_name(buf[pos]);
         return Err(SkipError {
@@ -82,6 +140,10 @@ pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<(u32, bool, usiz
         return Err(truncated(pos, None));
     }
     let is_bigram = len > 0 && matches!(buf[at], 0x90..=0x9f | 0xdc | 0xdd);
+    let first = at;
+    // One compare per id; the values are read only if some marker is suspect (never, for ids an
+    // engine writes).
+    let mut suspect = false;
     for i in 0..len {
         let item = Some(i as u32);
         let Some(&m) = buf.get(at) else { return Err(truncated(at, item)) };
@@ -104,8 +166,10 @@ pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<(u32, bool, usiz
                         item,
                     });
                 };
+                suspect |= maybe_outside_u32(im);
                 inner += n;
             }
+            suspect |= pair_len != 2;
             at = inner;
         } else {
             let Some(n) = int_len(m) else {
@@ -116,13 +180,15 @@ pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<(u32, bool, usiz
                     item,
                 });
             };
+            suspect |= maybe_outside_u32(m);
             at += n;
         }
         if at > buf.len() {
             return Err(truncated(buf.len(), item));
         }
     }
-    Ok((len as u32, is_bigram, at))
+    let outside_u32 = suspect && any_outside_u32(buf, first, len, is_bigram);
+    Ok(CountedTokenIds { count: len as u32, is_bigram, end: at, outside_u32 })
 }
 
 /// Walks one msgpack value at `pos` and returns where it ends, building nothing.
@@ -193,13 +259,31 @@ mod tests {
 
     #[test]
     fn counts_ints_and_pairs() {
+        let counted = |buf: &[u8]| {
+            let c = count_token_ids(buf, 0).unwrap();
+            (c.count, c.is_bigram, c.end, c.outside_u32)
+        };
         // [1, 300, -1]
         let ints = [0x93, 0x01, 0xcd, 0x01, 0x2c, 0xff];
-        assert_eq!(count_token_ids(&ints, 0).unwrap(), (3, false, 6));
+        assert_eq!(counted(&ints), (3, false, 6, true));
         // [[1, 2], [3, 4]]
         let pairs = [0x92, 0x92, 0x01, 0x02, 0x92, 0x03, 0x04];
-        assert_eq!(count_token_ids(&pairs, 0).unwrap(), (2, true, 7));
-        assert_eq!(count_token_ids(&[0x90], 0).unwrap(), (0, false, 1));
+        assert_eq!(counted(&pairs), (2, true, 7, false));
+        assert_eq!(counted(&[0x90]), (0, false, 1, false));
+    }
+
+    #[test]
+    fn ids_outside_u32_are_flagged_by_value_not_by_marker() {
+        let outside = |buf: &[u8]| count_token_ids(buf, 0).unwrap().outside_u32;
+        // int8 5 and int64 7 fit; uint32 max fits.
+        assert!(!outside(&[0x93, 0xd0, 0x05, 0xd3, 0, 0, 0, 0, 0, 0, 0, 7, 0xce, 0xff, 0xff, 0xff, 0xff]));
+        // uint64 2^32 does not.
+        assert!(outside(&[0x91, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0]));
+        // int16 -1 does not.
+        assert!(outside(&[0x91, 0xd1, 0xff, 0xff]));
+        // A bigram item of three ints is not a pair.
+        assert!(outside(&[0x91, 0x93, 0x01, 0x02, 0x03]));
+        assert!(outside(&[0x91, 0x92, 0x01, 0xff]));
     }
 
     #[test]

@@ -763,9 +763,9 @@ impl Model {
         self.frames.push_back(frame);
         if self.retained_bytes > self.config.retain_bytes {
             self.bound_reached = true;
-            // Evict down to 90% so that eviction (and the lane drains it causes) runs once per
-            // tenth of the bound, not on every frame.
-            let target = self.config.retain_bytes / 10 * 9;
+            // Evict down to 95% so that eviction (and the lane drains it causes) runs once per
+            // twentieth of the bound, not on every frame, and each run stays short.
+            let target = self.config.retain_bytes / 20 * 19;
             let mut first_kept_event = self.first_event_id;
             while self.retained_bytes > target && self.frames.len() > 1 {
                 let Some(old) = self.frames.pop_front() else { break };

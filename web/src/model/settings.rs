@@ -93,7 +93,7 @@ pub struct Settings {
 
 pub const DEFAULT_POLICY_A: &str = "legacy";
 pub const DEFAULT_POLICY_B: &str = "fixed";
-pub const DEFAULT_RETAIN_MIB: u32 = 256;
+pub const DEFAULT_RETAIN_MIB: u32 = 128;
 
 impl Settings {
     pub fn retain_bytes(&self) -> usize {

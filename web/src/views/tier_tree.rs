@@ -55,6 +55,7 @@ fn render(cell: Cell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> A
     };
     let title = cell.title.clone();
     let t2 = title.replace('\n', " · ");
+    let t3 = t2.clone();
     let kids = cell.kids;
     let hidden = (n.hidden_children > 0).then(|| {
         view! {
@@ -70,6 +71,7 @@ fn render(cell: Cell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> A
                 class:virtual=n.hash.is_none()
                 title=title
                 on:mouseenter=move |_| hover.set(t2.clone())
+                on:focus=move |_| hover.set(t3.clone())
                 on:click=move |_| if let Some(h) = n.hash { root.set(Some(h)) }
             >
                 {label}
