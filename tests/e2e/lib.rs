@@ -343,8 +343,7 @@ impl Browser {
     }
 
     async fn cdp(&self, cmd: &'static str, params: Value) -> Value {
-        let v = self.client.issue_cmd(Cdp { cmd, params }).await.unwrap_or_else(|e| panic!("CDP {cmd}: {e}"));
-        v
+        self.client.issue_cmd(Cdp { cmd, params }).await.unwrap_or_else(|e| panic!("CDP {cmd}: {e}"))
     }
 
     /// Opens `url` and waits for the app to render its first card or capture bar.

@@ -67,11 +67,10 @@ pub fn infer_block_size(bytes: &[u8], max_records: usize) -> Option<u32> {
                     None | Some("") => true,
                     Some(m) => m.eq_ignore_ascii_case("gpu") || m.eq_ignore_ascii_case("device"),
                 };
-                if device && !s.block_hashes.is_empty() {
-                    if let Some(bs) = s.block_size.filter(|&b| b > 0) {
+                if device && !s.block_hashes.is_empty()
+                    && let Some(bs) = s.block_size.filter(|&b| b > 0) {
                         return Some(bs);
                     }
-                }
             }
         }
     }

@@ -152,18 +152,28 @@ fn tokens(c: &mut Cur) -> Option<TokenIds> {
     if n > 0 && matches!(c.b[c.at], 0x90..=0x9f) {
         c.at = start;
         c.skip()?;
+        // Bigram pages are rare; the sketch only walks them.
         return Some(TokenIds {
             count: n as u32,
             is_bigram: true,
             span: start as u32..c.at as u32,
+            outside_u32: false,
         });
     }
     let b = c.b;
     let mut at = c.at;
+    let mut outside_u32 = false;
     for _ in 0..n {
-        let l = INT_LEN[*b.get(at)? as usize];
+        let m = *b.get(at)?;
+        let l = INT_LEN[m as usize];
         if l == 0 {
             return None;
+        }
+        // Negative ids and 64-bit ones: read the value only for these rare markers.
+        if m >= 0xcf && m != 0xcc {
+            let mut v = Cur { b, at };
+            let (value, negative) = v.int()?;
+            outside_u32 |= negative && (value as i64) < 0 || value > u64::from(u32::MAX);
         }
         at += l as usize;
     }
@@ -175,7 +185,36 @@ fn tokens(c: &mut Cur) -> Option<TokenIds> {
         count: n as u32,
         is_bigram: false,
         span: start as u32..at as u32,
+        outside_u32,
     })
+}
+
+/// The string items of the first block of `extra_keys` (`None` when the first block is nil).
+fn extra_key_strings(c: &mut Cur) -> Option<Option<Vec<String>>> {
+    if c.b.get(c.at) == Some(&0xc0) {
+        c.at += 1;
+        return Some(None);
+    }
+    let blocks = c.array()?;
+    let mut first = None;
+    for i in 0..blocks {
+        if i == 0 && c.b.get(c.at) != Some(&0xc0) {
+            let items = c.array()?;
+            let mut strings = Vec::new();
+            for _ in 0..items {
+                match c.b.get(c.at)? {
+                    0xa0..=0xbf | 0xd9..=0xdb => {
+                        strings.push(std::str::from_utf8(c.str()?).ok()?.to_owned())
+                    }
+                    _ => c.skip()?,
+                }
+            }
+            first = Some(strings);
+        } else {
+            c.skip()?;
+        }
+    }
+    Some(first)
 }
 
 fn event(c: &mut Cur) -> Option<KvEvent> {
@@ -232,6 +271,9 @@ fn event(c: &mut Cur) -> Option<KvEvent> {
             b"kv_cache_spec_sliding_window" => s.kv_cache_spec_sliding_window = c.opt_u32()?,
             b"locality" => s.locality = c.opt_str()?,
             b"ownership" => s.ownership = c.opt_str()?,
+            b"cache_salt" => s.cache_salt = c.opt_str()?,
+            b"session_id" => s.session_id = c.opt_str()?,
+            b"extra_keys" => s.extra_key_strings = extra_key_strings(c)?,
             _ => c.skip()?,
         }
     }
@@ -244,6 +286,8 @@ fn event(c: &mut Cur) -> Option<KvEvent> {
             block_hashes: s.block_hashes,
             medium: s.medium,
             group_idx: s.group_idx,
+            kv_cache_spec_kind: s.kv_cache_spec_kind,
+            kv_cache_spec_sliding_window: s.kv_cache_spec_sliding_window,
             locality: s.locality,
             ownership: s.ownership,
             hash_reprs: s.hash_reprs,
@@ -251,6 +295,7 @@ fn event(c: &mut Cur) -> Option<KvEvent> {
         }),
         b"AllBlocksCleared" => KvEvent::AllBlocksCleared {
             encoding: EventEncoding::Map,
+            ownership: s.ownership,
         },
         _ => return None,
     })

@@ -80,6 +80,7 @@ fn small_gpu_blocks() -> Stream {
                 medium: Some("GPU".into()),
                 group_idx: Some(0),
                 kind: Some("full_attention".into()),
+                ..Default::default()
             });
         }
         // Evict the oldest blocks once the cache is "full".
@@ -94,6 +95,7 @@ fn small_gpu_blocks() -> Stream {
                 medium: Some("GPU".into()),
                 group_idx: Some(0),
                 kind: None,
+                ..Default::default()
             });
         }
         let payload = encode_batch(1_700_000_000.0 + seq as f64, &events, Some(0), false).unwrap();

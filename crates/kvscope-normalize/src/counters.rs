@@ -8,6 +8,8 @@
 //! conversion warnings (short `token_ids`, a wrong-size block inside a store) and one for offload
 //! block-size skips. They are separate so that a flood of expected offload skips (one per CPU
 //! store on Kimi-K3) never hides the first conversion warning, which means something is wrong.
+//! Dynamo 1.6.1 has one shared budget (`conversion`: stores at another block size and short
+//! `token_ids` alike) and prints some lines every time, with no budget ([`NoticeLog`]).
 
 use std::fmt;
 
@@ -109,6 +111,35 @@ impl WarningBudget {
     }
 }
 
+/// Lines of a [`NoticeLog`] kept; later ones are counted in [`NoticeLog::total`] only.
+pub const NOTICE_LINES_KEPT: usize = 20;
+
+/// Lines an indexer prints every time, with no rate limit (Dynamo 1.6.1: "Failed to decode
+/// KvEventBatch", self-referencing stores, unknown cache kinds). The indexer prints all of them;
+/// kvscope keeps the first [`NOTICE_LINES_KEPT`] and counts the rest, so a long stream cannot
+/// grow the counters without bound.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NoticeLog {
+    /// Lines printed.
+    pub total: u64,
+    /// The first [`NOTICE_LINES_KEPT`] of them.
+    pub lines: Vec<LogLine>,
+}
+
+impl NoticeLog {
+    pub(crate) fn push(&mut self, level: LogLevel, seq: u64, event_index: u32, text: impl FnOnce() -> String) {
+        self.total += 1;
+        if self.lines.len() < NOTICE_LINES_KEPT {
+            self.lines.push(LogLine { level, seq, event_index, text: text() });
+        }
+    }
+
+    /// Lines printed but not kept here.
+    pub fn not_kept(&self) -> u64 {
+        self.total - self.lines.len() as u64
+    }
+}
+
 /// Tier slots in the verdict matrix: the four tiers, then "no tier" (clears, unknown tags).
 pub const TIER_SLOTS: usize = StorageTier::ALL.len() + 1;
 
@@ -135,6 +166,11 @@ pub struct SourceCounters {
     /// Payloads that could not be decoded.
     pub decode_errors: u64,
     pub first_decode_error: Option<LogLine>,
+    /// Batches the policy's decoder rejects as a whole (`dynamo-1.6.1`); their events are
+    /// counted under `batch_decode_rejected`.
+    pub batches_rejected: u64,
+    /// Lines the indexer prints every time (`dynamo-1.6.1`).
+    pub notices: NoticeLog,
 }
 
 impl Default for SourceCounters {
@@ -152,6 +188,8 @@ impl Default for SourceCounters {
             offload: WarningBudget::new(WARNING_BUDGET),
             decode_errors: 0,
             first_decode_error: None,
+            batches_rejected: 0,
+            notices: NoticeLog::default(),
         }
     }
 }
@@ -207,11 +245,18 @@ impl SourceCounters {
         }
     }
 
-    /// The lines an indexer would print for this source: every budget's lines and the first
-    /// fatal, in (seq, event) order.
+    /// The lines an indexer would print for this source: every budget's lines, the kept
+    /// notices and the first fatal, in (seq, event) order.
     pub fn log(&self) -> Vec<&LogLine> {
-        let mut lines: Vec<&LogLine> =
-            self.conversion.lines.iter().chain(&self.offload.lines).chain(&self.first_fatal).collect();
+        let mut lines: Vec<&LogLine> = self
+            .conversion
+            .lines
+            .iter()
+            .chain(&self.offload.lines)
+            .chain(&self.notices.lines)
+            .chain(&self.first_fatal)
+            .collect();
+        // Stable: a batch's rejection line (event 0) stays before its events' lines.
         lines.sort_by_key(|l| (l.seq, l.event_index));
         lines
     }

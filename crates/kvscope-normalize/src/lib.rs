@@ -7,7 +7,8 @@
 //! same code the server runs.
 //!
 //! - [`StorageTier`] and [`resolve_tier`]: the medium table of DESIGN.md.
-//! - [`Policy`]: a named preset of switches (`fixed`, `legacy`); see [`policy`] for adding one.
+//! - [`Policy`]: a named preset of switches (`fixed`, `legacy`, `dynamo-1.6.1`); see [`policy`]
+//!   for adding one.
 //! - [`rules`]: one item per rule, in evaluation order ([`rules::RULES`]).
 //! - [`Normalizer`]: per-source state; one [`Verdict`] per event, rendered as a sentence on
 //!   demand (`verdict.to_string()`), counted in [`SourceCounters`] with rate-limited warning
@@ -33,10 +34,12 @@
 //! );
 //! ```
 
+pub mod batch;
 mod counters;
 mod groups;
 pub mod kind;
 pub mod msgpack;
+pub mod namespaces;
 mod normalizer;
 pub mod policy;
 pub mod rules;
@@ -45,11 +48,16 @@ pub mod tier;
 mod verdict;
 pub mod vectors;
 
-pub use counters::{BudgetKind, LogLevel, LogLine, SourceCounters, WarningBudget, WARNING_BUDGET};
+pub use batch::{BatchRejection, RejectReason};
+pub use counters::{BudgetKind, LogLevel, LogLine, NoticeLog, SourceCounters, WarningBudget, NOTICE_LINES_KEPT, WARNING_BUDGET};
 pub use groups::{GroupTable, LearnedKind};
 pub use kind::{classify_kind, KindClass};
 pub use normalizer::{Normalizer, SourceKey};
-pub use policy::{BlockSizeCheck, MediumMatch, MediumTable, Policy, UnknownPolicy};
+pub use namespaces::{NamespaceState, NamespaceTable};
+pub use policy::{
+    BatchCheck, BlockSizeCheck, Conversion, GroupRules, LogStyle, MediumMatch, MediumTable, Policy, SelfReference,
+    UnknownMedium, UnknownPolicy,
+};
 pub use rules::{Rule, RuleId, RULES};
 pub use small::{SmallStr, SMALL_STR_CAPACITY};
 pub use tier::{resolve_tier, StorageTier, TierChoice, TierSource};

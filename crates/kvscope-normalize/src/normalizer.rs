@@ -2,8 +2,10 @@
 //!
 //! A source is one `(worker_id, dp_rank)`: each data-parallel rank publishes on its own port with
 //! its own sequence counter, and a router keeps its trees per rank. Per source the normalizer
-//! keeps the learned group kinds (step 2 of the rules) and the [`SourceCounters`]. It keeps no
-//! trees: `kvscope-tiers` applies the verdicts this produces.
+//! keeps the learned group kinds (step 2 of the rules), the cache namespaces (rule P7, only under
+//! `dynamo-1.6.1`) and the [`SourceCounters`]. It keeps no trees: `kvscope-tiers` applies the
+//! verdicts this produces. A source is what one Dynamo listener is: one normalizer state and
+//! one warning budget for the life of the connection.
 //!
 //! Hot path: [`Normalizer::normalize_batch`] appends one `Copy` verdict per event to a
 //! caller-owned vector and allocates nothing per event; a warning line is formatted only while
@@ -13,12 +15,16 @@ use std::fmt;
 
 use kvscope_wire::{decode_batch, DecodeError, EventBatch, KvEvent};
 
+use crate::batch::{dynamo_1_6_1_rejection, rejected_tag, BatchRejection};
 use crate::counters::{LogLevel, LogLine, SourceCounters};
 use crate::groups::GroupTable;
-use crate::policy::Policy;
+use crate::kind::{classify_kind, KindClass};
+use crate::namespaces::NamespaceTable;
+use crate::policy::{BatchCheck, LogStyle, Policy};
 use crate::rules::{evaluate, EventCtx};
-use crate::tier::StorageTier;
-use crate::verdict::{SkipReason, SourceId, Verdict, VerdictFlags, VerdictKind};
+use crate::small::SmallStr;
+use crate::tier::{StorageTier, TierChoice};
+use crate::verdict::{Apply, SkipReason, SourceId, Verdict, VerdictFlags, VerdictKind};
 
 /// A source's name: which worker, which data-parallel rank.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,6 +50,7 @@ impl fmt::Display for SourceKey {
 struct SourceState {
     key: SourceKey,
     groups: GroupTable,
+    namespaces: NamespaceTable,
     counters: SourceCounters,
 }
 
@@ -78,6 +85,7 @@ impl Normalizer {
         self.sources.push(SourceState {
             key: SourceKey::new(worker_id, dp_rank),
             groups: GroupTable::default(),
+            namespaces: NamespaceTable::default(),
             counters: SourceCounters::default(),
         });
         SourceId(self.sources.len() as u32 - 1)
@@ -111,10 +119,17 @@ impl Normalizer {
         &self.state(id).groups
     }
 
-    /// Forgets what a source taught (groups) and counted, as after an engine restart.
+    /// The cache namespaces a source's stores have recorded (`dynamo-1.6.1` only).
+    pub fn namespaces(&self, id: SourceId) -> &NamespaceTable {
+        &self.state(id).namespaces
+    }
+
+    /// Forgets what a source taught (groups, namespaces) and counted, as after an engine
+    /// restart (a new Dynamo listener starts a new normalizer too).
     pub fn reset_source(&mut self, id: SourceId) {
         let state = self.state_mut(id);
         state.groups = GroupTable::default();
+        state.namespaces = NamespaceTable::default();
         state.counters = SourceCounters::default();
     }
 
@@ -154,16 +169,33 @@ impl Normalizer {
     }
 
     /// Normalizes every event of a decoded batch, appending one verdict per event to `out`.
+    ///
+    /// Under a policy with a batch-level check (`dynamo-1.6.1`), a batch that policy's decoder
+    /// rejects gives every event the verdict `batch_decode_rejected` and teaches nothing.
     pub fn normalize_batch(&mut self, id: SourceId, seq: u64, batch: &EventBatch, out: &mut Vec<Verdict>) {
-        self.state_mut(id).counters.batches += 1;
+        let rejection = match self.policy.batch_check {
+            BatchCheck::None => None,
+            BatchCheck::Dynamo161 => dynamo_1_6_1_rejection(batch).map(|r| (r, rejected_tag(batch, r))),
+        };
+        let SourceState { key, counters, .. } = self.state_mut(id);
+        counters.batches += 1;
+        if let Some((r, tag)) = rejection {
+            counters.batches_rejected += 1;
+            counters
+                .notices
+                .push(LogLevel::Warn, seq, 0, || format!("{key} seq {seq}: Failed to decode KvEventBatch: {}", r.message(&tag)));
+        }
         out.reserve(batch.events.len());
         for (i, event) in batch.events.iter().enumerate() {
-            out.push(self.normalize_event(id, seq, i as u32, batch.dp_rank, event));
+            out.push(self.normalize_one(id, seq, i as u32, batch.dp_rank, event, rejection));
         }
     }
 
     /// Normalizes one event. `batch_dp_rank` is the batch's own rank field; groups are learned
     /// per `(rank, group_idx)` with the source's rank used when the batch names none.
+    ///
+    /// Batch-level checks need the whole batch: under `dynamo-1.6.1` call
+    /// [`Normalizer::normalize_batch`], or this event is judged as if its batch decoded.
     #[inline]
     pub fn normalize_event(
         &mut self,
@@ -173,19 +205,33 @@ impl Normalizer {
         batch_dp_rank: Option<u32>,
         event: &KvEvent,
     ) -> Verdict {
+        self.normalize_one(id, seq, event_index, batch_dp_rank, event, None)
+    }
+
+    #[inline]
+    fn normalize_one(
+        &mut self,
+        id: SourceId,
+        seq: u64,
+        event_index: u32,
+        batch_dp_rank: Option<u32>,
+        event: &KvEvent,
+        rejection: Option<(BatchRejection, SmallStr)>,
+    ) -> Verdict {
         let policy = self.policy;
         let block_size = self.block_size;
         let state = self.sources.get_mut(id.index()).unwrap_or_else(|| panic!("source {id:?} is not registered"));
         let dp_rank = batch_dp_rank.unwrap_or(state.key.dp_rank);
 
-        let mut cx = EventCtx::new(event, &policy, block_size, dp_rank, &mut state.groups);
+        let mut cx = EventCtx::new(event, &policy, block_size, dp_rank, &mut state.groups, &mut state.namespaces);
+        cx.rejection = rejection;
         let (rule, kind) = evaluate(&mut cx);
         let mut verdict = Verdict {
             source: id,
             seq,
             event_index,
             event_type: event.event_type(),
-            tier: cx.tier.map(|t| t.tier),
+            tier: verdict_tier(&policy, &kind, cx.tier),
             kind,
             rule,
             flags: cx.flags,
@@ -194,6 +240,9 @@ impl Normalizer {
 
         let counters = &mut state.counters;
         let key = &state.key;
+        if policy.log_style == LogStyle::Dynamo161 {
+            dynamo_notices(counters, key, &verdict, event, rejection.map(|(r, _)| r));
+        }
         counters.count_event(verdict.event_type);
         counters.count_verdict(verdict.tier, verdict.label(), verdict.blocks_applied());
         if verdict.flags.contains(VerdictFlags::UNKNOWN_MEDIUM_FALLBACK) {
@@ -218,13 +267,15 @@ impl Normalizer {
                     counters.first_fatal = Some(LogLine { level: LogLevel::Error, seq, event_index, text });
                 }
             }
-            _ if verdict.flags.contains(VerdictFlags::SHORT_TOKEN_IDS)
-                || verdict.flags.contains(VerdictFlags::WRONG_SIZE_BLOCK) =>
-            {
+            _ if verdict.flags.has_conversion_warning() => {
                 let budget = &mut counters.conversion;
                 verdict.facts.warning_limit = budget.limit.min(255) as u8;
                 let v = &verdict;
-                if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| conversion_line(key, v, last)) {
+                let line = |last| match policy.log_style {
+                    LogStyle::Kvscope => conversion_line(key, v, last),
+                    LogStyle::Dynamo161 => dynamo_conversion_line(key, v),
+                };
+                if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, line) {
                     verdict.facts.warning_ordinal = n.min(255) as u8;
                     verdict.flags.insert(VerdictFlags::WARNING_LOGGED);
                 }
@@ -232,6 +283,54 @@ impl Normalizer {
             _ => {}
         }
         verdict
+    }
+}
+
+/// The tier a verdict names: the event's, except for a skip under a policy whose skips carry
+/// none ([`Policy::skips_carry_tier`]).
+pub(crate) fn verdict_tier(policy: &Policy, kind: &VerdictKind, choice: Option<TierChoice>) -> Option<StorageTier> {
+    match kind {
+        VerdictKind::Skip(_) if !policy.skips_carry_tier => None,
+        _ => choice.map(|t| t.tier),
+    }
+}
+
+/// The lines Dynamo 1.6.1 prints every time for this event: an unknown cache kind (at decode,
+/// for every event its decoder read before any failure) and a self-referencing store.
+fn dynamo_notices(
+    counters: &mut SourceCounters,
+    key: &SourceKey,
+    v: &Verdict,
+    event: &KvEvent,
+    rejection: Option<BatchRejection>,
+) {
+    let (seq, i) = (v.seq, v.event_index);
+    if let Some(kind) = event.kv_cache_spec_kind()
+        && classify_kind(kind) == KindClass::Unknown
+        && rejection.is_none_or(|r| r.decoded_before_failure(i))
+    {
+        counters.notices.push(LogLevel::Warn, seq, i, || {
+            format!("{key} seq {seq} event {i}: Unknown KV cache spec kind; treating KV event as non-main kv_cache_spec_kind={kind:?}")
+        });
+    }
+    if v.kind == VerdictKind::Apply(Apply::NoOpRemove) {
+        counters.notices.push(LogLevel::Warn, seq, i, || {
+            format!("{key} seq {seq} event {i}: Self-referencing block detected: duplicate hash in store event; dropping")
+        });
+    }
+}
+
+/// Dynamo 1.6.1's conversion warnings (`create_stored_blocks`), with kvscope's context.
+fn dynamo_conversion_line(key: &SourceKey, v: &Verdict) -> String {
+    let f = &v.facts;
+    let size = u64::from(f.event_block_size.unwrap_or(f.configured_block_size));
+    let head = format!("{key} seq {} event {}: Block not published.", v.seq, v.event_index);
+    if v.flags.contains(VerdictFlags::BLOCK_SIZE_DIFFERS) {
+        format!("{head} Block size must be {} tokens to be published. Block size is: {size}", f.configured_block_size)
+    } else {
+        let lead = u64::from(f.is_bigram);
+        let end = u64::from(v.blocks_applied()) * size + lead + size;
+        format!("{head} token_ids too short: need {end}, got {}", u64::from(f.token_count) + lead)
     }
 }
 

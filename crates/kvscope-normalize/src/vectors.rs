@@ -2,9 +2,11 @@
 //!
 //! The table (`vectors/normalizer.json`, embedded) lists inputs (events described as data,
 //! encoded here into real msgpack payloads, and corpus payloads by file name), a configuration
-//! (block size) and the expected verdicts under every policy named in `expect`; `fixed` and
-//! `legacy` are required in every vector. [`run_vectors`] feeds each vector, under each policy,
-//! through a caller-supplied [`VectorHost`] and compares what comes back. The same table runs:
+//! (block size) and the expected verdicts under each policy. A vector states its expectation
+//! under every preset ([`crate::Policy::PRESETS`]), or lists in `policies` the presets it is
+//! for and states exactly those. [`run_vectors`] feeds each vector, under each of its policies,
+//! through a caller-supplied [`VectorHost`] and compares what comes back; a missing, extra or
+//! unknown policy is a failure, not a silent skip. The same table runs:
 //!
 //! - natively through [`NativeHost`] (`cargo test -p kvscope-normalize`),
 //! - natively with tier trees (`kvscope-tiers` tests, which also check tree sizes),
@@ -21,7 +23,7 @@
 //! # Format
 //!
 //! ```json
-//! {"name": "...", "about": "why it exists", "block_size": 1536,
+//! {"name": "...", "about": "why it exists", "block_size": 1536, "policies": ["fixed", "legacy"],
 //!  "frames": [
 //!    {"source": "w0:0", "seq": 8, "corpus": "vllm-0.33.0/kimi_k3_agg-w0-09.msgpack"},
 //!    {"source": "w0:0", "seq": 9, "encoding": "array", "events": [
@@ -35,11 +37,17 @@
 //!    "legacy": {"verdicts": ["..."]}}}
 //! ```
 //!
-//! Event fields ([`EventSpec`]): `type`, `hashes`, `parent`, `tokens` (default: hashes x
-//! block_size), `block_size` (required for stores), `medium`, `group_idx`, `kind`; an absent field
-//! is absent on the wire (map encoding) or nil (array encoding). `text` keys index `verdicts`.
+//! `policies` is optional (absent: every preset). Frame fields: `layout` (`array3`, the
+//! default; `array2` as vLLM 0.9.0 writes; `array4` with one element too many; `map`).
+//! Event fields ([`EventSpec`]): `type`, `hashes` (ints, or `{"bin": 32, "value": 7}` for a bin
+//! whose last 8 bytes are `value`), `parent`, `tokens` (default: hashes x block_size),
+//! `token_ids` (explicit ids, any i64), `bigram` (write `tokens` pairs), `block_size` (required
+//! for stores), `lora_id`, `lora_name`, `medium`, `extra_keys` (the first block's keys),
+//! `cache_salt` (array encoding: SGLang's `{cache_salt}` map at position 7), `group_idx`,
+//! `kind`, `sliding_window`, `locality`, `ownership` (map encoding only); an absent field is
+//! absent on the wire (map encoding) or nil (array encoding). `text` keys index `verdicts`.
 //! `sources` fields are optional; `trees` (live blocks per tier, unlisted tiers empty) is checked
-//! by hosts that keep trees.
+//! by hosts that keep trees; `notices` counts the lines the indexer prints every time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -54,8 +62,13 @@ use crate::verdict::Verdict;
 /// The embedded vector table.
 pub const VECTORS_JSON: &str = include_str!("../vectors/normalizer.json");
 
-/// The policies every vector must have expectations for.
-pub const REQUIRED_POLICIES: [&str; 2] = ["fixed", "legacy"];
+/// The policies a vector runs under: the ones it lists, or every preset.
+pub fn policies_of(vector: &Vector) -> Vec<&str> {
+    match &vector.policies {
+        Some(listed) => listed.iter().map(String::as_str).collect(),
+        None => Policy::names().collect(),
+    }
+}
 
 /// The parsed table.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,9 +86,19 @@ pub struct Vector {
     /// Why the vector exists (which rule, which incident).
     pub about: String,
     pub block_size: u32,
+    /// The presets this vector is for; absent means every preset.
+    #[serde(default)]
+    pub policies: Option<Vec<String>>,
     pub frames: Vec<FrameSpec>,
     /// Policy name -> what must come out.
     pub expect: BTreeMap<String, Expect>,
+}
+
+impl Vector {
+    /// The vector's payloads, ready to push; `corpus` looks corpus payloads up by manifest path.
+    pub fn frames(&self, corpus: impl Fn(&str) -> Option<Vec<u8>>) -> Result<Vec<Frame>, String> {
+        build_frames(self, &corpus)
+    }
 }
 
 /// One payload pushed for a source: events described as data, or a corpus file, or raw bytes.
@@ -97,6 +120,9 @@ pub struct FrameSpec {
     /// `map` (vLLM 0.24 on, the default) or `array` (tagged arrays, vLLM up to 0.23).
     #[serde(default)]
     pub encoding: Option<String>,
+    /// The batch's outer shape: `array3` (the default), `array2`, `array4` or `map`.
+    #[serde(default)]
+    pub layout: Option<String>,
     /// The batch's own dp_rank field; defaults to the source's rank. `null` writes nil.
     #[serde(default, deserialize_with = "present")]
     pub batch_dp_rank: Option<Option<u32>>,
@@ -110,16 +136,17 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<u32>>
 }
 
 /// A hash: an unsigned or signed integer (signed ones are written as msgpack ints and bit-cast
-/// by the decoder).
+/// by the decoder), or a bin of `bin` bytes whose last 8 are `value`, big-endian.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(untagged)]
 pub enum HashSpec {
     Unsigned(u64),
     Signed(i64),
+    Bin { bin: usize, value: u64 },
 }
 
 /// One event described as data.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct EventSpec {
     /// `BlockStored`, `BlockRemoved`, `AllBlocksCleared`, or any other tag.
@@ -140,6 +167,27 @@ pub struct EventSpec {
     pub group_idx: Option<u32>,
     #[serde(default)]
     pub kind: Option<String>,
+    /// Explicit token ids (overrides `tokens`), e.g. `[-1]` or `[4294967296]`.
+    #[serde(default)]
+    pub token_ids: Option<Vec<i64>>,
+    /// Write `tokens` SGLang bigram pairs instead of ids.
+    #[serde(default)]
+    pub bigram: bool,
+    #[serde(default)]
+    pub lora_id: Option<i64>,
+    #[serde(default)]
+    pub lora_name: Option<String>,
+    /// The first block's `extra_keys` (strings); written as `[[...]]`.
+    #[serde(default)]
+    pub extra_keys: Option<Vec<String>>,
+    #[serde(default)]
+    pub cache_salt: Option<String>,
+    #[serde(default)]
+    pub sliding_window: Option<u32>,
+    #[serde(default)]
+    pub locality: Option<String>,
+    #[serde(default)]
+    pub ownership: Option<String>,
 }
 
 /// What must come out of one vector under one policy.
@@ -172,6 +220,9 @@ pub struct SourceExpect {
     /// Live blocks per tier label, checked only by hosts that keep trees.
     #[serde(default)]
     pub trees: Option<BTreeMap<String, u64>>,
+    /// Lines printed every time ([`crate::NoticeLog::total`]).
+    #[serde(default)]
+    pub notices: Option<u64>,
 }
 
 /// Parses the embedded table.
@@ -227,6 +278,8 @@ pub struct OutSource {
     pub first_fatal_seq: Option<u64>,
     pub conversion: [u64; 2],
     pub offload: [u64; 2],
+    /// Lines printed every time.
+    pub notices: u64,
     /// Live blocks per tier label, if the host keeps trees.
     pub trees: Option<BTreeMap<String, u64>>,
 }
@@ -283,33 +336,50 @@ impl VectorReport {
     }
 }
 
-/// The number of (vector, policy) cases in the table.
+/// The number of (vector, policy) cases in the table: each vector under each of its policies.
 pub fn case_count() -> usize {
-    table().vectors.iter().map(|v| v.expect.len()).sum()
+    table().vectors.iter().map(|v| policies_of(v).len()).sum()
 }
 
-/// Runs every vector under every policy it has expectations for.
+/// The number of cases under one policy.
+pub fn case_count_for(policy: &str) -> usize {
+    table().vectors.iter().filter(|v| policies_of(v).contains(&policy)).count()
+}
+
+/// What is wrong with a vector's policy list and expectations, if anything.
+fn policy_errors(vector: &Vector) -> Vec<String> {
+    let listed = policies_of(vector);
+    let mut errors = Vec::new();
+    for p in &listed {
+        if p.parse::<Policy>().is_err() {
+            errors.push(format!("{}: lists policy {p:?}, which is not a preset", vector.name));
+        } else if !vector.expect.contains_key(*p) {
+            errors.push(format!("{}: no expectation for policy {p:?}", vector.name));
+        }
+    }
+    for p in vector.expect.keys() {
+        if !listed.contains(&p.as_str()) {
+            errors.push(format!("{}: expectation for policy {p:?}, which the vector does not run under", vector.name));
+        }
+    }
+    errors
+}
+
+/// Runs every vector under every policy it lists (or every preset).
 pub fn run_vectors(host: &mut impl VectorHost) -> VectorReport {
     let table = table();
     let mut report = VectorReport { host: host.name().to_owned(), vectors: table.vectors.len(), ..Default::default() };
     for vector in &table.vectors {
-        for required in REQUIRED_POLICIES {
-            if !vector.expect.contains_key(required) {
-                report.failures.push(format!("{}: no expectation for policy {required:?}", vector.name));
-            }
-        }
-        let frames = match build_frames(vector, host) {
+        report.failures.extend(policy_errors(vector));
+        let frames = match build_frames(vector, &|f: &str| host.corpus_payload(f)) {
             Ok(frames) => frames,
             Err(e) => {
                 report.failures.push(format!("{}: {e}", vector.name));
                 continue;
             }
         };
-        for (policy, expect) in &vector.expect {
-            if policy.parse::<Policy>().is_err() {
-                // An expectation for a preset this build does not have yet: not a failure.
-                continue;
-            }
+        for policy in policies_of(vector) {
+            let Some(expect) = vector.expect.get(policy) else { continue };
             report.runs += 1;
             let before = report.failures.len();
             let case = VectorCase { vector: &vector.name, policy, block_size: vector.block_size, frames: &frames };
@@ -374,6 +444,11 @@ fn compare(vector: &Vector, policy: &str, expect: &Expect, out: &VectorOutput, r
                 os.offload
             ));
         }
+        if let Some(n) = se.notices
+            && os.notices != n
+        {
+            report.failures.push(format!("{at}: {source} notices: expected {n}, got {}", os.notices));
+        }
         if let Some(trees) = &se.trees {
             match &os.trees {
                 None => report.tree_checks_skipped += 1,
@@ -399,7 +474,7 @@ pub fn parse_source(s: &str) -> Result<(String, u32), String> {
     Ok((worker.to_owned(), rank))
 }
 
-fn build_frames(vector: &Vector, host: &impl VectorHost) -> Result<Vec<Frame>, String> {
+fn build_frames(vector: &Vector, corpus: &dyn Fn(&str) -> Option<Vec<u8>>) -> Result<Vec<Frame>, String> {
     vector
         .frames
         .iter()
@@ -414,11 +489,10 @@ fn build_frames(vector: &Vector, host: &impl VectorHost) -> Result<Vec<Frame>, S
                         Some("array") => true,
                         Some(other) => return Err(format!("frame {i}: encoding {other:?} is not map or array")),
                     };
-                    encode_batch(spec.ts, events, rank, array)?
+                    let layout = spec.layout.as_deref().unwrap_or("array3");
+                    encode_batch_with(spec.ts, events, rank, array, layout).map_err(|e| format!("frame {i}: {e}"))?
                 }
-                (None, Some(file), None) => host
-                    .corpus_payload(file)
-                    .ok_or_else(|| format!("frame {i}: host {} has no corpus payload {file:?}", host.name()))?,
+                (None, Some(file), None) => corpus(file).ok_or_else(|| format!("frame {i}: no corpus payload {file:?}"))?,
                 (None, None, Some(hex)) => decode_hex(hex).map_err(|e| format!("frame {i}: raw_hex: {e}"))?,
                 _ => return Err(format!("frame {i}: give exactly one of events, corpus, raw_hex")),
             };
@@ -442,29 +516,80 @@ fn write_hash(w: &mut Writer, h: HashSpec) {
     match h {
         HashSpec::Unsigned(v) => w.uint(v),
         HashSpec::Signed(v) => w.int(v),
+        HashSpec::Bin { bin, value } => {
+            let mut bytes = vec![0x5a; bin];
+            let tail = value.to_be_bytes();
+            let k = bin.min(8);
+            bytes[bin - k..].copy_from_slice(&tail[8 - k..]);
+            w.bin(&bytes)
+        }
     };
 }
 
-fn write_tokens(w: &mut Writer, n: u32) {
+fn write_tokens(w: &mut Writer, e: &EventSpec, n: u32) {
+    if let Some(ids) = &e.token_ids {
+        w.array(ids.len());
+        ids.iter().for_each(|&id| {
+            w.int(id);
+        });
+        return;
+    }
     w.array(n as usize);
     for i in 0..n {
         // Small positive fixints: realistic enough, one byte each.
-        w.uint(u64::from(i % 100) + 1);
+        let id = u64::from(i % 100) + 1;
+        if e.bigram {
+            w.array(2).uint(id).uint(id + 1);
+        } else {
+            w.uint(id);
+        }
     }
 }
 
 /// Encodes a batch `[ts, events, dp_rank]` as an engine would: tagged maps (`array == false`,
 /// vLLM 0.24 on) or tagged arrays with every position written (vLLM 0.22-0.23 layout).
 pub fn encode_batch(ts: f64, events: &[EventSpec], dp_rank: Option<u32>, array: bool) -> Result<Vec<u8>, String> {
+    encode_batch_with(ts, events, dp_rank, array, "array3")
+}
+
+/// [`encode_batch`] with the batch's outer `layout`: `array3`; `array2` (`[ts, events]`, vLLM
+/// 0.9.0, no dp_rank); `array4` (`[ts, events, dp_rank, nil]`); `map` (`{ts, events,
+/// data_parallel_rank}`).
+pub fn encode_batch_with(
+    ts: f64,
+    events: &[EventSpec],
+    dp_rank: Option<u32>,
+    array: bool,
+    layout: &str,
+) -> Result<Vec<u8>, String> {
     let mut w = Writer::new();
-    w.array(3).f64(ts).array(events.len());
+    match layout {
+        "array3" => w.array(3),
+        "array2" => w.array(2),
+        "array4" => w.array(4),
+        "map" => w.map(3).str("ts"),
+        other => return Err(format!("layout {other:?} is not array3, array2, array4 or map")),
+    };
+    w.f64(ts);
+    if layout == "map" {
+        w.str("events");
+    }
+    w.array(events.len());
     for (i, e) in events.iter().enumerate() {
         encode_event(&mut w, e, array).map_err(|m| format!("event {i}: {m}"))?;
     }
-    match dp_rank {
-        Some(r) => w.uint(u64::from(r)),
-        None => w.nil(),
-    };
+    if layout == "map" {
+        w.str("data_parallel_rank");
+    }
+    if layout != "array2" {
+        match dp_rank {
+            Some(r) => w.uint(u64::from(r)),
+            None => w.nil(),
+        };
+    }
+    if layout == "array4" {
+        w.nil();
+    }
     Ok(w.into_bytes())
 }
 
@@ -481,13 +606,32 @@ fn encode_event(w: &mut Writer, e: &EventSpec, array: bool) -> Result<(), String
             None => w.nil(),
         };
     };
+    let extra_keys = |w: &mut Writer, keys: &Option<Vec<String>>| {
+        match keys {
+            Some(keys) => {
+                w.array(1).array(keys.len());
+                keys.iter().for_each(|k| {
+                    w.str(k);
+                });
+            }
+            None => {
+                w.nil();
+            }
+        };
+    };
+    if array && (e.locality.is_some() || e.ownership.is_some()) {
+        return Err("locality and ownership exist in the map encoding only".into());
+    }
     match e.tag.as_str() {
         "BlockStored" => {
             let block_size = e.block_size.ok_or("BlockStored needs block_size")?;
             let tokens = e.tokens.unwrap_or(e.hashes.len() as u32 * block_size);
             if array {
-                // tag, hashes, parent, token_ids, block_size, lora_id, medium, lora_name,
-                // extra_keys, group_idx, kind, sliding_window
+                if e.cache_salt.is_some() && e.lora_name.is_some() {
+                    return Err("position 7 holds lora_name or {cache_salt}, not both".into());
+                }
+                // tag, hashes, parent, token_ids, block_size, lora_id, medium, lora_name (or
+                // SGLang's {cache_salt}), extra_keys, group_idx, kind, sliding_window
                 w.array(12).str("BlockStored");
                 w.array(e.hashes.len());
                 e.hashes.iter().for_each(|h| write_hash(w, *h));
@@ -497,15 +641,37 @@ fn encode_event(w: &mut Writer, e: &EventSpec, array: bool) -> Result<(), String
                         w.nil();
                     }
                 }
-                write_tokens(w, tokens);
-                w.uint(u64::from(block_size)).nil();
+                write_tokens(w, e, tokens);
+                w.uint(u64::from(block_size));
+                match e.lora_id {
+                    Some(id) => w.int(id),
+                    None => w.nil(),
+                };
                 opt_str(w, &e.medium);
-                w.nil().nil();
+                match &e.cache_salt {
+                    Some(salt) => {
+                        w.map(1).str("cache_salt").str(salt);
+                    }
+                    None => opt_str(w, &e.lora_name),
+                }
+                extra_keys(w, &e.extra_keys);
                 opt_u32(w, e.group_idx);
                 opt_str(w, &e.kind);
-                w.nil();
+                opt_u32(w, e.sliding_window);
             } else {
-                let n = 5 + usize::from(e.medium.is_some()) + usize::from(e.group_idx.is_some()) + usize::from(e.kind.is_some());
+                let optional = [
+                    e.medium.is_some(),
+                    e.group_idx.is_some(),
+                    e.kind.is_some(),
+                    e.lora_id.is_some(),
+                    e.lora_name.is_some(),
+                    e.extra_keys.is_some(),
+                    e.cache_salt.is_some(),
+                    e.sliding_window.is_some(),
+                    e.locality.is_some(),
+                    e.ownership.is_some(),
+                ];
+                let n = 5 + optional.iter().filter(|p| **p).count();
                 w.map(n).str("type").str("BlockStored");
                 w.str("block_hashes").array(e.hashes.len());
                 e.hashes.iter().for_each(|h| write_hash(w, *h));
@@ -517,8 +683,55 @@ fn encode_event(w: &mut Writer, e: &EventSpec, array: bool) -> Result<(), String
                     }
                 }
                 w.str("token_ids");
-                write_tokens(w, tokens);
+                write_tokens(w, e, tokens);
                 w.str("block_size").uint(u64::from(block_size));
+                if let Some(id) = e.lora_id {
+                    w.str("lora_id").int(id);
+                }
+                if let Some(m) = &e.medium {
+                    w.str("medium").str(m);
+                }
+                if let Some(name) = &e.lora_name {
+                    w.str("lora_name").str(name);
+                }
+                if e.extra_keys.is_some() {
+                    w.str("extra_keys");
+                    extra_keys(w, &e.extra_keys);
+                }
+                if let Some(salt) = &e.cache_salt {
+                    w.str("cache_salt").str(salt);
+                }
+                if let Some(g) = e.group_idx {
+                    w.str("group_idx").uint(u64::from(g));
+                }
+                if let Some(k) = &e.kind {
+                    w.str("kv_cache_spec_kind").str(k);
+                }
+                if let Some(sw) = e.sliding_window {
+                    w.str("kv_cache_spec_sliding_window").uint(u64::from(sw));
+                }
+                if let Some(l) = &e.locality {
+                    w.str("locality").str(l);
+                }
+                if let Some(o) = &e.ownership {
+                    w.str("ownership").str(o);
+                }
+            }
+        }
+        "BlockRemoved" => {
+            if array {
+                if e.kind.is_some() {
+                    return Err("an array-encoded BlockRemoved has no kind position".into());
+                }
+                w.array(4).str("BlockRemoved").array(e.hashes.len());
+                e.hashes.iter().for_each(|h| write_hash(w, *h));
+                opt_str(w, &e.medium);
+                opt_u32(w, e.group_idx);
+            } else {
+                let optional = [e.medium.is_some(), e.group_idx.is_some(), e.kind.is_some(), e.locality.is_some(), e.ownership.is_some()];
+                let n = 2 + optional.iter().filter(|p| **p).count();
+                w.map(n).str("type").str("BlockRemoved").str("block_hashes").array(e.hashes.len());
+                e.hashes.iter().for_each(|h| write_hash(w, *h));
                 if let Some(m) = &e.medium {
                     w.str("medium").str(m);
                 }
@@ -528,32 +741,24 @@ fn encode_event(w: &mut Writer, e: &EventSpec, array: bool) -> Result<(), String
                 if let Some(k) = &e.kind {
                     w.str("kv_cache_spec_kind").str(k);
                 }
-            }
-        }
-        "BlockRemoved" => {
-            if array {
-                w.array(4).str("BlockRemoved").array(e.hashes.len());
-                e.hashes.iter().for_each(|h| write_hash(w, *h));
-                opt_str(w, &e.medium);
-                opt_u32(w, e.group_idx);
-            } else {
-                let n = 2 + usize::from(e.medium.is_some()) + usize::from(e.group_idx.is_some());
-                w.map(n).str("type").str("BlockRemoved").str("block_hashes").array(e.hashes.len());
-                e.hashes.iter().for_each(|h| write_hash(w, *h));
-                if let Some(m) = &e.medium {
-                    w.str("medium").str(m);
+                if let Some(l) = &e.locality {
+                    w.str("locality").str(l);
                 }
-                if let Some(g) = e.group_idx {
-                    w.str("group_idx").uint(u64::from(g));
+                if let Some(o) = &e.ownership {
+                    w.str("ownership").str(o);
                 }
             }
         }
         tag => {
-            // AllBlocksCleared and unknown tags carry nothing the normalizer reads.
+            // AllBlocksCleared and unknown tags carry nothing the normalizer reads but a clear's
+            // ownership.
             if array {
                 w.array(1).str(tag);
             } else {
-                w.map(1).str("type").str(tag);
+                w.map(1 + usize::from(e.ownership.is_some())).str("type").str(tag);
+                if let Some(o) = &e.ownership {
+                    w.str("ownership").str(o);
+                }
             }
         }
     }
@@ -584,6 +789,7 @@ pub fn source_outputs(n: &Normalizer) -> Vec<OutSource> {
                 first_fatal_seq: c.first_fatal.as_ref().map(|l| l.seq),
                 conversion: [c.conversion.emitted, c.conversion.suppressed],
                 offload: [c.offload.emitted, c.offload.suppressed],
+                notices: c.notices.total,
                 trees: None,
             }
         })
@@ -682,13 +888,34 @@ mod tests {
     }
 
     #[test]
-    fn every_vector_names_both_required_policies() {
+    fn every_vector_states_every_policy_it_runs_under() {
         let t = table();
         assert!(!t.vectors.is_empty());
         for v in &t.vectors {
-            for p in REQUIRED_POLICIES {
-                assert!(v.expect.contains_key(p), "{} lacks {p}", v.name);
-            }
+            assert_eq!(policy_errors(v), Vec::<String>::new());
         }
+        // Every preset has cases, and the per-policy counts add up.
+        let per_policy: usize = Policy::names().map(case_count_for).sum();
+        assert_eq!(per_policy, case_count());
+        for name in Policy::names() {
+            assert!(case_count_for(name) > 0, "no vector runs under {name}");
+        }
+    }
+
+    #[test]
+    fn a_vector_with_a_missing_extra_or_unknown_policy_fails() {
+        let mut v: Vector = serde_json::from_str(
+            r#"{"name": "v", "about": "", "block_size": 16, "frames": [], "expect": {"fixed": {"verdicts": []}}}"#,
+        )
+        .unwrap();
+        let errors = policy_errors(&v);
+        assert!(errors.iter().any(|e| e == "v: no expectation for policy \"legacy\""), "{errors:?}");
+        v.policies = Some(vec!["fixed".into(), "dynamo-1.5".into()]);
+        assert_eq!(policy_errors(&v), ["v: lists policy \"dynamo-1.5\", which is not a preset"]);
+        v.policies = Some(vec!["legacy".into()]);
+        assert_eq!(
+            policy_errors(&v),
+            ["v: no expectation for policy \"legacy\"", "v: expectation for policy \"fixed\", which the vector does not run under"]
+        );
     }
 }

@@ -274,6 +274,9 @@ impl VerdictFlags {
     pub const WRONG_SIZE_BLOCK: VerdictFlags = VerdictFlags(8);
     /// This verdict's warning was printed (its budget had room).
     pub const WARNING_LOGGED: VerdictFlags = VerdictFlags(16);
+    /// For a self-referencing store: a hash named twice made it so, not the parent
+    /// ([`Facts::parent`] then holds the repeated hash). Not listed in codes.
+    pub const HASH_REPEATED: VerdictFlags = VerdictFlags(64);
     /// Conversion warning (`dynamo-1.6.1`): a non-empty store at another block size, applied
     /// with no blocks.
     pub const BLOCK_SIZE_DIFFERS: VerdictFlags = VerdictFlags(32);
@@ -453,7 +456,7 @@ impl Verdict {
 
     /// `medium "cpu" -> HostPinned (case-insensitive)`, for events with a tier.
     fn write_medium_clause(&self, f: &mut fmt::Formatter<'_>, source: TierSource) -> fmt::Result {
-        let tier = self.tier.unwrap_or(StorageTier::Device);
+        let tier = self.facts.resolved_tier.or(self.tier).unwrap_or(StorageTier::Device);
         let medium = self.facts.medium;
         match source {
             TierSource::Absent => write!(f, "no medium -> {tier}")?,
@@ -477,8 +480,48 @@ impl Verdict {
             GroupCheck::LearnedMain => {
                 write!(f, "no kind; group {} was learned as {:?}", facts.group_idx.unwrap_or(0), facts.word)
             }
-            GroupCheck::Unlearned | GroupCheck::NotChecked => Ok(()),
+            GroupCheck::LowerTierBypass => {
+                let tier = self.facts.resolved_tier.or(self.tier).unwrap_or(StorageTier::Device);
+                write!(f, "{tier} goes straight to conversion (no group filter, no cache namespace)")
+            }
+            GroupCheck::Unlearned | GroupCheck::NotChecked | GroupCheck::LearnedUnknown => Ok(()),
         }
+    }
+
+    /// `(logged, 2 of 3)` or `(not logged: the budget of 3 is spent)`.
+    fn write_budget_note(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.flags.contains(VerdictFlags::WARNING_LOGGED) {
+            write!(f, "(logged, {} of {})", self.facts.warning_ordinal, self.facts.warning_limit)
+        } else {
+            write!(f, "(not logged: the budget of {} is spent)", self.facts.warning_limit)
+        }
+    }
+
+    /// A `dynamo-1.6.1` store that publishes fewer blocks than it names, and why.
+    fn write_published_store(&self, f: &mut fmt::Formatter<'_>, blocks: u32) -> fmt::Result {
+        let facts = &self.facts;
+        let tier = self.tier.unwrap_or(StorageTier::Device);
+        let size = facts.event_block_size.unwrap_or(facts.configured_block_size);
+        let n = facts.blocks;
+        if self.flags.contains(VerdictFlags::BLOCK_SIZE_DIFFERS) {
+            write!(
+                f,
+                "block_size {size} != {}: no block is published at another block size -> store 0 of {n} block{} on \
+                 {tier}; warning block_size_differs ",
+                facts.configured_block_size,
+                plural(n)
+            )?;
+        } else {
+            let tokens = facts.token_count + u32::from(facts.is_bigram);
+            write!(
+                f,
+                "block_size {size} matches, but token_ids holds {tokens} tokens, enough for {blocks} of {n} block{} -> \
+                 store {blocks} block{} on {tier}; warning short_token_ids ",
+                plural(n),
+                plural(blocks)
+            )?;
+        }
+        self.write_budget_note(f)
     }
 
     fn write_warning_clause(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -493,14 +536,10 @@ impl Verdict {
         let size = facts.event_block_size.unwrap_or(facts.configured_block_size);
         write!(
             f,
-            "; token_ids has {} tokens, {what} than {} blocks x {size} -> warning {name}",
+            "; token_ids has {} tokens, {what} than {} blocks x {size} -> warning {name} ",
             facts.token_count, facts.blocks
         )?;
-        if self.flags.contains(VerdictFlags::WARNING_LOGGED) {
-            write!(f, " (logged, {} of {})", facts.warning_ordinal, facts.warning_limit)
-        } else {
-            write!(f, " (not logged: the budget of {} is spent)", facts.warning_limit)
-        }
+        self.write_budget_note(f)
     }
 
     /// The deciding clause.
@@ -514,9 +553,41 @@ impl Verdict {
             VerdictKind::Skip(SkipReason::NonMainAttentionKind) => {
                 write!(f, "kind {:?} is not main attention -> skip non_main_attention_kind", facts.word)
             }
+            VerdictKind::Skip(SkipReason::UnknownKind) if facts.group_check == GroupCheck::LearnedUnknown => write!(
+                f,
+                "no kind; group {} was learned as {:?}, not a known cache kind -> skip unknown_kind",
+                facts.group_idx.unwrap_or(0),
+                facts.word
+            ),
             VerdictKind::Skip(SkipReason::UnknownKind) => {
                 write!(f, "kind {:?} is not a known cache kind -> skip unknown_kind", facts.word)
             }
+            VerdictKind::Skip(SkipReason::BatchDecodeRejected) => match facts.rejection {
+                Some(r) => write!(f, "{} -> skip batch_decode_rejected", r.sentence(&facts.word)),
+                None => f.write_str("the batch was rejected -> skip batch_decode_rejected"),
+            },
+            VerdictKind::Skip(SkipReason::UnsupportedOwnership) => write!(
+                f,
+                "ownership {:?} is KV-cache reuse, which this indexer does not index -> skip unsupported_ownership",
+                facts.word
+            ),
+            VerdictKind::Skip(SkipReason::UnknownOwnership) => {
+                write!(f, "ownership {:?} is neither absent nor \"kvcr\" -> skip unknown_ownership", facts.word)
+            }
+            VerdictKind::Skip(SkipReason::NonLocalLocality) => {
+                write!(f, "locality {:?} is not \"LOCAL\" -> skip non_local_locality", facts.word)
+            }
+            VerdictKind::Skip(SkipReason::UnknownMedium) => write!(
+                f,
+                "medium {:?} is not in Dynamo 1.6.1's case-sensitive table -> skip unknown_medium",
+                facts.medium
+            ),
+            VerdictKind::Skip(SkipReason::AmbiguousCacheNamespace) => write!(
+                f,
+                "no cache namespace of its own; parent {:?} was stored under more than one namespace -> skip \
+                 ambiguous_cache_namespace",
+                facts.parent
+            ),
             VerdictKind::Skip(SkipReason::NonMainAttentionGroup) => write!(
                 f,
                 "no kind; group {} was learned as {:?} -> skip non_main_attention_group",
@@ -545,11 +616,21 @@ impl Verdict {
                     )
                 }
             }
+            VerdictKind::Apply(Apply::NoOpRemove) if self.flags.contains(VerdictFlags::HASH_REPEATED) => write!(
+                f,
+                "hash {:?} is named twice in the store -> no-op remove, self_referencing_store",
+                facts.parent
+            ),
             VerdictKind::Apply(Apply::NoOpRemove) => write!(
                 f,
                 "parent {:?} is one of the store's own hashes -> no-op remove, self_referencing_store",
                 facts.parent
             ),
+            VerdictKind::Apply(Apply::Store { blocks })
+                if blocks < facts.blocks || self.flags.contains(VerdictFlags::BLOCK_SIZE_DIFFERS) =>
+            {
+                self.write_published_store(f, blocks)
+            }
             VerdictKind::Apply(Apply::Store { blocks }) => {
                 match facts.event_block_size {
                     Some(size) if size == facts.configured_block_size => {
@@ -598,7 +679,7 @@ impl fmt::Display for Verdict {
             sep(f)?;
             self.write_medium_clause(f, source)?;
         }
-        if matches!(self.facts.group_check, GroupCheck::MainKind | GroupCheck::LearnedMain) {
+        if matches!(self.facts.group_check, GroupCheck::MainKind | GroupCheck::LearnedMain | GroupCheck::LowerTierBypass) {
             sep(f)?;
             self.write_group_clause(f)?;
         }
@@ -657,7 +738,9 @@ mod tests {
     /// Verdicts are copied into a vector per event; keep them from growing unnoticed.
     #[test]
     fn verdict_stays_small() {
-        assert!(std::mem::size_of::<Verdict>() <= 136, "{}", std::mem::size_of::<Verdict>());
+        // 136 bytes before `dynamo-1.6.1`; its facts (resolved tier, batch rejection, bigram)
+        // added 24.
+        assert!(std::mem::size_of::<Verdict>() <= 160, "{}", std::mem::size_of::<Verdict>());
     }
 
     #[test]

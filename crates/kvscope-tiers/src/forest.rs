@@ -153,14 +153,17 @@ impl Forest {
         let VerdictKind::Apply(action) = verdict.kind else { return Change::default() };
         let tier = verdict.tier.unwrap_or(StorageTier::Device);
         match (action, event) {
-            (Apply::Store { .. }, KvEvent::BlockStored(s)) => {
+            (Apply::Store { blocks }, KvEvent::BlockStored(s)) => {
                 let per_tier = self.config.max_blocks_per_tier.unwrap_or(usize::MAX);
                 let total_room = self.config.max_total_blocks.map_or(usize::MAX, |m| m.saturating_sub(self.total_blocks));
                 let orphans = self.config.orphans;
                 let seq = verdict.seq;
                 let tree = &mut self.source_mut(verdict.source).tiers[tier.index()];
                 let room = per_tier.saturating_sub(tree.len()).min(total_room);
-                let r = tree.store(&s.block_hashes, s.parent_block_hash.map(|h| h.0), seq, time, room, orphans);
+                // The leading blocks the policy published: every hash, except under a policy that
+                // publishes only the blocks whose tokens are there (dynamo-1.6.1).
+                let published = &s.block_hashes[..(blocks as usize).min(s.block_hashes.len())];
+                let r = tree.store(published, s.parent_block_hash.map(|h| h.0), seq, time, room, orphans);
                 self.total_blocks += r.inserted as usize;
                 if r.refused > 0 {
                     self.limit.refused_stores += 1;

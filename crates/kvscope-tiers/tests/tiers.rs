@@ -161,6 +161,7 @@ mod bounds {
             medium: Some("GPU".into()),
             group_idx: None,
             kind: None,
+            ..Default::default()
         };
         encode_batch(0.0, &[spec], Some(0), false).unwrap()
     }

@@ -60,6 +60,9 @@ impl Default for Config {
     }
 }
 
+/// (kind, reason) -> (events, events per tier).
+pub type Rows = BTreeMap<(VerdictKind, String), (u64, BTreeMap<String, u64>)>;
+
 /// Verdict counts of one source under one policy.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Counts {
@@ -84,8 +87,8 @@ impl Counts {
     }
 
     /// Every (kind, reason) with a non-zero count, with the tiers involved.
-    pub fn rows(&self, classes: &ClassTable) -> BTreeMap<(VerdictKind, String), (u64, BTreeMap<String, u64>)> {
-        let mut out: BTreeMap<(VerdictKind, String), (u64, BTreeMap<String, u64>)> = BTreeMap::new();
+    pub fn rows(&self, classes: &ClassTable) -> Rows {
+        let mut out: Rows = BTreeMap::new();
         for (code, n) in &self.by_class {
             let Some(c) = classes.get(*code) else { continue };
             let row = out.entry((c.kind, c.reason.clone())).or_default();
@@ -424,7 +427,7 @@ impl Model {
     pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, u64)> {
         let mut v: Vec<_> =
             self.differences.iter().map(|((a, b), n)| (self.classes.get(*a), self.classes.get(*b), *n)).collect();
-        v.sort_by(|x, y| y.2.cmp(&x.2));
+        v.sort_by_key(|x| std::cmp::Reverse(x.2));
         v
     }
 
@@ -736,11 +739,10 @@ impl Model {
                 if outcome.kind == VerdictKind::Fatal && counts.first_fatal.is_none() {
                     counts.first_fatal = Some((frame.seq, outcome.rule()));
                 }
-                if outcome.blocks > 0 {
-                    if let Some(t) = outcome.tier_label {
+                if outcome.blocks > 0
+                    && let Some(t) = outcome.tier_label {
                         *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
                     }
-                }
                 if side == tree_side {
                     self.trees.apply(source, &batch.events[i], outcome, batch.ts);
                 }

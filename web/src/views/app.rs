@@ -25,13 +25,11 @@ pub fn App() -> impl IntoView {
     // A selection in the URL is resolved once the event has arrived.
     Effect::new(move |_| {
         fleet.track();
-        if fleet.selected.get_untracked().is_none() {
-            if let Some(r) = fleet.settings.with_untracked(|s| s.selected.clone()) {
-                if let Some(id) = fleet.with_model(|m| m.find_event(&r)) {
+        if fleet.selected.get_untracked().is_none()
+            && let Some(r) = fleet.settings.with_untracked(|s| s.selected.clone())
+                && let Some(id) = fleet.with_model(|m| m.find_event(&r)) {
                     fleet.selected.set(Some(id));
                 }
-            }
-        }
     });
     fleet.connect();
     view! { <Dashboard /> }

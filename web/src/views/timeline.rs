@@ -131,7 +131,7 @@ fn hover_text(m: &Model, side: Side, src: u32, t_lo: f64, t_hi: f64) -> String {
         .into_iter()
         .map(|(c, k)| (classes.severity(c), format!("{k} {}", classes.get(c).map_or("undecoded".into(), |c| c.describe()))))
         .collect();
-    parts.sort_by(|a, b| b.0.cmp(&a.0));
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
     format!(
         "{key} at {}: {n} events under policy {}: {}. Click to open.",
         fmt_offset(t_lo, 1.0),

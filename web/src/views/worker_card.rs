@@ -44,7 +44,7 @@ pub fn card_rows(m: &Model, index: u32) -> Vec<Row> {
     });
     keys.into_iter()
         .map(|(kind, reason)| {
-            let cell = |rows: &std::collections::BTreeMap<(VerdictKind, String), (u64, std::collections::BTreeMap<String, u64>)>| {
+            let cell = |rows: &crate::model::Rows| {
                 rows.get(&(kind, reason.clone())).map_or((0, String::new()), |(n, tiers)| {
                     let routine = kind == VerdictKind::Applied || (kind == VerdictKind::Skipped && crate::model::classes::is_filter_reason(&reason));
                     (*n, if routine { String::new() } else { tiers.keys().cloned().collect::<Vec<_>>().join(", ") })

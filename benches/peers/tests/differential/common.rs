@@ -71,9 +71,12 @@ pub struct Fields {
     pub kv_cache_spec_sliding_window: Option<u32>,
     pub locality: Option<String>,
     pub ownership: Option<String>,
+    /// The namespace Dynamo derives for a store (`cache_salt`, else a `dynamo-cache-salt:` item of
+    /// the first block's `extra_keys`).
+    pub cache_namespace: Option<String>,
 }
 
-pub const FIELD_NAMES: [&str; 13] = [
+pub const FIELD_NAMES: [&str; 14] = [
     "type",
     "block_hashes",
     "parent_block_hash",
@@ -87,11 +90,12 @@ pub const FIELD_NAMES: [&str; 13] = [
     "kv_cache_spec_sliding_window",
     "locality",
     "ownership",
+    "cache_namespace",
 ];
 
 impl Fields {
     /// Each field rendered for comparison, in [`FIELD_NAMES`] order.
-    pub fn columns(&self) -> [String; 13] {
+    pub fn columns(&self) -> [String; 14] {
         [
             self.event_type.clone(),
             format!("{:?}", self.block_hashes),
@@ -106,6 +110,7 @@ impl Fields {
             format!("{:?}", self.kv_cache_spec_sliding_window),
             format!("{:?}", self.locality),
             format!("{:?}", self.ownership),
+            format!("{:?}", self.cache_namespace),
         ]
     }
 }
@@ -132,7 +137,8 @@ pub fn ours(event: &KvEvent) -> Fields {
         kv_cache_spec_kind: None,
         kv_cache_spec_sliding_window: None,
         locality: None,
-        ownership: None,
+        ownership: event.ownership().map(str::to_owned),
+        cache_namespace: None,
     };
     match event {
         KvEvent::BlockStored(s) => Fields {
@@ -146,18 +152,43 @@ pub fn ours(event: &KvEvent) -> Fields {
             kv_cache_spec_kind: s.kv_cache_spec_kind.clone(),
             kv_cache_spec_sliding_window: s.kv_cache_spec_sliding_window,
             locality: fold_locality(&s.locality),
-            ownership: s.ownership.clone(),
+            cache_namespace: dynamo_namespace(s),
             ..base
         },
         KvEvent::BlockRemoved(r) => Fields {
             medium: r.medium.clone(),
             group_idx: r.group_idx,
+            kv_cache_spec_kind: r.kv_cache_spec_kind.clone(),
+            kv_cache_spec_sliding_window: r.kv_cache_spec_sliding_window,
             locality: fold_locality(&r.locality),
-            ownership: r.ownership.clone(),
             ..base
         },
         KvEvent::AllBlocksCleared { .. } | KvEvent::Unknown(_) => base,
     }
+}
+
+/// The cache namespace Dynamo's decoder derives for a store, computed from kvscope's fields
+/// (`deserialize.rs` 137-139 and 215-240, `extra_keys.rs` 43-62): the map key `cache_salt` as sent
+/// (`""` included), or a non-empty `cache_salt` from SGLang's array position 7; else the first
+/// string item of the first block's `extra_keys` that starts with `dynamo-cache-salt:` and has
+/// something after it, skipping the first item equal to a non-empty `lora_name`.
+pub fn dynamo_namespace(s: &kvscope_wire::BlockStored) -> Option<String> {
+    let salt = match s.encoding {
+        Some(kvscope_wire::EventEncoding::Map) => s.cache_salt.clone(),
+        _ => s.cache_salt.clone().filter(|salt| !salt.is_empty()),
+    };
+    salt.or_else(|| {
+        let mut lora = s.lora_name.as_deref().filter(|name| !name.is_empty());
+        s.extra_key_strings.as_ref()?.iter().find_map(|item| {
+            if lora == Some(item.as_str()) {
+                lora = None;
+                return None;
+            }
+            item.strip_prefix("dynamo-cache-salt:")
+                .filter(|ns| !ns.is_empty())
+                .map(str::to_owned)
+        })
+    })
 }
 
 /// Dynamo's event in the comparable shape.
@@ -176,6 +207,7 @@ pub fn theirs(view: &dynamo::EventView) -> Fields {
         kv_cache_spec_sliding_window: view.kv_cache_spec_sliding_window,
         locality: view.locality.map(str::to_owned),
         ownership: view.ownership.clone(),
+        cache_namespace: view.cache_namespace.clone(),
     }
 }
 

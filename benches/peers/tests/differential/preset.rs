@@ -81,7 +81,11 @@ fn dynamo_preset_gives_dynamos_verdict_for_every_corpus_event() {
                             k.blocks_applied(),
                         );
                         // Clears touch every tier, and a skip files nothing: compare labels only.
-                        let same = if want.0 == "clear" || want.1.is_none() { got.0 == want.0 } else { got == want };
+                        let same = if want.0 == "clear" || want.1.is_none() {
+                            got.0 == want.0
+                        } else {
+                            got == want
+                        };
                         if !same {
                             mismatches.push(format!(
                                 "{name} seq {seq} events[{}]: Dynamo {d:?}, preset {}",
