@@ -315,7 +315,10 @@ fn dynamo_notices(
     }
     if v.kind == VerdictKind::Apply(Apply::NoOpRemove) {
         counters.notices.push(LogLevel::Warn, seq, i, || {
-            format!("{key} seq {seq} event {i}: Self-referencing block detected: duplicate hash in store event; dropping")
+            format!(
+                "{key} seq {seq} event {i}: Self-referencing block detected: duplicate hash in store event; dropping \
+                 event_id={seq}"
+            )
         });
     }
 }

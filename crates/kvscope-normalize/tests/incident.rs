@@ -6,7 +6,9 @@
 //! The Dynamo standalone indexer exited on the first `BlockStored` whose block_size differed from
 //! `--block-size`: with 1536 it died on the cpu events, with 12288 on the GPU ones. These tests
 //! push the three workers' streams, interleaved in seq order as they arrive, through the
-//! normalizer under both policies and both block sizes.
+//! normalizer under every policy and both block sizes. The published Dynamo 1.6.1
+//! (`dynamo-1.6.1`) no longer dies, but drops the lowercase `cpu` events and, at the wrong block
+//! size, indexes nothing while warning three times.
 
 use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, Verdict, VerdictLabel};
 use kvscope_wire::KvEvent;
@@ -129,8 +131,8 @@ fn test_kimi_k3_at_1536_under_legacy_dies_at_the_first_cpu_store() {
 /// on every worker) is fatal. Under fixed the cpu stores are then applied on HostPinned.
 #[test]
 fn test_kimi_k3_at_12288_dies_at_the_first_gpu_main_group_store_under_either_policy() {
-    for policy in Policy::PRESETS {
-        let (n, workers) = replay(12288, *policy);
+    for policy in [Policy::FIXED, Policy::LEGACY] {
+        let (n, workers) = replay(12288, policy);
         for (id, seen) in &workers {
             let who = format!("{} [{policy}]", n.source_key(*id));
             let first_main = seen.iter().find(|s| is_gpu_main_store(&s.event)).expect("group 3 stores exist");
@@ -144,6 +146,56 @@ fn test_kimi_k3_at_12288_dies_at_the_first_gpu_main_group_store_under_either_pol
                 seen.iter().filter(|s| is_cpu_store(&s.event)).map(|s| s.verdict.code().to_string()).collect();
             let want = if policy.name == "fixed" { "store host_pinned 1" } else { "store device 1 +unknown_medium_fallback" };
             assert_eq!(cpu_codes, [want, want], "{who}");
+        }
+    }
+}
+
+/// Under `dynamo-1.6.1` (the published indexer an operator runs today) nothing is fatal at either
+/// block size, but the host tier is invisible: `cpu` is not in its case-sensitive table, so every
+/// cpu store and removal is skipped as `unknown_medium`. At 12288 every group 3 GPU store is
+/// applied with no blocks, and only the first 3 of those 20 warnings are logged: the Device tree
+/// stays empty while the log shows three lines.
+#[test]
+fn test_kimi_k3_under_dynamo_1_6_1_never_dies_and_never_sees_the_cpu_tier() {
+    for block_size in [1536, 12288] {
+        let (n, workers) = replay(block_size, Policy::DYNAMO_1_6_1);
+        for (id, seen) in &workers {
+            let who = format!("{} at {block_size}", n.source_key(*id));
+            let c = n.counters(*id);
+            assert_eq!((c.fatal_count, c.first_fatal.as_ref()), (0, None), "{who}");
+            let cpu: Vec<String> = seen
+                .iter()
+                .filter(|s| s.event.medium() == Some("cpu"))
+                .map(|s| s.verdict.code().to_string())
+                .collect();
+            assert_eq!(cpu, ["unknown_medium"; 4], "{who}: 2 stores and 2 removals");
+            assert_eq!(c.verdicts_by_label(VerdictLabel::UnknownMedium), 4, "{who}");
+            let main: Vec<String> =
+                seen.iter().filter(|s| is_gpu_main_store(&s.event)).map(|s| s.verdict.code().to_string()).collect();
+            assert_eq!(main.len(), 20, "{who}");
+            if block_size == 1536 {
+                assert!(main.iter().all(|c| c == "store device 1"), "{who}: {main:?}");
+                // 20 group 3 stores and 4 group 3 removals (docs/dynamo-1.6.1.md, section 8).
+                assert_eq!(c.verdicts(Some(StorageTier::Device), VerdictLabel::Store), 20, "{who}");
+                assert_eq!(c.verdicts(Some(StorageTier::Device), VerdictLabel::Remove), 4, "{who}");
+                assert_eq!(c.verdicts_by_label(VerdictLabel::NonMainAttentionKind), 60, "{who}");
+                assert_eq!(c.verdicts_by_label(VerdictLabel::NonMainAttentionGroup), 12, "{who}");
+                assert_eq!(c.conversion.total(), 0, "{who}");
+            } else {
+                assert!(main.iter().all(|c| c == "store device 0 +block_size_differs"), "{who}: {main:?}");
+                // Nothing is indexed; the only blocks applied are group 3's 4 removals, of blocks
+                // that were never stored.
+                assert_eq!(c.blocks_applied, 4, "{who}");
+                assert_eq!((c.conversion.emitted, c.conversion.suppressed), (3, 17), "{who}");
+                assert_eq!(
+                    c.log()[0].to_string(),
+                    format!(
+                        "WARN {} seq 0 event 3: Block not published. Block size must be 12288 tokens to be published. \
+                         Block size is: 1536",
+                        n.source_key(*id)
+                    )
+                );
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 use kvscope_normalize::tier::MEDIUM_TABLE;
 use kvscope_normalize::vectors::{encode_batch, EventSpec};
 use kvscope_normalize::{resolve_tier, Normalizer, Policy, SourceId, StorageTier, TierSource, Verdict, VerdictLabel};
+use kvscope_wire::decode_batch;
 
 /// Encodes events given as JSON into one map-encoded batch for dp rank 0.
 fn payload(events: &str) -> Vec<u8> {
@@ -82,12 +83,14 @@ fn test_normalizer_skips_offload_tier_block_size_mismatch() {
 
 /// The fix must not hide a real misconfiguration: a non-empty Device store whose block size is
 /// not the configured one means the indexer would compute wrong prefix hashes for every request,
-/// so it stays fatal under every policy, and the first fatal says which `--block-size` to use.
-/// (An empty store carries no blocks and is never fatal.)
+/// so it stays fatal under `fixed` (and `legacy`), and the first fatal says which `--block-size`
+/// to use. (An empty store carries no blocks and is never fatal. `dynamo-1.6.1` reproduces the
+/// published indexer, which applies such a store with no blocks: see
+/// `test_dynamo_preset_never_stops_and_shares_one_warning_budget`.)
 #[test]
 fn test_normalizer_keeps_device_block_size_mismatch_fatal() {
-    for policy in Policy::PRESETS {
-        let mut n = Normalizer::new(12288, *policy);
+    for policy in [Policy::FIXED, Policy::LEGACY] {
+        let mut n = Normalizer::new(12288, policy);
         let w0 = n.source("w0", 0);
         let v = push(
             &mut n,
@@ -211,4 +214,91 @@ fn test_offload_skips_do_not_spend_the_shared_warning_budget() {
     assert_eq!((c.offload.emitted, c.offload.suppressed), (3, 7), "a conversion warning does not touch the offload budget");
     let log: Vec<u64> = c.log().iter().map(|l| l.seq).collect();
     assert_eq!(log, [0, 1, 2, 10]);
+}
+
+/// Dynamo 1.6.1 reads a batch as a strict `(f64, events, i32)` tuple whose hashes are i64/u64.
+/// vLLM 0.13-0.23's CPU offload connector writes 32-byte bin hashes for its offloaded blocks, in
+/// the same batch as the GPU stores of the same chunk, so the published indexer loses the whole
+/// batch, GPU stores included, and logs one "Failed to decode KvEventBatch" line for it. Under
+/// `dynamo-1.6.1` every event of such a batch is `batch_decode_rejected`, nothing is learned
+/// from it, and the line is in the source's log; `fixed` decodes and applies the same batch.
+#[test]
+fn test_dynamo_preset_loses_whole_batches_its_decoder_rejects() {
+    let events = r#"[{"type":"BlockStored","hashes":[1],"block_size":16,"medium":"GPU","group_idx":1,"kind":"mamba"},
+                     {"type":"BlockStored","hashes":[{"bin":32,"value":2}],"block_size":16,"medium":"CPU"}]"#;
+    let mut n = Normalizer::new(16, Policy::DYNAMO_1_6_1);
+    let w0 = n.source("w0", 0);
+    let v = push(&mut n, w0, 3, events);
+    assert_eq!(codes(&v), ["batch_decode_rejected", "batch_decode_rejected"]);
+    assert_eq!(v[0].tier, None);
+    assert_eq!(
+        v[0].to_string(),
+        "events[1] has a bin (bytes) block hash; Dynamo 1.6.1's decoder rejects the whole batch (\"data did not \
+         match any variant of untagged enum BlockHashValue\"), and every event of it is lost -> skip \
+         batch_decode_rejected"
+    );
+    let c = n.counters(w0);
+    assert_eq!((c.batches, c.batches_rejected, c.fatal_count), (1, 1, 0));
+    assert_eq!(c.verdicts_by_label(VerdictLabel::BatchDecodeRejected), 2);
+    assert!(n.groups(w0).is_empty(), "a lost batch teaches nothing");
+    assert_eq!(
+        c.log().iter().map(|l| l.to_string()).collect::<Vec<_>>(),
+        ["WARN w0:0 seq 3: Failed to decode KvEventBatch: data did not match any variant of untagged enum BlockHashValue"]
+    );
+    assert_eq!(c.summaries()[0].2, "2 events lost with batches the decoder rejects");
+    // normalize_batch on an already decoded batch (as the server and the dashboard call it)
+    // gives the same verdicts.
+    let batch = decode_batch(&payload(events)).unwrap();
+    let mut again = Vec::new();
+    n.normalize_batch(w0, 4, &batch, &mut again);
+    assert_eq!(codes(&again), ["batch_decode_rejected", "batch_decode_rejected"]);
+
+    let mut fixed = Normalizer::new(16, Policy::FIXED);
+    let w0 = fixed.source("w0", 0);
+    assert_eq!(codes(&push(&mut fixed, w0, 3, events)), ["non_main_attention_kind device", "store host_pinned 1"]);
+}
+
+/// The Kimi-K3 incident does not happen in Dynamo 1.6.1: nothing an event contains stops its
+/// listener. A store at another block size is applied with no blocks, on whatever tier it names,
+/// and every conversion warning (another block size, short token_ids) spends one shared budget
+/// of 3 that is never reset, so after three such stores the log goes quiet while the index keeps
+/// missing blocks. `dynamo-1.6.1` reproduces that, including Dynamo's log lines.
+#[test]
+fn test_dynamo_preset_never_stops_and_shares_one_warning_budget() {
+    let mut n = Normalizer::new(1536, Policy::DYNAMO_1_6_1);
+    let w0 = n.source("w0", 0);
+    let v = push(
+        &mut n,
+        w0,
+        0,
+        r#"[{"type":"BlockStored","hashes":[1],"block_size":12288,"medium":"CPU"},
+            {"type":"BlockStored","hashes":[2],"block_size":12288,"medium":"GPU"},
+            {"type":"BlockStored","hashes":[3,4],"tokens":2000,"block_size":1536,"medium":"GPU"},
+            {"type":"BlockStored","hashes":[5],"block_size":0,"tokens":0,"medium":"STORAGE"},
+            {"type":"BlockStored","hashes":[6],"block_size":1536,"medium":"GPU"}]"#,
+    );
+    assert_eq!(
+        codes(&v),
+        [
+            "store host_pinned 0 +block_size_differs",
+            "store device 0 +block_size_differs",
+            "store device 1 +short_token_ids",
+            "store disk 0 +block_size_differs",
+            "store device 1",
+        ]
+    );
+    assert!(v[3].to_string().ends_with("warning block_size_differs (not logged: the budget of 3 is spent)"), "{}", v[3]);
+    let c = n.counters(w0);
+    assert_eq!((c.fatal_count, c.conversion.emitted, c.conversion.suppressed), (0, 3, 1));
+    assert_eq!((c.offload.emitted, c.offload.suppressed), (0, 0), "no separate offload budget");
+    let log: Vec<String> = c.log().iter().map(|l| l.to_string()).collect();
+    assert_eq!(
+        log,
+        [
+            "WARN w0:0 seq 0 event 0: Block not published. Block size must be 1536 tokens to be published. Block size is: 12288",
+            "WARN w0:0 seq 0 event 1: Block not published. Block size must be 1536 tokens to be published. Block size is: 12288",
+            "WARN w0:0 seq 0 event 2: Block not published. token_ids too short: need 3072, got 2000",
+        ]
+    );
+    assert_eq!(c.blocks_applied, 2);
 }

@@ -41,6 +41,7 @@ pub fn source_output(c: &JsCounters) -> OutSource {
         first_fatal_seq: c.first_fatal.as_ref().map(|l| l.seq),
         conversion: budget("conversion"),
         offload: budget("offload"),
+        notices: c.notices,
         trees: Some(c.trees.iter().map(|(k, v)| (k.clone(), *v)).collect::<BTreeMap<_, _>>()),
     }
 }

@@ -146,6 +146,12 @@ pub struct JsCounters {
     pub decode_errors: u64,
     pub first_decode_error: Option<JsLogLine>,
     pub frame_errors: u64,
+    /// Batches the policy's decoder rejects whole (`dynamo-1.6.1`); their events are counted
+    /// under `batch_decode_rejected`.
+    pub batches_rejected: u64,
+    /// Lines the indexer prints every time, with no budget (`dynamo-1.6.1`: rejected batches,
+    /// self-referencing stores, unknown kinds). The first of them are in `log`; this counts all.
+    pub notices: u64,
     /// Live blocks per tier label.
     pub trees: BTreeMap<String, u64>,
 }

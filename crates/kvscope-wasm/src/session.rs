@@ -228,6 +228,8 @@ impl Session {
             decode_errors: c.decode_errors,
             first_decode_error: c.first_decode_error.as_ref().map(log_line),
             frame_errors: self.frame_errors.get(id.index()).copied().unwrap_or(0),
+            batches_rejected: c.batches_rejected,
+            notices: c.notices.total,
             trees: StorageTier::ALL.iter().map(|&t| (t.label().to_owned(), blocks[t.index()] as u64)).collect(),
         })
     }
@@ -368,7 +370,10 @@ mod tests {
     fn errors_name_what_to_pass() {
         let s = Session::new(16, "fixed").unwrap();
         assert_eq!(s.counters("w9", 0).unwrap_err(), "no source w9:0 yet; push a frame or payload for it first");
-        assert_eq!(Session::new(16, "strict").unwrap_err().to_string(), "unknown policy \"strict\"; pass one of: fixed, legacy");
+        assert_eq!(
+            Session::new(16, "strict").unwrap_err().to_string(),
+            "unknown policy \"strict\"; pass one of: fixed, legacy, dynamo-1.6.1"
+        );
         assert_eq!(parse_tier("gpu").unwrap_err(), "unknown tier \"gpu\"; pass one of: device, host_pinned, disk, external");
         assert!(parse_hash("xyz").is_err());
         assert_eq!(parse_hash("00000000000000ff"), Ok(255));

@@ -110,7 +110,7 @@ fn message(e: wasm_bindgen::JsError) -> String {
 #[wasm_bindgen_test]
 fn js_api_reports_errors_that_say_what_to_pass() {
     let e = KvScope::new(16, "strict").err().map(message).unwrap();
-    assert_eq!(e, "unknown policy \"strict\"; pass one of: fixed, legacy");
+    assert_eq!(e, "unknown policy \"strict\"; pass one of: fixed, legacy, dynamo-1.6.1");
     let mut kv = KvScope::new(16, "fixed").unwrap();
     let e = kv.push_payload("w0", 0, JsValue::from_f64(-1.0), b"\x90").err().map(message).unwrap();
     assert_eq!(e, "seq -1 is not a non-negative safe integer; pass a BigInt for larger values");
@@ -120,7 +120,7 @@ fn js_api_reports_errors_that_say_what_to_pass() {
     let e = kv.tree_summary("w0", 0, "gpu", 3).err().map(message).unwrap();
     assert_eq!(e, "unknown tier \"gpu\"; pass one of: device, host_pinned, disk, external");
     let policies: Vec<kvscope_wasm::model::JsPolicy> = read(KvScope::policies().unwrap()).unwrap();
-    assert_eq!(policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["fixed", "legacy"]);
+    assert_eq!(policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["fixed", "legacy", "dynamo-1.6.1"]);
     let rules: Vec<kvscope_wasm::model::JsRule> = read(KvScope::rules().unwrap()).unwrap();
     assert_eq!(rules.len(), kvscope_normalize::RULES.len());
 }

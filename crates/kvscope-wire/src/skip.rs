@@ -75,12 +75,33 @@ pub(crate) struct CountedTokenIds {
     pub outside_u32: bool,
 }
 
-/// True for the int markers whose value may fall outside `0..=u32::MAX`: `uint64`, the signed
-/// ones and negative fixints. Every other int marker (positive fixint, `uint8/16/32`) fits.
-#[inline(always)]
-fn maybe_outside_u32(marker: u8) -> bool {
-    marker >= 0xcf
-}
+/// Bit of [`INT_INFO`] set for the int markers whose value may fall outside `0..=u32::MAX`:
+/// `uint64`, the signed ones and negative fixints. The other int markers (positive fixint,
+/// `uint8/16/32`) always fit.
+const SUSPECT: u8 = 0x80;
+
+/// Per marker: the size of the int it starts (0: not an int), with [`SUSPECT`]. One table load
+/// per token id gives both, so flagging ids outside u32 costs one OR in the counting loop.
+const INT_INFO: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = match i as u8 {
+            0x00..=0x7f => 1,
+            0xe0..=0xff => 1 | SUSPECT,
+            0xcc => 2,
+            0xcd => 3,
+            0xce => 5,
+            0xcf | 0xd3 => 9 | SUSPECT,
+            0xd0 => 2 | SUSPECT,
+            0xd1 => 3 | SUSPECT,
+            0xd2 => 5 | SUSPECT,
+            _ => 0,
+        };
+        i += 1;
+    }
+    t
+};
 
 /// Whether the int at `at` (marker `m`, already bounds-checked by the caller's walk) fits u32.
 fn int_fits_u32(buf: &[u8], at: usize, m: u8) -> bool {
@@ -126,7 +147,7 @@ fn any_outside_u32(buf: &[u8], mut at: usize, len: usize, is_bigram: bool) -> bo
 ///
 /// Items are ints, or pairs of ints (SGLang bigram pages), never a mix.
 pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<CountedTokenIds, SkipError> {
-    let Some((len, mut at)) = array_header(buf, pos)? else {
+    let Some((len, first)) = array_header(buf, pos)? else {
         let found = marker_name(buf[pos]);
         return Err(SkipError {
             offset: pos,
@@ -136,59 +157,83 @@ pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<CountedTokenIds,
         });
     };
     // A length prefix is a claim, not a fact: every item takes at least one byte.
-    if len > buf.len() - at {
+    if len > buf.len() - first {
         return Err(truncated(pos, None));
     }
-    let is_bigram = len > 0 && matches!(buf[at], 0x90..=0x9f | 0xdc | 0xdd);
-    let first = at;
-    // One compare per id; the values are read only if some marker is suspect (never, for ids an
-    // engine writes).
+    let is_bigram = len > 0 && matches!(buf[first], 0x90..=0x9f | 0xdc | 0xdd);
+    let (end, suspect) = if is_bigram { walk_pairs(buf, first, len)? } else { walk_ints(buf, first, len)? };
+    // The values are read only if some marker is suspect (never, for ids an engine writes).
+    let outside_u32 = suspect && any_outside_u32(buf, first, len, is_bigram);
+    Ok(CountedTokenIds { count: len as u32, is_bigram, end, outside_u32 })
+}
+
+/// The hot loop: `len` ints from `at`, one table load and one OR per id. Returns where they end
+/// and whether a marker was [`SUSPECT`].
+#[inline]
+fn walk_ints(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), SkipError> {
+    let mut flags = 0u8;
+    for i in 0..len {
+        let Some(&m) = buf.get(at) else {
+            // The previous id ran past the end, or this one is missing.
+            return Err(if at > buf.len() {
+                truncated(buf.len(), Some(i as u32 - 1))
+            } else {
+                truncated(at, Some(i as u32))
+            });
+        };
+        let info = INT_INFO[usize::from(m)];
+        if info == 0 {
+            return Err(SkipError {
+                offset: at,
+                truncated: false,
+                message: format!("expected int token id, found {}", marker_name(m)),
+                item: Some(i as u32),
+            });
+        }
+        flags |= info;
+        at += usize::from(info & !SUSPECT);
+    }
+    if at > buf.len() {
+        return Err(truncated(buf.len(), Some(len as u32 - 1)));
+    }
+    Ok((at, flags & SUSPECT != 0))
+}
+
+/// `len` `[int, int]` pairs from `at` (SGLang bigram pages; rare, so not tuned). A pair of
+/// another length is counted but suspect.
+fn walk_pairs(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), SkipError> {
     let mut suspect = false;
     for i in 0..len {
         let item = Some(i as u32);
         let Some(&m) = buf.get(at) else { return Err(truncated(at, item)) };
-        if is_bigram {
-            let Some((pair_len, mut inner)) = array_header(buf, at).map_err(|e| SkipError { item, ..e })? else {
+        let Some((pair_len, mut inner)) = array_header(buf, at).map_err(|e| SkipError { item, ..e })? else {
+            return Err(SkipError {
+                offset: at,
+                truncated: false,
+                message: format!("expected [int, int] token pair, found {}", marker_name(m)),
+                item,
+            });
+        };
+        for _ in 0..pair_len {
+            let Some(&im) = buf.get(inner) else { return Err(truncated(inner, item)) };
+            let Some(n) = int_len(im) else {
                 return Err(SkipError {
-                    offset: at,
+                    offset: inner,
                     truncated: false,
-                    message: format!("expected [int, int] token pair, found {}", marker_name(m)),
+                    message: format!("expected int in token pair, found {}", marker_name(im)),
                     item,
                 });
             };
-            for _ in 0..pair_len {
-                let Some(&im) = buf.get(inner) else { return Err(truncated(inner, item)) };
-                let Some(n) = int_len(im) else {
-                    return Err(SkipError {
-                        offset: inner,
-                        truncated: false,
-                        message: format!("expected int in token pair, found {}", marker_name(im)),
-                        item,
-                    });
-                };
-                suspect |= maybe_outside_u32(im);
-                inner += n;
-            }
-            suspect |= pair_len != 2;
-            at = inner;
-        } else {
-            let Some(n) = int_len(m) else {
-                return Err(SkipError {
-                    offset: at,
-                    truncated: false,
-                    message: format!("expected int token id, found {}", marker_name(m)),
-                    item,
-                });
-            };
-            suspect |= maybe_outside_u32(m);
-            at += n;
+            suspect |= INT_INFO[usize::from(im)] & SUSPECT != 0;
+            inner += n;
         }
+        suspect |= pair_len != 2;
+        at = inner;
         if at > buf.len() {
             return Err(truncated(buf.len(), item));
         }
     }
-    let outside_u32 = suspect && any_outside_u32(buf, first, len, is_bigram);
-    Ok(CountedTokenIds { count: len as u32, is_bigram, end: at, outside_u32 })
+    Ok((at, suspect))
 }
 
 /// Walks one msgpack value at `pos` and returns where it ends, building nothing.

@@ -250,3 +250,24 @@ fn the_tier_trees_hold_what_policy_b_applied() {
         assert!(m.trees().search(hash).iter().any(|(src, tier, _)| *src == w && *tier == StorageTier::Device));
     }
 }
+
+#[test]
+fn every_policy_preset_can_be_chosen_for_either_side() {
+    for name in policy_run::policy_names() {
+        let mut m = loaded(1536);
+        let mut c = m.config().clone();
+        c.policy_a = name.to_owned();
+        m.reconfigure(c);
+        assert_eq!(m.policy_name(Side::A), name);
+        assert!(m.config_error.is_none());
+        for w in 0..3 {
+            let r = reference(w, name, 1536);
+            assert_eq!(m.source(w).unwrap().counts(Side::A).events, r.total_events(), "{name} w{w}");
+            assert_eq!(count(&m, w, Side::A, VerdictKind::Fatal, "block_size_mismatch"), r.fatal_count, "{name} w{w}");
+        }
+    }
+    let mut m = Model::new(Config { policy_a: "nope".into(), ..config(1536) });
+    m.apply_message(hello(1, 1536), 0.0);
+    assert_eq!(m.policy_name(Side::A), "legacy", "an unknown name falls back to the default");
+    assert!(m.config_error.as_deref().unwrap_or_default().contains("unknown policy \"nope\""));
+}

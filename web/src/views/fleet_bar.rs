@@ -164,6 +164,9 @@ pub fn FleetBar() -> impl IntoView {
                     s
                 }}
             </span>
+            <span class="error" role="alert" data-testid="config-error">
+                {move || { fleet.track(); fleet.with_model(|m| m.config_error.clone()).unwrap_or_default() }}
+            </span>
             <span class="lagged" data-testid="lagged" hidden=move || { fleet.track(); fleet.with_model(|m| m.lagged_frames == 0) }>
                 {move || {
                     fleet.track();
