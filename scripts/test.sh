@@ -48,6 +48,6 @@ fi
 
 step "end-to-end: real ZMQ, real WebSocket, real Chromium"
 KVSCOPE_REQUIRE_WEB=1 cargo build --release -p kvscope
-KVSCOPE_BIN="$PWD/target/release/kvscope" cargo test --release -p kvscope-e2e -- --test-threads=1
+KVSCOPE_BIN="$PWD/target/release/kvscope" cargo test -p kvscope-e2e -- --test-threads=1
 
 step "all tests passed"

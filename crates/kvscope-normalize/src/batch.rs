@@ -32,24 +32,42 @@ pub enum RejectReason {
     BinHash,
     /// A token id outside `u32` (negative or wider), or a bigram item that is not a pair.
     TokenIdsOutsideU32,
-    /// A negative `lora_id` at position 5 of an array-encoded store (read as `u64`).
-    NegativeLoraId(i64),
-    /// A `dp_rank` beyond `i32::MAX` (read as `i32`).
-    DpRankBeyondI32(u32),
+    /// A negative `lora_id` at position 5 of an array-encoded store (read as `u64`); the value is
+    /// [`BatchRejection::value`].
+    NegativeLoraId,
+    /// A `dp_rank` beyond `i32::MAX` (read as `i32`); the value is [`BatchRejection::value`].
+    DpRankBeyondI32,
     /// `[ts, events]`: vLLM 0.9.0's batch.
     TwoElements,
     /// `[ts, events, dp_rank, ...]` with more than three elements.
     LongerArray,
 }
 
-/// A rejected batch: why, and at which event (`None` when the batch itself is at fault).
+/// A rejected batch: why, at which event, and the value Dynamo's message quotes. 16 bytes: every
+/// verdict carries one slot for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BatchRejection {
     pub reason: RejectReason,
-    pub event_index: Option<u32>,
+    /// The offending event, or [`BatchRejection::WHOLE_BATCH`].
+    event: u32,
+    /// The `lora_id` or `dp_rank` the message quotes (0 for the other reasons).
+    pub value: i64,
 }
 
 impl BatchRejection {
+    /// `event` when the batch itself is at fault.
+    const WHOLE_BATCH: u32 = u32::MAX;
+
+    /// A rejection at event `event_index`, or of the whole batch (`None`).
+    pub fn new(reason: RejectReason, event_index: Option<u32>, value: i64) -> Self {
+        BatchRejection { reason, event: event_index.unwrap_or(BatchRejection::WHOLE_BATCH), value }
+    }
+
+    /// The offending event, or `None` when the batch itself is at fault.
+    pub fn event_index(self) -> Option<u32> {
+        (self.event != BatchRejection::WHOLE_BATCH).then_some(self.event)
+    }
+
     /// Dynamo's error text, exactly as its listener logs it after "Failed to decode
     /// KvEventBatch: ". `tag` is the offending tag for [`RejectReason::UnknownTag`].
     pub fn message(self, tag: &SmallStr) -> impl fmt::Display + '_ {
@@ -64,7 +82,7 @@ impl BatchRejection {
     /// Whether Dynamo's decoder read event `index` completely before it failed (it logs, for
     /// example, an unknown kind of such an event at decode time).
     pub fn decoded_before_failure(self, index: u32) -> bool {
-        match self.event_index {
+        match self.event_index() {
             Some(at) => index < at,
             None => self.reason != RejectReason::MapBatch,
         }
@@ -89,8 +107,8 @@ impl fmt::Display for Message<'_> {
             RejectReason::TokenIdsOutsideU32 => {
                 f.write_str("data did not match any variant of untagged enum KvTokenIds")
             }
-            RejectReason::NegativeLoraId(v) => write!(f, "invalid value: integer `{v}`, expected u64"),
-            RejectReason::DpRankBeyondI32(v) => write!(f, "invalid value: integer `{v}`, expected i32"),
+            RejectReason::NegativeLoraId => write!(f, "invalid value: integer `{}`, expected u64", self.rejection.value),
+            RejectReason::DpRankBeyondI32 => write!(f, "invalid value: integer `{}`, expected i32", self.rejection.value),
             RejectReason::TwoElements => f.write_str("invalid length 2, expected a tuple of size 3"),
             RejectReason::LongerArray => f.write_str("array had incorrect length, expected 3"),
         }
@@ -105,14 +123,14 @@ struct Sentence<'a> {
 impl fmt::Display for Sentence<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let r = self.rejection;
-        let at = r.event_index.unwrap_or(0);
+        let at = r.event_index().unwrap_or(0);
         match r.reason {
             RejectReason::MapBatch => f.write_str("the batch is a map, not a [ts, events, dp_rank] array")?,
             RejectReason::UnknownTag => write!(f, "events[{at}] has the tag {:?}, which it does not know", self.tag)?,
             RejectReason::BinHash => write!(f, "events[{at}] has a bin (bytes) block hash")?,
             RejectReason::TokenIdsOutsideU32 => write!(f, "events[{at}] has token ids that are not u32")?,
-            RejectReason::NegativeLoraId(v) => write!(f, "events[{at}] has lora_id {v} at position 5")?,
-            RejectReason::DpRankBeyondI32(v) => write!(f, "dp_rank {v} does not fit i32")?,
+            RejectReason::NegativeLoraId => write!(f, "events[{at}] has lora_id {} at position 5", r.value)?,
+            RejectReason::DpRankBeyondI32 => write!(f, "dp_rank {} does not fit i32", r.value)?,
             RejectReason::TwoElements => f.write_str("the batch has 2 elements (vLLM 0.9.0), not 3")?,
             RejectReason::LongerArray => f.write_str("the batch has more than 3 elements")?,
         }
@@ -126,36 +144,36 @@ impl fmt::Display for Sentence<'_> {
 
 /// Why Dynamo 1.6.1's `decode_event_batch` would reject this batch, if it would.
 pub fn dynamo_1_6_1_rejection(batch: &EventBatch) -> Option<BatchRejection> {
-    let whole = |reason| Some(BatchRejection { reason, event_index: None });
+    let whole = |reason, value| Some(BatchRejection::new(reason, None, value));
     if batch.layout == BatchLayout::Map {
-        return whole(RejectReason::MapBatch);
+        return whole(RejectReason::MapBatch, 0);
     }
     for (i, event) in batch.events.iter().enumerate() {
-        let at = |reason| Some(BatchRejection { reason, event_index: Some(i as u32) });
+        let at = |reason, value| Some(BatchRejection::new(reason, Some(i as u32), value));
         match event {
-            KvEvent::Unknown(u) if u.tag != "Ignored" => return at(RejectReason::UnknownTag),
+            KvEvent::Unknown(u) if u.tag != "Ignored" => return at(RejectReason::UnknownTag, 0),
             KvEvent::BlockStored(s) => {
                 if s.hash_reprs.has_bin() {
-                    return at(RejectReason::BinHash);
+                    return at(RejectReason::BinHash, 0);
                 }
                 if s.token_ids.outside_u32 {
-                    return at(RejectReason::TokenIdsOutsideU32);
+                    return at(RejectReason::TokenIdsOutsideU32, 0);
                 }
                 if matches!(s.encoding, Some(EventEncoding::Array { .. }))
                     && let Some(v) = s.lora_id.filter(|v| *v < 0)
                 {
-                    return at(RejectReason::NegativeLoraId(v));
+                    return at(RejectReason::NegativeLoraId, v);
                 }
             }
-            KvEvent::BlockRemoved(r) if r.hash_reprs.has_bin() => return at(RejectReason::BinHash),
+            KvEvent::BlockRemoved(r) if r.hash_reprs.has_bin() => return at(RejectReason::BinHash, 0),
             _ => {}
         }
     }
     match batch.layout {
-        BatchLayout::Array2 => whole(RejectReason::TwoElements),
+        BatchLayout::Array2 => whole(RejectReason::TwoElements, 0),
         _ => match batch.dp_rank {
-            Some(rank) if i32::try_from(rank).is_err() => whole(RejectReason::DpRankBeyondI32(rank)),
-            _ if matches!(batch.layout, BatchLayout::ArrayLonger { .. }) => whole(RejectReason::LongerArray),
+            Some(rank) if i32::try_from(rank).is_err() => whole(RejectReason::DpRankBeyondI32, i64::from(rank)),
+            _ if matches!(batch.layout, BatchLayout::ArrayLonger { .. }) => whole(RejectReason::LongerArray, 0),
             _ => None,
         },
     }
@@ -163,7 +181,7 @@ pub fn dynamo_1_6_1_rejection(batch: &EventBatch) -> Option<BatchRejection> {
 
 /// The tag of the event a rejection names, for [`RejectReason::UnknownTag`] messages.
 pub fn rejected_tag(batch: &EventBatch, rejection: BatchRejection) -> SmallStr {
-    match (rejection.reason, rejection.event_index.and_then(|i| batch.events.get(i as usize))) {
+    match (rejection.reason, rejection.event_index().and_then(|i| batch.events.get(i as usize))) {
         (RejectReason::UnknownTag, Some(KvEvent::Unknown(u))) => SmallStr::new(&u.tag),
         _ => SmallStr::EMPTY,
     }

@@ -21,7 +21,7 @@ use crate::groups::GroupTable;
 use crate::kind::{classify_kind, KindClass};
 use crate::namespaces::NamespaceTable;
 use crate::policy::{BatchCheck, LogStyle, Policy};
-use crate::rules::{evaluate, EventCtx};
+use crate::rules::{evaluate_in, EventCtx, RuleSet};
 use crate::small::SmallStr;
 use crate::tier::{StorageTier, TierChoice};
 use crate::verdict::{Apply, SkipReason, SourceId, Verdict, VerdictFlags, VerdictKind};
@@ -59,13 +59,15 @@ struct SourceState {
 pub struct Normalizer {
     block_size: u32,
     policy: Policy,
+    /// The rules `policy` runs, in order.
+    rules: RuleSet,
     sources: Vec<SourceState>,
 }
 
 impl Normalizer {
     /// A normalizer for `--block-size block_size --policy policy`.
     pub fn new(block_size: u32, policy: Policy) -> Self {
-        Normalizer { block_size, policy, sources: Vec::new() }
+        Normalizer { block_size, policy, rules: RuleSet::for_policy(&policy), sources: Vec::new() }
     }
 
     pub fn block_size(&self) -> u32 {
@@ -225,7 +227,7 @@ impl Normalizer {
 
         let mut cx = EventCtx::new(event, &policy, block_size, dp_rank, &mut state.groups, &mut state.namespaces);
         cx.rejection = rejection;
-        let (rule, kind) = evaluate(&mut cx);
+        let (rule, kind) = evaluate_in(&self.rules, &mut cx);
         let mut verdict = Verdict {
             source: id,
             seq,

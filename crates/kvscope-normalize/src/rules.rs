@@ -46,7 +46,7 @@ use crate::batch::BatchRejection;
 use crate::groups::GroupTable;
 use crate::kind::{classify_kind, KindClass};
 use crate::namespaces::{NamespaceState, NamespaceTable};
-use crate::policy::{BlockSizeCheck, Conversion, GroupRules, Policy, SelfReference, UnknownMedium};
+use crate::policy::{BatchCheck, BlockSizeCheck, Conversion, GroupRules, Policy, SelfReference, UnknownMedium};
 use crate::small::SmallStr;
 use crate::tier::{resolve_tier, StorageTier, TierChoice};
 use crate::verdict::{Apply, Facts, Fatal, GroupCheck, SkipReason, VerdictFlags, VerdictKind};
@@ -62,8 +62,42 @@ pub struct Rule {
     pub label: &'static str,
     /// The rule in one sentence, as the docs and the inspector's rule list show it.
     pub sentence: &'static str,
+    /// Whether a policy runs this rule at all. A check whose switch is off would let every event
+    /// through anyway; [`RuleSet`] leaves it out so the normalizer does not call it per event.
+    pub enabled: fn(&Policy) -> bool,
     /// Lets the event through or decides.
     pub check: fn(&mut EventCtx<'_>) -> Step,
+}
+
+/// Rules every preset runs.
+fn always(_: &Policy) -> bool {
+    true
+}
+
+/// The rules one policy runs, as positions in [`RULES`], in order: the subsequence its switches
+/// enable. Built once per normalizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleSet {
+    ids: [u8; RULES.len()],
+    len: u8,
+}
+
+impl RuleSet {
+    pub fn for_policy(policy: &Policy) -> RuleSet {
+        let mut set = RuleSet { ids: [0; RULES.len()], len: 0 };
+        for (i, rule) in RULES.iter().enumerate() {
+            if (rule.enabled)(policy) {
+                set.ids[usize::from(set.len)] = i as u8;
+                set.len += 1;
+            }
+        }
+        set
+    }
+
+    /// The rules, in evaluation order.
+    pub fn rules(&self) -> impl Iterator<Item = (RuleId, &'static Rule)> + '_ {
+        self.ids[..usize::from(self.len)].iter().map(|&i| (RuleId(i), RULES[usize::from(i)]))
+    }
 }
 
 /// What a check says about an event.
@@ -227,15 +261,21 @@ fn dynamo_group(event: &KvEvent) -> Option<u32> {
     }
 }
 
-/// Runs [`RULES`] in order until one decides.
+/// Runs the policy's rules in order until one decides.
 #[inline]
 pub fn evaluate(cx: &mut EventCtx<'_>) -> (RuleId, VerdictKind) {
-    for (i, rule) in RULES.iter().enumerate() {
-        if let Step::Decide(kind) = (rule.check)(cx) {
-            return (RuleId(i as u8), kind);
+    evaluate_in(&RuleSet::for_policy(cx.policy), cx)
+}
+
+/// [`evaluate`] with the policy's [`RuleSet`] built once.
+#[inline]
+pub fn evaluate_in(set: &RuleSet, cx: &mut EventCtx<'_>) -> (RuleId, VerdictKind) {
+    for &i in &set.ids[..usize::from(set.len)] {
+        if let Step::Decide(kind) = (RULES[usize::from(i)].check)(cx) {
+            return (RuleId(i), kind);
         }
     }
-    unreachable!("the last rule, apply, always decides")
+    unreachable!("the last rule, apply, is enabled under every policy and always decides")
 }
 
 /// The rules in evaluation order, which is also their documentation order.
@@ -276,6 +316,7 @@ pub static BATCH_DECODE_REJECTED: Rule = Rule {
     sentence: "Every event of a batch the policy's decoder rejects is lost with it (batch_decode_rejected): \
                under dynamo-1.6.1, a batch that is not a 3-element array, holds a bin hash, a token id outside \
                u32 or a tag other than BlockStored, BlockRemoved, AllBlocksCleared and Ignored.",
+    enabled: |p| p.batch_check != BatchCheck::None,
     check: check_batch_decode_rejected,
 };
 
@@ -294,7 +335,7 @@ fn check_batch_decode_rejected(cx: &mut EventCtx<'_>) -> Step {
 fn batch_decode_rejected_loses_every_event_of_the_batch_whatever_it_is() {
     use crate::batch::RejectReason;
     let gpu = stored(&[1], None, 16, 16, Some("GPU"), None, None);
-    let rejection = BatchRejection { reason: RejectReason::BinHash, event_index: Some(1) };
+    let rejection = BatchRejection::new(RejectReason::BinHash, Some(1), 0);
     let mut mem = Memory::default();
     let d = run_rejected(&Policy::DYNAMO_1_6_1, 16, &mut mem, &gpu, Some((rejection, SmallStr::EMPTY)));
     assert_eq!((d.rule, d.code.as_str(), d.tier), ("batch_decode_rejected", "batch_decode_rejected", None));
@@ -320,6 +361,7 @@ pub static UNSUPPORTED_OWNERSHIP: Rule = Rule {
     label: "unsupported_ownership",
     sentence: "An event whose ownership is \"kvcr\" (KV-cache reuse, vLLM 0.29 on) is skipped as \
                unsupported_ownership: dynamo-1.6.1 indexes only framework-owned blocks (ownership absent).",
+    enabled: |p| p.ownership_filter,
     check: check_unsupported_ownership,
 };
 
@@ -354,6 +396,7 @@ pub static UNKNOWN_OWNERSHIP: Rule = Rule {
     label: "unknown_ownership",
     sentence: "An event whose ownership is any other string (\"framework\", \"KVCR\") is skipped as \
                unknown_ownership (dynamo-1.6.1 fails closed on owners it does not know).",
+    enabled: |p| p.ownership_filter,
     check: check_unknown_ownership,
 };
 
@@ -389,6 +432,7 @@ pub static MEDIUM_TIER: Rule = Rule {
                CPU and STORAGE included; legacy: exact, without them; dynamo-1.6.1: exact, with them); no \
                medium or \"\" is Device, and a medium that names no tier falls back to Device, flagged \
                unknown_medium_fallback (dynamo-1.6.1 skips it instead: unknown_medium).",
+    enabled: always,
     check: check_medium_tier,
 };
 
@@ -431,6 +475,7 @@ pub static IGNORED_EVENT: Rule = Rule {
     sentence: "An event whose tag the decoder does not know is skipped as ignored_event; it is counted, \
                never fatal (under dynamo-1.6.1 only the tag Ignored gets here: any other unknown tag loses \
                its batch).",
+    enabled: always,
     check: check_ignored_event,
 };
 
@@ -463,6 +508,7 @@ pub static NON_LOCAL_LOCALITY: Rule = Rule {
     sentence: "A store or remove whose locality is REMOTE, or any string other than LOCAL, is skipped as \
                non_local_locality whatever its medium (dynamo-1.6.1 has no shared index; absent or LOCAL \
                passes).",
+    enabled: |p| p.locality_filter,
     check: check_non_local_locality,
 };
 
@@ -499,6 +545,7 @@ pub static UNKNOWN_MEDIUM: Rule = Rule {
     label: "unknown_medium",
     sentence: "A store or remove whose medium is in no row of the table is skipped as unknown_medium \
                (dynamo-1.6.1 fails closed; fixed and legacy fall back to Device).",
+    enabled: |p| p.unknown_medium == UnknownMedium::Skip,
     check: check_unknown_medium,
 };
 
@@ -538,6 +585,7 @@ pub static LEARN_GROUP_KIND: Rule = Rule {
     sentence: "A BlockStored that names its kind teaches the source which kind its group holds \
                ((dp_rank, group_idx) -> kind); removes teach nothing. dynamo-1.6.1 needs both group_idx and \
                a kind, and learns nothing from Disk and External stores.",
+    enabled: always,
     check: check_learn_group_kind,
 };
 
@@ -595,6 +643,7 @@ pub static NON_MAIN_ATTENTION_KIND: Rule = Rule {
     label: "non_main_attention_kind",
     sentence: "An event whose kind is a known kind other than full_attention, mla_attention and \
                sink_full_attention (mamba, sliding_window, ...) is skipped as non_main_attention_kind.",
+    enabled: always,
     check: check_non_main_attention_kind,
 };
 
@@ -648,6 +697,7 @@ pub static UNKNOWN_KIND: Rule = Rule {
     sentence: "An event whose kind is a string this tool does not know is skipped as unknown_kind: an \
                engine release added a kind, and its blocks are not indexed until someone says what it is \
                (dynamo-1.6.1 also skips an event without a kind whose group was learned with such a kind).",
+    enabled: always,
     check: check_unknown_kind,
 };
 
@@ -706,6 +756,7 @@ pub static NON_MAIN_ATTENTION_GROUP: Rule = Rule {
     sentence: "An event without a kind whose group a store declared non-main (or, except under \
                dynamo-1.6.1, unknown) is skipped as non_main_attention_group: a removal in a mamba group goes \
                where its stores went.",
+    enabled: always,
     check: check_non_main_attention_group,
 };
 
@@ -763,6 +814,7 @@ pub static UNLEARNED_GROUP_IDX: Rule = Rule {
     label: "unlearned_group_idx",
     sentence: "An event without a kind in a group other than 0 that no store has described is skipped as \
                unlearned_group_idx: nothing says whether the group is main attention.",
+    enabled: always,
     check: check_unlearned_group_idx,
 };
 
@@ -815,6 +867,7 @@ pub static AMBIGUOUS_CACHE_NAMESPACE: Rule = Rule {
                salted and unsalted) is skipped as ambiguous_cache_namespace; stores record their namespace \
                per hash (a child inherits its parent's), removals forget it, clears forget the rank's \
                (dynamo-1.6.1, Device and HostPinned only).",
+    enabled: |p| p.namespace_filter,
     check: check_ambiguous_cache_namespace,
 };
 
@@ -971,6 +1024,7 @@ pub static OFFLOAD_BLOCK_SIZE_MISMATCH: Rule = Rule {
     sentence: "A BlockStored on a tier other than Device whose block_size differs from the configured one \
                is skipped as offload_block_size_mismatch, with its own warning budget (policy fixed; legacy \
                and dynamo-1.6.1 have no such step).",
+    enabled: |p| p.offload_block_size_skip,
     check: check_offload_block_size_mismatch,
 };
 
@@ -1019,6 +1073,7 @@ pub static BLOCK_SIZE_MISMATCH: Rule = Rule {
     sentence: "A non-empty BlockStored on the Device tier whose block_size differs from the configured one \
                is fatal (block_size_mismatch); policy legacy checks every tier, as the indexer did before \
                the fix; dynamo-1.6.1 checks none (such a store publishes no blocks).",
+    enabled: |p| p.block_size_check != BlockSizeCheck::NeverFatal,
     check: check_block_size_mismatch,
 };
 
@@ -1073,6 +1128,7 @@ pub static SELF_REFERENCING_STORE: Rule = Rule {
     sentence: "A BlockStored whose parent is one of its own hashes (dynamo-1.6.1: or that names any hash \
                twice) is applied as a remove of nothing and flagged self_referencing_store: storing it would \
                make a block its own ancestor.",
+    enabled: always,
     check: check_self_referencing_store,
 };
 
@@ -1138,6 +1194,7 @@ pub static APPLY: Rule = Rule {
                noted when token_ids does not hold blocks x block_size tokens; dynamo-1.6.1 publishes no block \
                at another block size and only the leading blocks whose tokens are all there, with one warning), \
                a remove deletes them, a clear wipes every tier of the worker and rank.",
+    enabled: always,
     check: check_apply,
 };
 
@@ -1264,6 +1321,14 @@ fn rules_are_listed_once_in_evaluation_order() {
         assert!(rule.sentence.ends_with('.'), "{}", rule.label);
         assert_eq!(rule_by_label(rule.label).unwrap().1.step, rule.step);
     }
+    // Each preset runs the subsequence its switches enable.
+    let steps_of = |p: &Policy| RuleSet::for_policy(p).rules().map(|(_, r)| r.step).collect::<Vec<_>>();
+    assert_eq!(steps_of(&Policy::FIXED), ["0", "1", "2", "3a", "3b", "3c", "3d", "4", "5", "6", "7"]);
+    assert_eq!(steps_of(&Policy::LEGACY), ["0", "1", "2", "3a", "3b", "3c", "3d", "5", "6", "7"]);
+    assert_eq!(
+        steps_of(&Policy::DYNAMO_1_6_1),
+        ["D", "P1a", "P1b", "0", "1", "P3", "P4", "2", "3a", "3b", "3c", "3d", "P7", "6", "7"]
+    );
 }
 
 /// Builders for the rule tests above: an event in, the deciding rule, code and sentence out.

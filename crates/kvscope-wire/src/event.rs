@@ -212,8 +212,8 @@ pub struct TokenIds {
     pub span: Range<u32>,
     /// True when some id is negative or wider than 32 bits, or (bigram pages) some item is not a
     /// pair. Engines never write such ids, and decoders that read `u32` token ids reject them.
-    /// Costs one compare per id while counting; the values are read only when a marker is
-    /// suspect (a 64-bit or signed int).
+    /// Free for the markers engines write (positive fixint, uint8/16/32); the values are read only
+    /// when some marker may hold such an id (uint64, a signed int, a negative fixint).
     pub outside_u32: bool,
 }
 

@@ -75,33 +75,11 @@ pub(crate) struct CountedTokenIds {
     pub outside_u32: bool,
 }
 
-/// Bit of [`INT_INFO`] set for the int markers whose value may fall outside `0..=u32::MAX`:
-/// `uint64`, the signed ones and negative fixints. The other int markers (positive fixint,
-/// `uint8/16/32`) always fit.
-const SUSPECT: u8 = 0x80;
-
-/// Per marker: the size of the int it starts (0: not an int), with [`SUSPECT`]. One table load
-/// per token id gives both, so flagging ids outside u32 costs one OR in the counting loop.
-const INT_INFO: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = match i as u8 {
-            0x00..=0x7f => 1,
-            0xe0..=0xff => 1 | SUSPECT,
-            0xcc => 2,
-            0xcd => 3,
-            0xce => 5,
-            0xcf | 0xd3 => 9 | SUSPECT,
-            0xd0 => 2 | SUSPECT,
-            0xd1 => 3 | SUSPECT,
-            0xd2 => 5 | SUSPECT,
-            _ => 0,
-        };
-        i += 1;
-    }
-    t
-};
+/// True for the int markers whose value may fall outside `0..=u32::MAX`: `uint64`, the signed
+/// ones and negative fixints. The others (positive fixint, `uint8/16/32`) always fit.
+fn maybe_outside_u32(marker: u8) -> bool {
+    marker >= 0xcf
+}
 
 /// Whether the int at `at` (marker `m`, already bounds-checked by the caller's walk) fits u32.
 fn int_fits_u32(buf: &[u8], at: usize, m: u8) -> bool {
@@ -167,11 +145,11 @@ pub(crate) fn count_token_ids(buf: &[u8], pos: usize) -> Result<CountedTokenIds,
     Ok(CountedTokenIds { count: len as u32, is_bigram, end, outside_u32 })
 }
 
-/// The hot loop: `len` ints from `at`, one table load and one OR per id. Returns where they end
-/// and whether a marker was [`SUSPECT`].
+/// The hot loop: `len` ints from `at`. Returns where they end and whether a marker may hold an id
+/// outside u32.
 #[inline]
 fn walk_ints(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), SkipError> {
-    let mut flags = 0u8;
+    let mut suspect = false;
     for i in 0..len {
         let Some(&m) = buf.get(at) else {
             // The previous id ran past the end, or this one is missing.
@@ -181,22 +159,35 @@ fn walk_ints(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), Ski
                 truncated(at, Some(i as u32))
             });
         };
-        let info = INT_INFO[usize::from(m)];
-        if info == 0 {
-            return Err(SkipError {
-                offset: at,
-                truncated: false,
-                message: format!("expected int token id, found {}", marker_name(m)),
-                item: Some(i as u32),
-            });
-        }
-        flags |= info;
-        at += usize::from(info & !SUSPECT);
+        // The markers an engine writes (positive fixint, uint8/16/32) come first; the others,
+        // which may hold an id outside u32, take a second match that also sets the flag, so the
+        // common path does no more work than counting.
+        let n = match m {
+            0x00..=0x7f => 1,
+            0xcc => 2,
+            0xcd => 3,
+            0xce => 5,
+            _ => match int_len(m) {
+                Some(n) => {
+                    suspect = true;
+                    n
+                }
+                None => {
+                    return Err(SkipError {
+                        offset: at,
+                        truncated: false,
+                        message: format!("expected int token id, found {}", marker_name(m)),
+                        item: Some(i as u32),
+                    });
+                }
+            },
+        };
+        at += n;
     }
     if at > buf.len() {
         return Err(truncated(buf.len(), Some(len as u32 - 1)));
     }
-    Ok((at, flags & SUSPECT != 0))
+    Ok((at, suspect))
 }
 
 /// `len` `[int, int]` pairs from `at` (SGLang bigram pages; rare, so not tuned). A pair of
@@ -224,7 +215,7 @@ fn walk_pairs(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), Sk
                     item,
                 });
             };
-            suspect |= INT_INFO[usize::from(im)] & SUSPECT != 0;
+            suspect |= maybe_outside_u32(im);
             inner += n;
         }
         suspect |= pair_len != 2;
@@ -315,6 +306,22 @@ mod tests {
         let pairs = [0x92, 0x92, 0x01, 0x02, 0x92, 0x03, 0x04];
         assert_eq!(counted(&pairs), (2, true, 7, false));
         assert_eq!(counted(&[0x90]), (0, false, 1, false));
+    }
+
+    #[test]
+    fn an_id_cut_short_is_reported_as_that_item_at_the_end_of_the_input() {
+        // [1, uint16 (one byte of two), ...]: item 1 runs past the end.
+        let cut = [0x93, 0x01, 0xcd, 0x01];
+        let err = count_token_ids(&cut, 0).unwrap_err();
+        assert_eq!((err.offset, err.item, err.truncated), (4, Some(1), true));
+        // The last item cut short.
+        let last = [0x92, 0x01, 0xce, 0x00];
+        let err = count_token_ids(&last, 0).unwrap_err();
+        assert_eq!((err.offset, err.item, err.truncated), (4, Some(1), true));
+        // An item missing altogether (the length prefix passes its check: 4 bytes for 3 ids).
+        let missing = [0x93, 0xcd, 0x01, 0x00, 0x02];
+        let err = count_token_ids(&missing, 0).unwrap_err();
+        assert_eq!((err.offset, err.item, err.truncated), (5, Some(2), true));
     }
 
     #[test]
