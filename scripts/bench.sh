@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs every decode benchmark of issue 5 in one go and writes BENCHMARKS.md.
+# Runs every benchmark of issue 5 in one go and writes BENCHMARKS.md: decode (table 1), tier trees
+# (table 2), relay (table 3) and browser ingest (table 4), each table from this one run.
 #
-#   scripts/bench.sh            # everything (about 6 minutes on 2 cores, after a first build)
-#   KVSCOPE_BENCH_SKIP_WASM=1 scripts/bench.sh   # without the headless-Chromium run
-#   KVSCOPE_BENCH_REPORT_ONLY=1 scripts/bench.sh # rewrite BENCHMARKS.md from the last run's results
+#   scripts/bench.sh            # everything (about 25 minutes on 2 cores, after a first build)
+#   KVSCOPE_BENCH_SKIP_WASM=1 scripts/bench.sh     # without the headless-Chromium decode run
+#   KVSCOPE_BENCH_SKIP_BROWSER=1 scripts/bench.sh  # without the dashboard build and run (table 4)
+#   KVSCOPE_BENCH_REPORT_ONLY=1 scripts/bench.sh   # rewrite BENCHMARKS.md from the last run's results
 #
-# Steps (each logs to target/bench-run/<step>.log):
+# Steps (each logs to target/bench-run/<step>.log; step times go to target/bench-run/steps.txt):
 #   1. the differential test against Dynamo 1.6.1 (benches/peers/tests/differential.rs);
 #   2. the inputs, written for msgspec (kvscope-bench-inputs);
 #   3. criterion: kvscope, Dynamo 1.6.1 and the skip-only floor, native (benches/peers/benches/decode.rs);
@@ -13,9 +15,16 @@
 #   5. kvscope compiled to wasm in headless Chromium (benches/peers/tests/wasm_bench.rs);
 #   6. a profile of kvscope's hot path (perf if it works here, else valgrind --tool=callgrind),
 #      and the cursor-decoder sketch (benches/peers/examples/decoder_sketch.rs);
-#   7. BENCHMARKS.md from all of the above.
-# Needs: cargo, python3 with msgspec (installed with pip if missing), and for step 5
-# wasm-bindgen-test-runner + chromedriver (scripts/install-tools.sh installs them).
+#   7. tier trees, 1 and 64 workers up to 1 M live blocks each, against std's HashMap
+#      (crates/kvscope-tiers/benches/trees.rs; peaks at about 6 GB of RAM);
+#   8. the dashboard: scripts/build-web.sh, then `cargo build --release -p kvscope` (which embeds dist/);
+#   9. the relay, ZMQ in -> WebSocket out, against raw ZMQ PUB -> SUB (server/benches/relay.rs);
+#  10. the dashboard's ingest in headless Chromium, 16 and 64 workers (tests/e2e/browser_bench.rs;
+#      it also writes tests/artifacts/browser-bench.json and screenshots);
+#  11. BENCHMARKS.md from all of the above.
+# Needs: cargo, python3 with msgspec (installed with pip if missing), and for steps 5, 8 and 10
+# wasm-bindgen-test-runner, trunk + wasm-bindgen and chromium + /usr/bin/chromedriver
+# (scripts/install-tools.sh installs them).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,33 +32,61 @@ cd "$ROOT"
 RUN=target/bench-run
 INPUTS=target/bench-inputs
 mkdir -p "$RUN"
-log() { printf '[bench] %s\n' "$*" >&2; }
+log() { printf '[bench] %s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# Step timing: `step NAME` closes the previous step (seconds and load average go to steps.txt).
+STEP_NAME="" STEP_START=0
+step() {
+  local now; now=$(date +%s)
+  [ -n "$STEP_NAME" ] && printf '%s\t%s\t%s\n' "$STEP_NAME" "$((now - STEP_START))" "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RUN/steps.txt"
+  STEP_NAME=$1 STEP_START=$now
+}
+
+# Machine facts, written at the end of a run (so that a report-only rewrite keeps the run's).
+write_machine() {
+  {
+    echo "cores=$(nproc)"
+    echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "rustc=$(rustc --version)"
+    echo "python=$(python3 --version 2>&1)"
+    echo "msgspec=$(python3 -c 'import msgspec; print(msgspec.__version__)')"
+    echo "chromium=$(chromium --version 2>/dev/null || echo none)"
+    echo "kernel=$(uname -sr)"
+    echo "memory=$(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo)"
+    echo "date=${RUN_DATE:-$(date -u +%Y-%m-%dT%H:%MZ)}"
+  } >"$RUN/machine.txt"
+}
 
 if [ "${KVSCOPE_BENCH_REPORT_ONLY:-0}" != 1 ]; then
+RUN_START=$(date +%s)
+RUN_DATE=$(date -u +%Y-%m-%dT%H:%MZ)
+: >"$RUN/steps.txt"
+rm -f "$RUN/trees.log" "$RUN/relay.log" "$RUN/browser.log" "$RUN/build-web.log" "$RUN/kvscope-build.log" \
+  "$RUN/run.txt" "$RUN/machine.txt" "$RUN/browser-rates.txt"
 # Cargo's criterion output, per (workload, bench), is read back from target/criterion.
-rm -rf target/criterion/kimi_k3 target/criterion/small_gpu target/criterion/cpu_offload target/criterion/sglang
+rm -rf target/criterion/kimi_k3 target/criterion/small_gpu target/criterion/cpu_offload target/criterion/sglang \
+  target/criterion/tiers_1w_*
 
-log "1/7 differential test against Dynamo 1.6.1"
+step differential; log "1/11 differential test against Dynamo 1.6.1"
 cargo test -p kvscope-peer-bench --test differential -- --nocapture >"$RUN/differential.log" 2>&1 \
   || { tail -40 "$RUN/differential.log"; log "the differential test failed; see $RUN/differential.log"; exit 1; }
 
-log "2/7 benchmark inputs -> $INPUTS"
+step inputs; log "2/11 benchmark inputs -> $INPUTS"
 cargo run -q -p kvscope-peer-bench --release --bin kvscope-bench-inputs -- "$INPUTS" 2>"$RUN/inputs.log"
 
-log "3/7 criterion (native kvscope, Dynamo 1.6.1, skip-only floor)"
+step decode; log "3/11 criterion (native kvscope, Dynamo 1.6.1, skip-only floor)"
 cargo bench -p kvscope-peer-bench --bench decode >"$RUN/criterion.log" 2>&1 \
   || { tail -40 "$RUN/criterion.log"; exit 1; }
 
-log "4/7 msgspec"
+step msgspec; log "4/11 msgspec"
 python3 -c 'import msgspec' 2>/dev/null || python3 -m pip install --quiet 'msgspec==0.23.0'
 python3 scripts/bench_msgspec.py --check-corpus tests/fixtures/kv-events >"$RUN/msgspec-corpus.log"
 python3 scripts/bench_msgspec.py "$INPUTS" >"$RUN/msgspec.log"
 
 if [ "${KVSCOPE_BENCH_SKIP_WASM:-0}" = 1 ]; then
-  log "5/7 wasm skipped (KVSCOPE_BENCH_SKIP_WASM=1)"
+  step wasm; log "5/11 wasm skipped (KVSCOPE_BENCH_SKIP_WASM=1)"
   : >"$RUN/wasm.log"
 else
-  log "5/7 wasm in headless Chromium"
+  step wasm; log "5/11 wasm in headless Chromium"
   CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver} \
   CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   WASM_BINDGEN_TEST_TIMEOUT=300 \
@@ -57,7 +94,7 @@ else
     >"$RUN/wasm.log" 2>&1 || { tail -40 "$RUN/wasm.log"; exit 1; }
 fi
 
-log "6/7 profile of the hot path"
+step profile; log "6/11 profile of the hot path"
 BENCH_BIN=$(cargo bench -p kvscope-peer-bench --bench decode --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
 for line in sys.stdin:
@@ -88,19 +125,50 @@ profile 'kimi_k3/dynamo/decode\+normalize$' 'Dynamo 1.6.1 decode+normalize, kimi
 echo "${PROFILER:-perf}" >"$RUN/profiler"
 # The cursor-decoder sketch behind the proposal in "Where the time goes".
 cargo run -q --release -p kvscope-peer-bench --example decoder_sketch >"$RUN/sketch.log" 2>&1
+
+step trees; log "7/11 tier trees (criterion, then one-shot fills of 1 and 64 workers x 1 M blocks)"
+cargo bench -p kvscope-tiers --bench trees >"$RUN/trees.log" 2>&1 \
+  || { tail -40 "$RUN/trees.log"; log "the tier-tree bench failed; see $RUN/trees.log"; exit 1; }
+
+# Rates per worker for the browser steps: the bench's own list with two lower rungs, so that 64
+# workers still get a figure if 5 batches/s per worker (320 frames/s) is already too much.
+BROWSER_RATES=${KVSCOPE_BENCH_RATES:-1,2.5,5,10,20,40,80,160}
+SKIP_BROWSER=${KVSCOPE_BENCH_SKIP_BROWSER:-0}
+# Built before the relay bench so that both use the kvscope crate built once, against this dist/.
+if [ "$SKIP_BROWSER" != 1 ]; then
+  step build-web; log "8/11 dashboard: scripts/build-web.sh, then cargo build --release -p kvscope (embeds dist/)"
+  [ -x /usr/bin/chromedriver ] \
+    || { log "no /usr/bin/chromedriver: run scripts/install-tools.sh, or set KVSCOPE_BENCH_SKIP_BROWSER=1"; exit 1; }
+  scripts/build-web.sh >"$RUN/build-web.log" 2>&1 \
+    || { tail -40 "$RUN/build-web.log"; log "scripts/build-web.sh failed; see $RUN/build-web.log"; exit 1; }
+  cargo build --release -p kvscope >"$RUN/kvscope-build.log" 2>&1 \
+    || { tail -40 "$RUN/kvscope-build.log"; log "cargo build --release -p kvscope failed; see $RUN/kvscope-build.log"; exit 1; }
+else
+  log "8/11 dashboard build skipped (KVSCOPE_BENCH_SKIP_BROWSER=1)"
+fi
+
+step relay; log "9/11 relay: ZMQ in -> WebSocket out, against raw ZMQ PUB -> SUB"
+cargo bench -p kvscope --bench relay >"$RUN/relay.log" 2>&1 \
+  || { tail -40 "$RUN/relay.log"; log "the relay bench failed; see $RUN/relay.log"; exit 1; }
+
+step browser
+if [ "$SKIP_BROWSER" = 1 ]; then
+  log "10/11 browser skipped (KVSCOPE_BENCH_SKIP_BROWSER=1)"
+  echo "skipped: KVSCOPE_BENCH_SKIP_BROWSER=1" >"$RUN/browser.log"
+else
+  log "10/11 browser: dashboard ingest in headless Chromium, 16 and 64 workers (batches/s per worker: $BROWSER_RATES)"
+  KVSCOPE_BIN="$ROOT/target/release/kvscope" KVSCOPE_BENCH_RATES="$BROWSER_RATES" \
+    cargo bench -p kvscope-e2e --bench browser >"$RUN/browser.log" 2>&1 \
+    || { tail -40 "$RUN/browser.log"; log "the browser bench failed; see $RUN/browser.log"; exit 1; }
+fi
+echo "$BROWSER_RATES" >"$RUN/browser-rates.txt"
+step done
+echo "run_seconds=$(( $(date +%s) - RUN_START ))" >"$RUN/run.txt"
+write_machine
 fi # KVSCOPE_BENCH_REPORT_ONLY
 
-log "7/7 BENCHMARKS.md"
-{
-  echo "cores=$(nproc)"
-  echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-  echo "rustc=$(rustc --version)"
-  echo "python=$(python3 --version 2>&1)"
-  echo "msgspec=$(python3 -c 'import msgspec; print(msgspec.__version__)')"
-  echo "chromium=$(chromium --version 2>/dev/null || echo none)"
-  echo "kernel=$(uname -sr)"
-  echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
-} >"$RUN/machine.txt"
+log "11/11 BENCHMARKS.md"
+[ -f "$RUN/machine.txt" ] || write_machine
 
 python3 - "$RUN" "$INPUTS" <<'PY'
 import json, sys, re

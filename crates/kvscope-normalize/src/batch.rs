@@ -32,10 +32,9 @@ pub enum RejectReason {
     BinHash,
     /// A token id outside `u32` (negative or wider), or a bigram item that is not a pair.
     TokenIdsOutsideU32,
-    /// A negative `lora_id` at position 5 of an array-encoded store (read as `u64`); the value is
-    /// [`BatchRejection::value`].
+    /// A negative `lora_id` at position 5 of an array-encoded store (read as `u64`).
     NegativeLoraId,
-    /// A `dp_rank` beyond `i32::MAX` (read as `i32`); the value is [`BatchRejection::value`].
+    /// A `dp_rank` beyond `i32::MAX` (read as `i32`).
     DpRankBeyondI32,
     /// `[ts, events]`: vLLM 0.9.0's batch.
     TwoElements,
@@ -43,15 +42,14 @@ pub enum RejectReason {
     LongerArray,
 }
 
-/// A rejected batch: why, at which event, and the value Dynamo's message quotes. 16 bytes: every
-/// verdict carries one slot for it.
+/// A rejected batch: why, and at which event. 8 bytes: every verdict carries a slot for one. The
+/// `lora_id` or `dp_rank` a message quotes travels beside it ([`dynamo_1_6_1_rejection`]
+/// returns it; a verdict keeps it in [`crate::Facts::parent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BatchRejection {
     pub reason: RejectReason,
     /// The offending event, or [`BatchRejection::WHOLE_BATCH`].
     event: u32,
-    /// The `lora_id` or `dp_rank` the message quotes (0 for the other reasons).
-    pub value: i64,
 }
 
 impl BatchRejection {
@@ -59,8 +57,8 @@ impl BatchRejection {
     const WHOLE_BATCH: u32 = u32::MAX;
 
     /// A rejection at event `event_index`, or of the whole batch (`None`).
-    pub fn new(reason: RejectReason, event_index: Option<u32>, value: i64) -> Self {
-        BatchRejection { reason, event: event_index.unwrap_or(BatchRejection::WHOLE_BATCH), value }
+    pub fn new(reason: RejectReason, event_index: Option<u32>) -> Self {
+        BatchRejection { reason, event: event_index.unwrap_or(BatchRejection::WHOLE_BATCH) }
     }
 
     /// The offending event, or `None` when the batch itself is at fault.
@@ -69,14 +67,15 @@ impl BatchRejection {
     }
 
     /// Dynamo's error text, exactly as its listener logs it after "Failed to decode
-    /// KvEventBatch: ". `tag` is the offending tag for [`RejectReason::UnknownTag`].
-    pub fn message(self, tag: &SmallStr) -> impl fmt::Display + '_ {
-        Message { rejection: self, tag }
+    /// KvEventBatch: ". `tag` is the offending tag ([`RejectReason::UnknownTag`]), `value` the
+    /// quoted `lora_id` or `dp_rank`.
+    pub fn message(self, tag: &SmallStr, value: i64) -> impl fmt::Display + '_ {
+        Message { rejection: self, tag, value }
     }
 
     /// The verdict sentence: what Dynamo's decoder saw and what it lost.
-    pub fn sentence(self, tag: &SmallStr) -> impl fmt::Display + '_ {
-        Sentence { rejection: self, tag }
+    pub fn sentence(self, tag: &SmallStr, value: i64) -> impl fmt::Display + '_ {
+        Sentence { rejection: self, tag, value }
     }
 
     /// Whether Dynamo's decoder read event `index` completely before it failed (it logs, for
@@ -92,6 +91,7 @@ impl BatchRejection {
 struct Message<'a> {
     rejection: BatchRejection,
     tag: &'a SmallStr,
+    value: i64,
 }
 
 impl fmt::Display for Message<'_> {
@@ -107,8 +107,8 @@ impl fmt::Display for Message<'_> {
             RejectReason::TokenIdsOutsideU32 => {
                 f.write_str("data did not match any variant of untagged enum KvTokenIds")
             }
-            RejectReason::NegativeLoraId => write!(f, "invalid value: integer `{}`, expected u64", self.rejection.value),
-            RejectReason::DpRankBeyondI32 => write!(f, "invalid value: integer `{}`, expected i32", self.rejection.value),
+            RejectReason::NegativeLoraId => write!(f, "invalid value: integer `{}`, expected u64", self.value),
+            RejectReason::DpRankBeyondI32 => write!(f, "invalid value: integer `{}`, expected i32", self.value),
             RejectReason::TwoElements => f.write_str("invalid length 2, expected a tuple of size 3"),
             RejectReason::LongerArray => f.write_str("array had incorrect length, expected 3"),
         }
@@ -118,6 +118,7 @@ impl fmt::Display for Message<'_> {
 struct Sentence<'a> {
     rejection: BatchRejection,
     tag: &'a SmallStr,
+    value: i64,
 }
 
 impl fmt::Display for Sentence<'_> {
@@ -129,27 +130,28 @@ impl fmt::Display for Sentence<'_> {
             RejectReason::UnknownTag => write!(f, "events[{at}] has the tag {:?}, which it does not know", self.tag)?,
             RejectReason::BinHash => write!(f, "events[{at}] has a bin (bytes) block hash")?,
             RejectReason::TokenIdsOutsideU32 => write!(f, "events[{at}] has token ids that are not u32")?,
-            RejectReason::NegativeLoraId => write!(f, "events[{at}] has lora_id {} at position 5", r.value)?,
-            RejectReason::DpRankBeyondI32 => write!(f, "dp_rank {} does not fit i32", r.value)?,
+            RejectReason::NegativeLoraId => write!(f, "events[{at}] has lora_id {} at position 5", self.value)?,
+            RejectReason::DpRankBeyondI32 => write!(f, "dp_rank {} does not fit i32", self.value)?,
             RejectReason::TwoElements => f.write_str("the batch has 2 elements (vLLM 0.9.0), not 3")?,
             RejectReason::LongerArray => f.write_str("the batch has more than 3 elements")?,
         }
         write!(
             f,
             "; Dynamo 1.6.1's decoder rejects the whole batch (\"{}\"), and every event of it is lost",
-            Message { rejection: r, tag: self.tag }
+            Message { rejection: r, tag: self.tag, value: self.value }
         )
     }
 }
 
-/// Why Dynamo 1.6.1's `decode_event_batch` would reject this batch, if it would.
-pub fn dynamo_1_6_1_rejection(batch: &EventBatch) -> Option<BatchRejection> {
-    let whole = |reason, value| Some(BatchRejection::new(reason, None, value));
+/// Why Dynamo 1.6.1's `decode_event_batch` would reject this batch, if it would, with the value
+/// its message quotes (0 unless the reason is a `lora_id` or `dp_rank`).
+pub fn dynamo_1_6_1_rejection(batch: &EventBatch) -> Option<(BatchRejection, i64)> {
+    let whole = |reason, value| Some((BatchRejection::new(reason, None), value));
     if batch.layout == BatchLayout::Map {
         return whole(RejectReason::MapBatch, 0);
     }
     for (i, event) in batch.events.iter().enumerate() {
-        let at = |reason, value| Some(BatchRejection::new(reason, Some(i as u32), value));
+        let at = |reason, value| Some((BatchRejection::new(reason, Some(i as u32)), value));
         match event {
             KvEvent::Unknown(u) if u.tag != "Ignored" => return at(RejectReason::UnknownTag, 0),
             KvEvent::BlockStored(s) => {
@@ -199,7 +201,7 @@ mod tests {
     }
 
     fn message(batch: &EventBatch) -> Option<String> {
-        dynamo_1_6_1_rejection(batch).map(|r| r.message(&rejected_tag(batch, r)).to_string())
+        dynamo_1_6_1_rejection(batch).map(|(r, v)| r.message(&rejected_tag(batch, r), v).to_string())
     }
 
     #[test]
@@ -231,7 +233,7 @@ mod tests {
             message(&foo).as_deref(),
             Some("unknown variant `Foo`, expected one of `BlockStored`, `BlockRemoved`, `AllBlocksCleared`, `Ignored`")
         );
-        let r = dynamo_1_6_1_rejection(&foo).unwrap();
+        let (r, _) = dynamo_1_6_1_rejection(&foo).unwrap();
         assert!(r.decoded_before_failure(0) && !r.decoded_before_failure(1));
     }
 

@@ -58,7 +58,7 @@ pub use policy::{
     BatchCheck, BlockSizeCheck, Conversion, GroupRules, LogStyle, MediumMatch, MediumTable, Policy, SelfReference,
     UnknownMedium, UnknownPolicy,
 };
-pub use rules::{Rule, RuleId, RuleSet, RULES};
+pub use rules::{Rejected, Rule, RuleId, RuleSet, RULES};
 pub use small::{SmallStr, SMALL_STR_CAPACITY};
 pub use tier::{resolve_tier, StorageTier, TierChoice, TierSource};
 pub use verdict::{

@@ -21,8 +21,7 @@ use crate::groups::GroupTable;
 use crate::kind::{classify_kind, KindClass};
 use crate::namespaces::NamespaceTable;
 use crate::policy::{BatchCheck, LogStyle, Policy};
-use crate::rules::{evaluate_in, EventCtx, RuleSet};
-use crate::small::SmallStr;
+use crate::rules::{evaluate_in, EventCtx, Rejected, RuleSet};
 use crate::tier::{StorageTier, TierChoice};
 use crate::verdict::{Apply, SkipReason, SourceId, Verdict, VerdictFlags, VerdictKind};
 
@@ -177,19 +176,20 @@ impl Normalizer {
     pub fn normalize_batch(&mut self, id: SourceId, seq: u64, batch: &EventBatch, out: &mut Vec<Verdict>) {
         let rejection = match self.policy.batch_check {
             BatchCheck::None => None,
-            BatchCheck::Dynamo161 => dynamo_1_6_1_rejection(batch).map(|r| (r, rejected_tag(batch, r))),
+            BatchCheck::Dynamo161 => dynamo_1_6_1_rejection(batch)
+                .map(|(rejection, value)| Rejected { rejection, tag: rejected_tag(batch, rejection), value }),
         };
         let SourceState { key, counters, .. } = self.state_mut(id);
         counters.batches += 1;
-        if let Some((r, tag)) = rejection {
+        if let Some(r) = rejection {
             counters.batches_rejected += 1;
-            counters
-                .notices
-                .push(LogLevel::Warn, seq, 0, || format!("{key} seq {seq}: Failed to decode KvEventBatch: {}", r.message(&tag)));
+            counters.notices.push(LogLevel::Warn, seq, 0, || {
+                format!("{key} seq {seq}: Failed to decode KvEventBatch: {}", r.rejection.message(&r.tag, r.value))
+            });
         }
         out.reserve(batch.events.len());
         for (i, event) in batch.events.iter().enumerate() {
-            out.push(self.normalize_one(id, seq, i as u32, batch.dp_rank, event, rejection));
+            out.push(self.normalize_one(id, seq, i as u32, batch.dp_rank, event, rejection.as_ref()));
         }
     }
 
@@ -218,7 +218,7 @@ impl Normalizer {
         event_index: u32,
         batch_dp_rank: Option<u32>,
         event: &KvEvent,
-        rejection: Option<(BatchRejection, SmallStr)>,
+        rejection: Option<&Rejected>,
     ) -> Verdict {
         let policy = self.policy;
         let block_size = self.block_size;
@@ -243,7 +243,7 @@ impl Normalizer {
         let counters = &mut state.counters;
         let key = &state.key;
         if policy.log_style == LogStyle::Dynamo161 {
-            dynamo_notices(counters, key, &verdict, event, rejection.map(|(r, _)| r));
+            dynamo_notices(counters, key, &verdict, event, rejection.map(|r| r.rejection));
         }
         counters.count_event(verdict.event_type);
         counters.count_verdict(verdict.tier, verdict.label(), verdict.blocks_applied());

@@ -32,8 +32,9 @@
 //!    behaviour no switch expresses yet, add a switch (a new field, set in the existing presets
 //!    to their current behaviour);
 //! 2. [`crate::rules`]: a rule per new decision, inserted at its place in [`crate::rules::RULES`],
-//!    with its unit test; its check returns `Step::Continue` when the switch is off, so the
-//!    existing presets are unchanged;
+//!    with its unit test and its `enabled` predicate (the switch); its check also returns
+//!    `Step::Continue` when the switch is off, so the existing presets are unchanged whether or
+//!    not a [`crate::RuleSet`] leaves it out;
 //! 3. [`crate::SkipReason`] / [`crate::VerdictLabel`]: a variant per new skip reason (both are
 //!    `#[non_exhaustive]`, and counters are sized from `VerdictLabel::ALL`). `dynamo-1.6.1`'s
 //!    batch-level outcome ("the whole batch is lost") is a skip reason too,

@@ -16,7 +16,9 @@
 //! Steps `0`-`7` are those of DESIGN.md, "Normalizer rules", numbered the same way; `fixed` and
 //! `legacy` run only them (step 0 prepares the tier and never decides). The rules whose step is
 //! a letter come from docs/dynamo-1.6.1.md, section 3 (`D` decoding, `P1`-`P7` preprocessing),
-//! and only `dynamo-1.6.1` switches them on. Dynamo's order is a subsequence of this list:
+//! and only `dynamo-1.6.1` switches them on. Each rule says which policies run it
+//! ([`Rule::enabled`]); a normalizer walks only those ([`RuleSet`], built once), so a preset pays
+//! nothing for the rules of another. Dynamo's order is a subsequence of this list:
 //!
 //! | Dynamo 1.6.1 | rules here |
 //! |---|---|
@@ -131,9 +133,8 @@ pub struct EventCtx<'a> {
     pub groups: &'a mut GroupTable,
     /// The source's cache namespaces (written by `ambiguous_cache_namespace`).
     pub namespaces: &'a mut NamespaceTable,
-    /// Set for every event of a batch the policy's decoder rejects, with the offending tag
-    /// (for unknown tags).
-    pub rejection: Option<(BatchRejection, SmallStr)>,
+    /// Set for every event of a batch the policy's decoder rejects.
+    pub rejection: Option<&'a Rejected>,
     /// Set by `medium_tier` for stores and removes.
     pub tier: Option<TierChoice>,
     /// Facts for the verdict sentence, filled as rules run.
@@ -168,7 +169,10 @@ impl<'a> EventCtx<'a> {
             GroupRules::Dynamo161 => (dynamo_group(event), event.kv_cache_spec_kind()),
         };
         let facts = Facts {
-            medium: event.medium().map_or(SmallStr::EMPTY, SmallStr::new),
+            medium: match event.medium() {
+                Some(m) => SmallStr::new(m),
+                None => SmallStr::EMPTY,
+            },
             tier_source: None,
             resolved_tier: None,
             medium_match: policy.medium_match,
@@ -177,7 +181,7 @@ impl<'a> EventCtx<'a> {
             blocks: event.block_hashes().len() as u32,
             token_count,
             is_bigram,
-            group_idx: meta_group,
+            group: meta_group.unwrap_or(0),
             word: SmallStr::EMPTY,
             rejection: None,
             group_check: GroupCheck::NotChecked,
@@ -320,11 +324,22 @@ pub static BATCH_DECODE_REJECTED: Rule = Rule {
     check: check_batch_decode_rejected,
 };
 
+/// A batch-level rejection as every event of the batch sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    pub rejection: BatchRejection,
+    /// The offending tag, for unknown tags.
+    pub tag: SmallStr,
+    /// The `lora_id` or `dp_rank` the message quotes.
+    pub value: i64,
+}
+
 fn check_batch_decode_rejected(cx: &mut EventCtx<'_>) -> Step {
     match cx.rejection {
-        Some((rejection, tag)) => {
-            cx.facts.rejection = Some(rejection);
-            cx.facts.word = tag;
+        Some(r) => {
+            cx.facts.rejection = Some(r.rejection);
+            cx.facts.word = r.tag;
+            cx.facts.parent = kvscope_wire::BlockHash(r.value as u64);
             Step::Decide(VerdictKind::Skip(SkipReason::BatchDecodeRejected))
         }
         None => Step::Continue,
@@ -335,9 +350,9 @@ fn check_batch_decode_rejected(cx: &mut EventCtx<'_>) -> Step {
 fn batch_decode_rejected_loses_every_event_of_the_batch_whatever_it_is() {
     use crate::batch::RejectReason;
     let gpu = stored(&[1], None, 16, 16, Some("GPU"), None, None);
-    let rejection = BatchRejection::new(RejectReason::BinHash, Some(1), 0);
+    let rejection = Rejected { rejection: BatchRejection::new(RejectReason::BinHash, Some(1)), tag: SmallStr::EMPTY, value: 0 };
     let mut mem = Memory::default();
-    let d = run_rejected(&Policy::DYNAMO_1_6_1, 16, &mut mem, &gpu, Some((rejection, SmallStr::EMPTY)));
+    let d = run_rejected(&Policy::DYNAMO_1_6_1, 16, &mut mem, &gpu, Some(rejection));
     assert_eq!((d.rule, d.code.as_str(), d.tier), ("batch_decode_rejected", "batch_decode_rejected", None));
     assert_eq!(
         d.text,
@@ -347,7 +362,7 @@ fn batch_decode_rejected_loses_every_event_of_the_batch_whatever_it_is() {
     );
     // Nothing is learned from a lost batch.
     let mamba = stored(&[1], None, 16, 16, None, Some(2), Some("mamba"));
-    let _ = run_rejected(&Policy::DYNAMO_1_6_1, 16, &mut mem, &mamba, Some((rejection, SmallStr::EMPTY)));
+    let _ = run_rejected(&Policy::DYNAMO_1_6_1, 16, &mut mem, &mamba, Some(rejection));
     assert!(mem.groups.is_empty());
     // Without a rejection the rule lets everything through.
     assert_eq!(decide(&Policy::DYNAMO_1_6_1, 16, &gpu).code, "store device 1");
@@ -1398,9 +1413,9 @@ pub(crate) mod testkit {
         block_size: u32,
         mem: &mut Memory,
         event: &KvEvent,
-        rejection: Option<(BatchRejection, SmallStr)>,
+        rejection: Option<Rejected>,
     ) -> Decided {
-        run_full(policy, block_size, 0, mem, event, rejection)
+        run_full(policy, block_size, 0, mem, event, rejection.as_ref())
     }
 
     pub fn run_with(policy: &Policy, block_size: u32, dp_rank: u32, mem: &mut Memory, event: &KvEvent) -> Decided {
@@ -1413,7 +1428,7 @@ pub(crate) mod testkit {
         dp_rank: u32,
         mem: &mut Memory,
         event: &KvEvent,
-        rejection: Option<(BatchRejection, SmallStr)>,
+        rejection: Option<&Rejected>,
     ) -> Decided {
         let mut cx = EventCtx::new(event, policy, block_size, dp_rank, &mut mem.groups, &mut mem.namespaces);
         cx.rejection = rejection;

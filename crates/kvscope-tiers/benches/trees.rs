@@ -3,8 +3,9 @@
 //! `std::collections::HashMap<u64, u64>` doing the same inserts and removes of the same hashes.
 //!
 //! ```text
-//! cargo bench -p kvscope-tiers --bench trees            # everything, about 3 minutes, ~7 GB peak
-//! cargo bench -p kvscope-tiers --bench trees -- 1w      # criterion part only (one worker)
+//! cargo bench -p kvscope-tiers --bench trees               # everything: ~3 min, ~6 GB peak
+//! cargo bench -p kvscope-tiers --bench trees -- tiers_1w   # the criterion part only
+//! cargo bench -p kvscope-tiers --bench trees -- oneshot    # the one-shot part only
 //! ```
 //!
 //! The stream, per worker: stores of 1, 2, 3, 4 blocks in turn (16-token blocks, medium `GPU`),
@@ -20,14 +21,16 @@
 //! live, a batch of stores then a batch of removes of as many blocks, so N stays constant). One
 //! operation is one block inserted or removed.
 //!
-//! - One worker (criterion, ids `1w/...`): fill to and churn at 10 k and 1 M live blocks.
+//! - One worker (criterion, groups `tiers_1w_{fill,churn}_{10k,1M}`): fill to, and churn at,
+//!   10 k and 1 M live blocks.
 //! - One-shot runs (`BENCH tiers {json}` lines), each in a fresh child process so that its
 //!   resident-set delta (`/proc/self/statm`) is its own: 1 and 64 workers at 1 M live blocks per
 //!   worker (64 M blocks, ~6 GB for the forest): one timed fill, then churn timed as the median
 //!   of 5 slices of ~2 M operations, `approx_bytes()`, the RSS delta after the fill and after
 //!   the churn, and the time of one `summary(8)` walk of a 1 M-block tier. Criterion's repetition
-//!   is not used there: one 64-worker fill takes seconds and gigabytes, and one run of it is
-//!   stable enough (the slices show the spread).
+//!   is not used there: one 64-worker fill takes ~30 s and ~6 GB (it is mostly first-touch page
+//!   faults, which a repetition would not see again), so it is timed once; the churn slices show
+//!   the spread.
 //!
 //! Three implementations: `forest` (kvscope), `std-hashmap` (the baseline: `HashMap<u64, u64>`
 //! with std's default SipHash), and `blockhasher-hashmap` (the same map with kvscope's
@@ -256,7 +259,7 @@ const IMPLS: [&str; 3] = ["forest", "std-hashmap", "blockhasher-hashmap"];
 fn bench_one_worker(c: &mut Criterion) {
     for live in [10_000u64, 1_000_000] {
         let label = if live >= 1_000_000 { format!("{}M", live / 1_000_000) } else { format!("{}k", live / 1_000) };
-        let mut group = c.benchmark_group(format!("1w_fill_{label}"));
+        let mut group = c.benchmark_group(format!("tiers_1w_fill_{label}"));
         group.throughput(Throughput::Elements(live));
         if live >= 1_000_000 {
             // One fill takes ~0.1-0.3 s: ten samples of a few fills each.
@@ -281,7 +284,7 @@ fn bench_one_worker(c: &mut Criterion) {
         }
         group.finish();
 
-        let mut group = c.benchmark_group(format!("1w_churn_{label}"));
+        let mut group = c.benchmark_group(format!("tiers_1w_churn_{label}"));
         group.throughput(Throughput::Elements(2 * BLOCKS_PER_BATCH));
         group.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(30);
         for imp in IMPLS {
