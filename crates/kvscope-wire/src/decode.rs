@@ -268,10 +268,10 @@ impl<'de> Visitor<'de> for BatchSeed<'_> {
         let ctx = self.ctx;
         let (mut ts, mut events, mut dp_rank) = (None, None, None);
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            match key.as_str() {
-                "ts" => ts = Some(map.next_value_seed(at(ctx, Seg::Field("ts"), Timestamp))?),
-                "events" => events = Some(map.next_value_seed(at(ctx, Seg::Field("events"), EventsSeed { ctx }))?),
-                "data_parallel_rank" | "dp_rank" | "attn_dp_rank" => {
+            match key {
+                Key::Ts => ts = Some(map.next_value_seed(at(ctx, Seg::Field("ts"), Timestamp))?),
+                Key::Events => events = Some(map.next_value_seed(at(ctx, Seg::Field("events"), EventsSeed { ctx }))?),
+                Key::DpRank => {
                     dp_rank = map.next_value_seed(at(ctx, Seg::Field("dp_rank"), OptU32 { what: "dp_rank" }))?
                 }
                 _ => map.next_value_seed(Ignore)?,
@@ -376,12 +376,12 @@ struct Fields {
     session_id: Option<String>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Tag {
     Stored,
     Removed,
     Cleared,
-    Other,
+    Other(String),
 }
 
 fn tag_of(name: &str) -> Tag {
@@ -389,67 +389,76 @@ fn tag_of(name: &str) -> Tag {
         "BlockStored" => Tag::Stored,
         "BlockRemoved" => Tag::Removed,
         "AllBlocksCleared" => Tag::Cleared,
-        _ => Tag::Other,
+        other => Tag::Other(other.to_owned()),
+    }
+}
+
+impl Tag {
+    fn name(&self) -> &str {
+        match self {
+            Tag::Stored => "BlockStored",
+            Tag::Removed => "BlockRemoved",
+            Tag::Cleared => "AllBlocksCleared",
+            Tag::Other(name) => name,
+        }
     }
 }
 
 /// Positional fields of array-encoded events, after the tag (index 0).
-const STORED_POSITIONS: [&str; 11] = [
-    "block_hashes",
-    "parent_block_hash",
-    "token_ids",
-    "block_size",
-    "lora_id",
-    "medium",
+const STORED_POSITIONS: [Key; 11] = [
+    Key::BlockHashes,
+    Key::ParentBlockHash,
+    Key::TokenIds,
+    Key::BlockSize,
+    Key::LoraId,
+    Key::Medium,
     // A string (vLLM's lora_name) or SGLang's `{cache_salt: str}` map.
-    LORA_NAME_OR_SALT,
-    "extra_keys",
-    "group_idx",
-    "kv_cache_spec_kind",
-    "kv_cache_spec_sliding_window",
+    Key::LoraNameOrSalt,
+    Key::ExtraKeys,
+    Key::GroupIdx,
+    Key::KvCacheSpecKind,
+    Key::KvCacheSpecSlidingWindow,
 ];
-/// Position 7 of an array-encoded `BlockStored`: read only by position, never as a map key.
-const LORA_NAME_OR_SALT: &str = "lora_name or {cache_salt}";
-const REMOVED_POSITIONS: [&str; 3] = ["block_hashes", "medium", "group_idx"];
+const REMOVED_POSITIONS: [Key; 3] = [Key::BlockHashes, Key::Medium, Key::GroupIdx];
 /// Fields an array-encoded `BlockStored` must have: tag through block_size.
 const STORED_MIN_LEN: u32 = 5;
 const REMOVED_MIN_LEN: u32 = 2;
 
 impl<'c> EventSeed<'c> {
     /// Reads the value of field `name` into `fields`; unknown names are skipped.
-    fn read_field<'de, F>(&self, name: &str, fields: &mut Fields, mut next: F) -> Result<(), F::Error>
+    fn read_field<'de, F>(&self, key: Key, fields: &mut Fields, mut next: F) -> Result<(), F::Error>
     where
         F: FieldReader<'de>,
     {
         let ctx = self.ctx;
-        match name {
-            "block_hashes" => fields.block_hashes = Some(next.read(at(ctx, Seg::Field("block_hashes"), HashesSeed { ctx }))?),
-            "parent_block_hash" => {
+        match key {
+            Key::BlockHashes => fields.block_hashes = Some(next.read(at(ctx, Seg::Field("block_hashes"), HashesSeed { ctx }))?),
+            Key::ParentBlockHash => {
                 fields.parent_block_hash = next.read(at(ctx, Seg::Field("parent_block_hash"), OptHash))?
             }
-            "token_ids" => fields.token_ids = Some(next.read(at(ctx, Seg::Field("token_ids"), TokenIdsSeed { ctx }))?),
-            "block_size" => fields.block_size = next.read(at(ctx, Seg::Field("block_size"), OptU32 { what: "block_size" }))?,
-            "lora_id" => fields.lora_id = next.read(at(ctx, Seg::Field("lora_id"), OptI64 { what: "lora_id" }))?,
-            "medium" => fields.medium = next.read(at(ctx, Seg::Field("medium"), OptString { what: "medium" }))?,
-            "lora_name" => fields.lora_name = next.read(at(ctx, Seg::Field("lora_name"), OptString { what: "lora_name" }))?,
-            "group_idx" => fields.group_idx = next.read(at(ctx, Seg::Field("group_idx"), OptU32 { what: "group_idx" }))?,
-            "kv_cache_spec_kind" => {
+            Key::TokenIds => fields.token_ids = Some(next.read(at(ctx, Seg::Field("token_ids"), TokenIdsSeed { ctx }))?),
+            Key::BlockSize => fields.block_size = next.read(at(ctx, Seg::Field("block_size"), OptU32 { what: "block_size" }))?,
+            Key::LoraId => fields.lora_id = next.read(at(ctx, Seg::Field("lora_id"), OptI64 { what: "lora_id" }))?,
+            Key::Medium => fields.medium = next.read(at(ctx, Seg::Field("medium"), OptString { what: "medium" }))?,
+            Key::LoraName => fields.lora_name = next.read(at(ctx, Seg::Field("lora_name"), OptString { what: "lora_name" }))?,
+            Key::GroupIdx => fields.group_idx = next.read(at(ctx, Seg::Field("group_idx"), OptU32 { what: "group_idx" }))?,
+            Key::KvCacheSpecKind => {
                 fields.kv_cache_spec_kind =
                     next.read(at(ctx, Seg::Field("kv_cache_spec_kind"), OptString { what: "kv_cache_spec_kind" }))?
             }
-            "kv_cache_spec_sliding_window" => {
+            Key::KvCacheSpecSlidingWindow => {
                 fields.kv_cache_spec_sliding_window = next.read(at(
                     ctx,
                     Seg::Field("kv_cache_spec_sliding_window"),
                     OptU32 { what: "kv_cache_spec_sliding_window" },
                 ))?
             }
-            "locality" => fields.locality = next.read(at(ctx, Seg::Field("locality"), OptString { what: "locality" }))?,
-            "ownership" => fields.ownership = next.read(at(ctx, Seg::Field("ownership"), OptString { what: "ownership" }))?,
-            "cache_salt" => fields.cache_salt = next.read(at(ctx, Seg::Field("cache_salt"), OptString { what: "cache_salt" }))?,
-            "session_id" => fields.session_id = next.read(at(ctx, Seg::Field("session_id"), OptString { what: "session_id" }))?,
-            "extra_keys" => fields.extra_key_strings = next.read(at(ctx, Seg::Field("extra_keys"), ExtraKeysSeed { ctx }))?,
-            LORA_NAME_OR_SALT => match next.read(at(ctx, Seg::Field("lora_name"), LoraNameOrSalt { ctx }))? {
+            Key::Locality => fields.locality = next.read(at(ctx, Seg::Field("locality"), OptString { what: "locality" }))?,
+            Key::Ownership => fields.ownership = next.read(at(ctx, Seg::Field("ownership"), OptString { what: "ownership" }))?,
+            Key::CacheSalt => fields.cache_salt = next.read(at(ctx, Seg::Field("cache_salt"), OptString { what: "cache_salt" }))?,
+            Key::SessionId => fields.session_id = next.read(at(ctx, Seg::Field("session_id"), OptString { what: "session_id" }))?,
+            Key::ExtraKeys => fields.extra_key_strings = next.read(at(ctx, Seg::Field("extra_keys"), ExtraKeysSeed { ctx }))?,
+            Key::LoraNameOrSalt => match next.read(at(ctx, Seg::Field("lora_name"), LoraNameOrSalt { ctx }))? {
                 LoraOrSalt::LoraName(name) => fields.lora_name = name,
                 LoraOrSalt::Salt(salt) => fields.cache_salt = salt,
             },
@@ -458,7 +467,8 @@ impl<'c> EventSeed<'c> {
         Ok(())
     }
 
-    fn build<E: de::Error>(&self, tag: Tag, tag_name: String, fields: Fields, encoding: EventEncoding, start: usize) -> Result<KvEvent, E> {
+    fn build<E: de::Error>(&self, tag: Tag, fields: Fields, encoding: EventEncoding, start: usize) -> Result<KvEvent, E> {
+        let tag_name = tag.name();
         let missing = |what: &str| {
             self.ctx.error::<E>(
                 DecodeErrorKind::MissingField,
@@ -508,7 +518,7 @@ impl<'c> EventSeed<'c> {
                 })
             }
             Tag::Cleared => KvEvent::AllBlocksCleared { encoding, ownership: fields.ownership },
-            Tag::Other => KvEvent::Unknown(UnknownEvent { tag: tag_name, encoding }),
+            Tag::Other(name) => KvEvent::Unknown(UnknownEvent { tag: name, encoding }),
         })
     }
 }
@@ -552,31 +562,31 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
         // The marker and length were read already; the event began before them.
         let len = seq.size_hint().unwrap_or(0) as u32;
         let start = ctx.pos.get().saturating_sub(header_len(len));
-        let tag_name = seq
+        let tag = seq
             .next_element_seed(at(ctx, Seg::Index(0), TagSeed))?
             .ok_or_else(|| ctx.error::<A::Error>(DecodeErrorKind::MissingField, "event array is empty; expected a tag".into(), Some(start)))?;
-        let tag = tag_of(&tag_name);
-        let (positions, min_len): (&[&str], u32) = match tag {
+        let (positions, min_len): (&[Key], u32) = match tag {
             Tag::Stored => (&STORED_POSITIONS, STORED_MIN_LEN),
             Tag::Removed => (&REMOVED_POSITIONS, REMOVED_MIN_LEN),
-            Tag::Cleared | Tag::Other => (&[], 1),
+            Tag::Cleared | Tag::Other(_) => (&[], 1),
         };
         if len < min_len {
             return Err(ctx.error(
                 DecodeErrorKind::MissingField,
                 format!(
-                    "{tag_name} array has {len} elements; expected at least {min_len} (tag, {})",
-                    positions[..(min_len - 1) as usize].join(", ")
+                    "{} array has {len} elements; expected at least {min_len} (tag, {})",
+                    tag.name(),
+                    positions[..(min_len - 1) as usize].iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
                 ),
                 Some(start),
             ));
         }
         let mut fields = Fields::default();
         for name in positions.iter().take(len as usize - 1) {
-            self.read_field(name, &mut fields, SeqField(&mut seq))?;
+            self.read_field(*name, &mut fields, SeqField(&mut seq))?;
         }
         while seq.next_element_seed(Ignore)?.is_some() {}
-        self.build(tag, tag_name, fields, EventEncoding::Array { len }, start)
+        self.build(tag, fields, EventEncoding::Array { len }, start)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KvEvent, A::Error> {
@@ -584,18 +594,18 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
         let len = map.size_hint().unwrap_or(0) as u32;
         let start = ctx.pos.get().saturating_sub(header_len(len));
         let mut fields = Fields::default();
-        let mut tag_name = None;
+        let mut tag = None;
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            if key == "type" {
-                tag_name = Some(map.next_value_seed(at(ctx, Seg::Field("type"), TagSeed))?);
+            if key == Key::Type {
+                tag = Some(map.next_value_seed(at(ctx, Seg::Field("type"), TagSeed))?);
             } else {
-                self.read_field(&key, &mut fields, MapField(&mut map))?;
+                self.read_field(key, &mut fields, MapField(&mut map))?;
             }
         }
-        let tag_name = tag_name.ok_or_else(|| {
+        let tag = tag.ok_or_else(|| {
             ctx.error::<A::Error>(DecodeErrorKind::MissingField, "event map has no \"type\" key".into(), Some(start))
         })?;
-        self.build(tag_of(&tag_name), tag_name, fields, EventEncoding::Map, start)
+        self.build(tag, fields, EventEncoding::Map, start)
     }
 }
 
@@ -608,43 +618,126 @@ fn header_len(len: u32) -> usize {
     }
 }
 
+/// A map key, matched against the names this decoder reads without allocating: engine maps
+/// repeat the same dozen keys in every event, and a `String` per key was most of the decode
+/// time for small events.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Key {
+    Type,
+    Ts,
+    Events,
+    DpRank,
+    BlockHashes,
+    ParentBlockHash,
+    TokenIds,
+    BlockSize,
+    LoraId,
+    Medium,
+    LoraName,
+    ExtraKeys,
+    GroupIdx,
+    KvCacheSpecKind,
+    KvCacheSpecSlidingWindow,
+    Locality,
+    Ownership,
+    CacheSalt,
+    SessionId,
+    /// Position 7 of an array-encoded `BlockStored`: vLLM's lora_name or SGLang's
+    /// `{cache_salt: str}` map. Read only by position, never from a map key.
+    LoraNameOrSalt,
+    Other,
+}
+
+impl Key {
+    fn from_name(name: &str) -> Key {
+        match name {
+            "type" => Key::Type,
+            "ts" => Key::Ts,
+            "events" => Key::Events,
+            "data_parallel_rank" | "dp_rank" | "attn_dp_rank" => Key::DpRank,
+            "block_hashes" => Key::BlockHashes,
+            "parent_block_hash" => Key::ParentBlockHash,
+            "token_ids" => Key::TokenIds,
+            "block_size" => Key::BlockSize,
+            "lora_id" => Key::LoraId,
+            "medium" => Key::Medium,
+            "lora_name" => Key::LoraName,
+            "extra_keys" => Key::ExtraKeys,
+            "group_idx" => Key::GroupIdx,
+            "kv_cache_spec_kind" => Key::KvCacheSpecKind,
+            "kv_cache_spec_sliding_window" => Key::KvCacheSpecSlidingWindow,
+            "locality" => Key::Locality,
+            "ownership" => Key::Ownership,
+            "cache_salt" => Key::CacheSalt,
+            "session_id" => Key::SessionId,
+            _ => Key::Other,
+        }
+    }
+
+    /// The field name used in error paths and messages.
+    fn name(self) -> &'static str {
+        match self {
+            Key::Type => "type",
+            Key::Ts => "ts",
+            Key::Events => "events",
+            Key::DpRank => "dp_rank",
+            Key::BlockHashes => "block_hashes",
+            Key::ParentBlockHash => "parent_block_hash",
+            Key::TokenIds => "token_ids",
+            Key::BlockSize => "block_size",
+            Key::LoraId => "lora_id",
+            Key::Medium => "medium",
+            Key::LoraName | Key::LoraNameOrSalt => "lora_name",
+            Key::ExtraKeys => "extra_keys",
+            Key::GroupIdx => "group_idx",
+            Key::KvCacheSpecKind => "kv_cache_spec_kind",
+            Key::KvCacheSpecSlidingWindow => "kv_cache_spec_sliding_window",
+            Key::Locality => "locality",
+            Key::Ownership => "ownership",
+            Key::CacheSalt => "cache_salt",
+            Key::SessionId => "session_id",
+            Key::Other => "?",
+        }
+    }
+}
+
 /// A map key: always a string in engine payloads.
 struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = String;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+    type Value = Key;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for KeySeed {
-    type Value = String;
+    type Value = Key;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("string map key")
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
-        Ok(v.to_owned())
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+        Ok(Key::from_name(v))
     }
 }
 
-/// An event tag: a string.
+/// An event tag: a string, allocated only when it is not one of the three known tags.
 struct TagSeed;
 
 impl<'de> DeserializeSeed<'de> for TagSeed {
-    type Value = String;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+    type Value = Tag;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Tag, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for TagSeed {
-    type Value = String;
+    type Value = Tag;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("string event tag")
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
-        Ok(v.to_owned())
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Tag, E> {
+        Ok(tag_of(v))
     }
 }
 
@@ -1001,7 +1094,7 @@ impl<'de> Visitor<'de> for LoraNameOrSalt<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LoraOrSalt, A::Error> {
         let mut salt = None;
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            if key == "cache_salt" {
+            if key == Key::CacheSalt {
                 salt = map.next_value_seed(at(self.ctx, Seg::Field("cache_salt"), OptString { what: "cache_salt" }))?;
             } else {
                 map.next_value_seed(Ignore)?;
