@@ -12,9 +12,21 @@ quick=0
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
+# Every test runner's output is also kept here, so the script can close with one total.
+RESULTS=target/test-results.log
+mkdir -p target
+: >"$RESULTS"
+run() { "$@" 2>&1 | tee -a "$RESULTS"; }
+total() {
+  # cargo test and wasm-bindgen-test both print "test result: ok. N passed; M failed; ...".
+  awk '/test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+       END { printf "%d passed, %d failed\n", p, f }' "$RESULTS"
+}
+
 if [ "$quick" = 1 ]; then
   step "native tests"
-  cargo test --workspace --exclude kvscope-e2e
+  run cargo test --workspace --exclude kvscope-e2e
+  total
   exit 0
 fi
 
@@ -27,7 +39,7 @@ scripts/build-web.sh
 
 step "native tests (workspace)"
 # KVSCOPE_REQUIRE_WEB makes the server build fail, naming the command, if dist/ were missing.
-KVSCOPE_REQUIRE_WEB=1 cargo test --workspace --exclude kvscope-e2e
+KVSCOPE_REQUIRE_WEB=1 run cargo test --workspace --exclude kvscope-e2e
 
 step "browser-side crates: no Instant::now, threads or std::fs on wasm32 (clippy)"
 CLIPPY_CONF_DIR=scripts/clippy_wasm cargo clippy --target wasm32-unknown-unknown \
@@ -39,15 +51,16 @@ export CHROMEDRIVER=/usr/bin/chromedriver
 export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-300}
 
 step "normalizer vectors and corpus in headless Chromium (wasm-pack)"
-wasm-pack test --headless --chrome --release crates/kvscope-wasm
+run wasm-pack test --headless --chrome --release crates/kvscope-wasm
 
 if [ -d web/tests ]; then
   step "dashboard component tests in headless Chromium (wasm-pack)"
-  wasm-pack test --headless --chrome --release web
+  run wasm-pack test --headless --chrome --release web
 fi
 
 step "end-to-end: real ZMQ, real WebSocket, real Chromium"
 KVSCOPE_REQUIRE_WEB=1 cargo build --release -p kvscope
-KVSCOPE_BIN="$PWD/target/release/kvscope" cargo test -p kvscope-e2e -- --test-threads=1
+KVSCOPE_BIN="$PWD/target/release/kvscope" run cargo test -p kvscope-e2e -- --test-threads=1
 
 step "all tests passed"
+total

@@ -31,14 +31,19 @@ impl VerdictKind {
     }
 }
 
-/// Skip reasons that are routine filtering (non-main attention groups, unknown events), drawn
-/// below the reasons that mean "the indexer's view of a tier is incomplete".
-const FILTER_REASONS: [&str; 5] = [
+/// Skip reasons that are routine filtering (non-main attention groups, unknown events, blocks
+/// another host or component owns), drawn below the reasons that mean "the indexer's view of a
+/// tier is incomplete" (`offload_block_size_mismatch`, `unknown_medium`, `batch_decode_rejected`,
+/// `ambiguous_cache_namespace`).
+const FILTER_REASONS: [&str; 8] = [
     "ignored_event",
     "non_main_attention_kind",
     "unknown_kind",
     "non_main_attention_group",
     "unlearned_group_idx",
+    "non_local_locality",
+    "unsupported_ownership",
+    "unknown_ownership",
 ];
 
 /// True for the skip reasons that are routine filtering.
