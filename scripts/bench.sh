@@ -2,7 +2,7 @@
 # Runs every benchmark of issue 5 in one go and writes BENCHMARKS.md: decode (table 1), tier trees
 # (table 2), relay (table 3) and browser ingest (table 4), each table from this one run.
 #
-#   scripts/bench.sh            # everything (about 25 minutes on 2 cores, after a first build)
+#   scripts/bench.sh            # everything (about 15-20 minutes on 2 cores, after a first build)
 #   KVSCOPE_BENCH_SKIP_WASM=1 scripts/bench.sh     # without the headless-Chromium decode run
 #   KVSCOPE_BENCH_SKIP_BROWSER=1 scripts/bench.sh  # without the dashboard build and run (table 4)
 #   KVSCOPE_BENCH_REPORT_ONLY=1 scripts/bench.sh   # rewrite BENCHMARKS.md from the last run's results
@@ -61,7 +61,7 @@ RUN_START=$(date +%s)
 RUN_DATE=$(date -u +%Y-%m-%dT%H:%MZ)
 : >"$RUN/steps.txt"
 rm -f "$RUN/trees.log" "$RUN/relay.log" "$RUN/browser.log" "$RUN/build-web.log" "$RUN/kvscope-build.log" \
-  "$RUN/run.txt" "$RUN/machine.txt" "$RUN/browser-rates.txt"
+  "$RUN/run.txt" "$RUN/machine.txt" "$RUN/browser-settings.txt"
 # Cargo's criterion output, per (workload, bench), is read back from target/criterion.
 rm -rf target/criterion/kimi_k3 target/criterion/small_gpu target/criterion/cpu_offload target/criterion/sglang \
   target/criterion/tiers_1w_*
@@ -130,9 +130,13 @@ step trees; log "7/11 tier trees (criterion, then one-shot fills of 1 and 64 wor
 cargo bench -p kvscope-tiers --bench trees >"$RUN/trees.log" 2>&1 \
   || { tail -40 "$RUN/trees.log"; log "the tier-tree bench failed; see $RUN/trees.log"; exit 1; }
 
-# Rates per worker for the browser steps: the bench's own list with two lower rungs, so that 64
-# workers still get a figure if 5 batches/s per worker (320 frames/s) is already too much.
-BROWSER_RATES=${KVSCOPE_BENCH_RATES:-1,2.5,5,10,20,40,80,160}
+# Rates per worker for the browser steps: the bench's own list (5,10,...,160) with lower rungs, so
+# that 64 workers get a figure too (in a first full run even 1 batch/s per worker, 64 frames/s,
+# gave 64 workers a task over 50 ms). Steps of 30 s instead of the bench's 15: the ingest check
+# (at least 90% of the offered frames) counts whole batches, so a step must see at least ~15
+# batches per worker; at 0.25/s per worker and 15 s it failed on counting alone.
+BROWSER_RATES=${KVSCOPE_BENCH_RATES:-0.5,1,2.5,5,10,20,40,80,160}
+BROWSER_STEP_SECONDS=${KVSCOPE_BENCH_STEP_SECONDS:-30}
 SKIP_BROWSER=${KVSCOPE_BENCH_SKIP_BROWSER:-0}
 # Built before the relay bench so that both use the kvscope crate built once, against this dist/.
 if [ "$SKIP_BROWSER" != 1 ]; then
@@ -157,11 +161,11 @@ if [ "$SKIP_BROWSER" = 1 ]; then
   echo "skipped: KVSCOPE_BENCH_SKIP_BROWSER=1" >"$RUN/browser.log"
 else
   log "10/11 browser: dashboard ingest in headless Chromium, 16 and 64 workers (batches/s per worker: $BROWSER_RATES)"
-  KVSCOPE_BIN="$ROOT/target/release/kvscope" KVSCOPE_BENCH_RATES="$BROWSER_RATES" \
+  KVSCOPE_BIN="$ROOT/target/release/kvscope" KVSCOPE_BENCH_RATES="$BROWSER_RATES" KVSCOPE_BENCH_STEP_SECONDS="$BROWSER_STEP_SECONDS" \
     cargo bench -p kvscope-e2e --bench browser >"$RUN/browser.log" 2>&1 \
     || { tail -40 "$RUN/browser.log"; log "the browser bench failed; see $RUN/browser.log"; exit 1; }
 fi
-echo "$BROWSER_RATES" >"$RUN/browser-rates.txt"
+printf 'rates=%s\nstep_seconds=%s\n' "$BROWSER_RATES" "$BROWSER_STEP_SECONDS" >"$RUN/browser-settings.txt"
 step done
 echo "run_seconds=$(( $(date +%s) - RUN_START ))" >"$RUN/run.txt"
 write_machine
@@ -193,6 +197,8 @@ def steps_info():
         if len(parts) == 3:
             rows.append((parts[0], int(parts[1]), parts[2]))
     return rows
+
+browser_settings = dict(l.split("=", 1) for l in (read(run / "browser-settings.txt") or "").splitlines() if "=" in l)
 
 def dur(s):
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
@@ -247,12 +253,15 @@ md.append(f"- {machine['rustc']}; {machine['python']}, msgspec {machine['msgspec
 md.append(f"- {machine.get('memory', 'n/a')} of RAM; run started at {machine['date']}")
 run_txt = dict(l.split("=", 1) for l in (read(run / "run.txt") or "").splitlines() if "=" in l)
 if "run_seconds" in run_txt:
-    md.append(f"- `scripts/bench.sh` took {dur(int(run_txt['run_seconds']))} end to end (builds included); per step, with the")
-    md.append("  load average (1, 5, 15 min) when the step ended:")
-    md.append("  " + "; ".join(f"{n} {dur(t)} ({la})" for n, t, la in steps_info()))
-md.append("- the machine is shared (other engineers' builds and tests may run during a step; the load averages")
-md.append("  above show how busy it was), so take ratios, not absolute rates, and expect noise, most of all in")
-md.append("  latency percentiles; criterion figures are medians.\n")
+    md.append(f"- `scripts/bench.sh` took **{dur(int(run_txt['run_seconds']))}** end to end, builds included (steps below)")
+md.append("- the machine is shared (other engineers' builds and tests may run during a step; the load")
+md.append("  averages in the table below show how busy it was), so take ratios, not absolute rates, and expect")
+md.append("  noise, most of all in latency percentiles; criterion figures are medians.\n")
+if steps_info():
+    md.append("| step | time | load average when it ended (1 / 5 / 15 min) |")
+    md.append("|---|---:|---|")
+    md += [f"| {n} | {dur(t)} | {la.replace(' ', ' / ')} |" for n, t, la in steps_info()]
+    md.append("")
 md.append("## Commands\n")
 md.append("```")
 md.append("scripts/bench.sh")
@@ -268,7 +277,8 @@ md.append("cargo run --release -p kvscope-peer-bench --example decoder_sketch")
 md.append("cargo bench -p kvscope-tiers --bench trees")
 md.append("scripts/build-web.sh && cargo build --release -p kvscope")
 md.append("cargo bench -p kvscope --bench relay")
-md.append(f"KVSCOPE_BENCH_RATES={(read(run / 'browser-rates.txt') or '').strip() or '1,2.5,5,10,20,40,80,160'} cargo bench -p kvscope-e2e --bench browser")
+md.append(f"KVSCOPE_BENCH_RATES={browser_settings.get('rates', '?')} KVSCOPE_BENCH_STEP_SECONDS={browser_settings.get('step_seconds', '?')} \\")
+md.append("  cargo bench -p kvscope-e2e --bench browser")
 md.append("```\n")
 md.append("## Inputs of table 1\n")
 md.append("| workload | what | payloads | events | bytes |")
@@ -337,7 +347,7 @@ md.append("issue's bar of 2x.\n")
 
 md.append("### Where the decode time goes\n")
 md.append(f"Profiles of this run ({profiler}), self time per symbol, top entries:\n")
-md.append((run / "profile.txt").read_text())
+md.append(re.sub(r"(?m)^### ", "#### ", (run / "profile.txt").read_text()))
 k, s, c = headline["kimi_k3"], headline["small_gpu"], headline["cpu_offload"]
 md.append("What they show:\n")
 md.append(f"- **Kimi-K3 (large blocks):** most of kvscope's time is `count_token_ids`, the tight loop that walks")
@@ -433,20 +443,28 @@ else:
         for phase, what in (("fill", f"fill, 0 -> {size}"), ("churn", f"churn at {size}")):
             g = f"tiers_1w_{phase}_{label}"
             v = [crit_tree(g, i) for i in ("forest", "std-hashmap", "blockhasher-hashmap")]
-            rows2.append((1, what, size, v, "criterion, median"))
+            rows2.append((1, what, size, v, "criterion, median", None))
     for w in (1, 64):
         fo = [oneshots.get((i, w)) for i in ("forest", "std-hashmap", "blockhasher-hashmap")]
         if not fo[0]:
             continue
         fill = [mops(o["fill_ops"], o["fill_s"]) if o else None for o in fo]
         churn = [mops(o["churn_ops_per_slice"], o["churn_s_median"]) if o else None for o in fo]
+        spread = [(mops(o["churn_ops_per_slice"], max(o["churn_slices_s"])), mops(o["churn_ops_per_slice"], min(o["churn_slices_s"])))
+                  if o else None for o in fo]
         size = f"{fo[0]['live_per_worker']:,}".replace(",", " ")
         total = f" ({fo[0]['live_total'] / 1e6:.0f} M in all)" if w > 1 else ""
-        rows2.append((w, f"fill, 0 -> {size}{total}", size, fill, "one-shot, one fill"))
-        rows2.append((w, f"churn at {size}", size, churn, "one-shot, median of 5 slices"))
-    for w, what, size, (fo, st, bh), how in rows2:
-        t2.append(f"| {w} | {what} | {size} | {f2(fo)} | {f2(st)} | {ratio(fo, st)} | {f2(bh)} | {how} |")
+        rows2.append((w, f"fill, 0 -> {size}{total}", size, fill, "one-shot, one fill", None))
+        rows2.append((w, f"churn at {size}", size, churn, "one-shot, median of 5 slices", spread))
+    def cell2(v, sp):
+        return f2(v) + (f" ({sp[0]:.1f}-{sp[1]:.1f})" if sp else "")
+    for w, what, size, (fo, st, bh), how, sp in rows2:
+        sp = sp or (None, None, None)
+        t2.append(f"| {w} | {what} | {size} | {cell2(fo, sp[0])} | {cell2(st, sp[1])} | {ratio(fo, st)} | {cell2(bh, sp[2])} | {how} |")
     t2.append("")
+    t2.append("In brackets: the slowest and fastest of the five churn slices. Where criterion and the one-shot")
+    t2.append("disagree on the same case, that spread and the load average of the step (above) show how much of")
+    t2.append("it is the shared machine.\n")
 
     t2.append("Memory at 1 M live blocks per worker (bytes per live block; RSS = resident-set delta of the")
     t2.append("one-shot process, after the fill and after the churn; `approx_bytes()` is the forest's own estimate):\n")
@@ -594,7 +612,7 @@ else:
     t3.append("message with `kvscope_protocol::decode`, as the browser does. The figures below are parsed from")
     t3.append("what it prints (its rates are rounded to 3 digits).\n")
     t3.append("Maximum throughput (a burst published as fast as the sockets take it; frames/s per client):\n")
-    t3.append("| payload | burst | raw ZMQ PUB->SUB (baseline) | kvscope -> 1 client | vs baseline | kvscope -> 10 clients | vs baseline | WebSocket out, 10 clients | frames lost to lag, 10 clients |")
+    t3.append("| payload | burst | raw ZMQ PUB->SUB (baseline) | kvscope -> 1 client | vs baseline | kvscope -> 10 clients | vs baseline | WebSocket out, 10 clients | frames lost to lag, 1 / 10 clients |")
     t3.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p in payloads:
         b = p["burst"]
@@ -602,13 +620,14 @@ else:
         if not (raw and one and ten):
             continue
         t3.append(f"| {p['name']}, {p['bytes']} B | {p['burst_n']} frames | {raw[0] / 1e3:.1f}k frames/s | {one[0] / 1e3:.1f}k frames/s | "
-                  f"{ratio(one[0], raw[0])} | {ten[0] / 1e3:.1f}k frames/s | {ratio(ten[0], raw[0])} | {ten[1] / 1e6:.0f} MB/s | {ten[2]} |")
+                  f"{ratio(one[0], raw[0])} | {ten[0] / 1e3:.1f}k frames/s | {ratio(ten[0], raw[0])} | {ten[1] / 1e6:.0f} MB/s | {one[2]} / {ten[2]} |")
     t3.append("")
     t3.append(f"Highest sustained paced rate: the highest rate of the sweep (rising rates, 3 s each) at which the")
     t3.append(f"publisher reached 95% of the asked rate, every client got every frame with no lag loss, and the")
     t3.append(f"median latency stayed under {P50_BOUND_US // 1000} ms (no standing queue); the raw baseline prints no frame count,")
-    t3.append("so for it only the rate and the latency count. The sweep's top rate is a ceiling of the bench, not")
-    t3.append("of the relay.\n")
+    t3.append("so for it only the rate and the latency count. The publisher runs in the bench's process, so a")
+    t3.append("busy relay can also hold the publisher below the asked rate. The sweep's top rate is a ceiling of")
+    t3.append("the bench, not of the relay.\n")
     t3.append("| payload | rates tried | raw ZMQ PUB->SUB (baseline) | kvscope -> 1 client | vs baseline | kvscope -> 10 clients | vs baseline |")
     t3.append("|---|---|---:|---:|---:|---:|---:|")
     for p in payloads:
@@ -631,13 +650,14 @@ else:
     t3.append("Latency from the publisher's send to the client's receipt, per paced rate (p50 / p99; *added* = kvscope")
     t3.append("minus raw ZMQ at the same rate; with 10 clients, client 0's latency; *delivered* = frames the")
     t3.append("slowest client got of those sent, and frames lost to lag over all clients):\n")
-    t3.append("| payload | asked | raw ZMQ p50 / p99 (baseline) | 1 client p50 / p99 | 1 client added p50 / p99 | 10 clients p50 / p99 | 10 clients added p50 / p99 | delivered, 1 / 10 clients |")
-    t3.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    t3.append("| payload | asked | publisher reached: raw / 1 / 10 clients | raw ZMQ p50 / p99 (baseline) | 1 client p50 / p99 | 1 client added p50 / p99 | 10 clients p50 / p99 | 10 clients added p50 / p99 | delivered, 1 / 10 clients |")
+    t3.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p in payloads:
         for row in p["rows"]:
             r, o, t = row["raw"], row["one"], row["ten"]
             mark = lambda who: "" if sustained(row, who) else " ✗"
-            t3.append(f"| {p['bytes']} B | {fmt_fps(row['asked'])} | {us(r['p50'])} / {us(r['p99'])}{mark('raw')} | "
+            t3.append(f"| {p['bytes']} B | {fmt_fps(row['asked'])} | {fmt_fps(r['sent'])} / {fmt_fps(o['sent'])} / {fmt_fps(t['sent'])} | "
+                      f"{us(r['p50'])} / {us(r['p99'])}{mark('raw')} | "
                       f"{us(o['p50'])} / {us(o['p99'])}{mark('one')} | +{us(o['p50'] - r['p50'])} / +{us(o['p99'] - r['p99'])} | "
                       f"{us(t['p50'])} / {us(t['p99'])}{mark('ten')} | +{us(t['p50'] - r['p50'])} / +{us(t['p99'] - r['p99'])} | "
                       f"{o['got']}/{row['n']} ({o['lost']} lost); {t['got']}/{row['n']} ({t['lost']} lost) |")
@@ -658,7 +678,8 @@ else:
 # ---- 4. Browser --------------------------------------------------------------------------------
 t4 = ["## 4. Browser: the dashboard's ingest with its longest main-thread task under 50 ms\n"]
 browser_log = read(run / "browser.log")
-rates_used = (read(run / "browser-rates.txt") or "").strip()
+rates_used = browser_settings.get("rates", "")
+step_secs = browser_settings.get("step_seconds", "15")
 bsteps, bmax = [], []
 for line in (browser_log or "").splitlines():
     m = re.match(r"BENCH (\{.*\})", line.strip())
@@ -674,11 +695,11 @@ else:
     t4.append("**Baseline:** the frame rate the demo offered in the same step (`kvscope demo --workers W --rate R`")
     t4.append("publishes R Kimi-K3 batches per second per worker, so W x R frames/s): *ingested / offered* is the")
     t4.append("share of the offered frames the page's cards counted, and the 50 ms budget is the other bound.\n")
-    t4.append("**Command:** `KVSCOPE_BENCH_RATES=%s cargo bench -p kvscope-e2e --bench browser`" % (rates_used or "(default)"))
+    t4.append(f"**Command:** `KVSCOPE_BENCH_RATES={rates_used or '(default)'} KVSCOPE_BENCH_STEP_SECONDS={step_secs} cargo bench -p kvscope-e2e --bench browser`")
     t4.append("(`tests/e2e/browser_bench.rs`), after `scripts/build-web.sh` and `cargo build --release -p kvscope`.")
     t4.append("It starts the real binary's demo (scenario `kimi-k3`) at rising rates, opens the dashboard in")
     t4.append("headless Chromium (Debian's, through `/usr/bin/chromedriver`), warms up 3 s, then counts the frames")
-    t4.append("the worker cards gained over 15 s and records long tasks with a `PerformanceObserver('longtask')`")
+    t4.append(f"the worker cards gained over {step_secs} s and records long tasks with a `PerformanceObserver('longtask')`")
     t4.append("installed before the app loads. A rate passes when no task reached 50 ms, the page showed no lag")
     t4.append("notice, and it ingested at least 90% of the offered frames; the bench stops at the first rate that")
     t4.append("fails, then runs the best rate again for a longer soak and reads the page's memory. Browser, server")
@@ -694,7 +715,7 @@ else:
         failed = [s for s in steps_w if not s["responsive_and_keeping_up"]]
         nxt = failed[0] if failed else None
         nxt_cell = (f"{nxt['offered_fps']:g}/s: {nxt['ingested_fps']:g}/s, {task(nxt['longest_task_ms'])}"
-                    f" ({nxt['long_tasks']} long tasks), {'lag' if nxt['lagged'] else 'no lag'}") if nxt \
+                    f" ({nxt['long_tasks']} long task{'' if nxt['long_tasks'] == 1 else 's'}), {'lag' if nxt['lagged'] else 'no lag'}") if nxt \
             else "none: every rate tried passed (the figure is a lower bound)"
         if m.get("max_fps") is None:
             t4.append(f"| {w} | none | | | | {nxt_cell} | |")
@@ -743,6 +764,11 @@ else:
             glance.append(f"| 4. Browser | {w} workers: highest frame rate with every task < 50 ms | none (the lowest rate failed) |")
     if not [m for m in bmax if m["workers"] == 64]:
         notes.append("table 4: no 64-worker result in this run")
+    for m in bmax:
+        if m.get("max_fps") is None:
+            notes.append(f"table 4, {m['workers']} workers: no rate passed, not even the lowest tried "
+                         f"({min((s['rate_per_worker'] for s in bsteps if s['workers'] == m['workers']), default='n/a')}"
+                         " batches/s per worker), so there is no figure; add lower rates to KVSCOPE_BENCH_RATES")
 
 md += t2 + t3 + t4
 
@@ -752,9 +778,9 @@ for name, (kn, dn, kd, fl, dd, ms, pr) in headline.items():
         glance.insert(len([g for g in glance if g.startswith("| 1.")]),
                       f"| 1. Decode | `{name}`: kvscope decode+normalize (`fixed`) vs Dynamo 1.6.1 | {dn / kn:.2f}x events/s |")
 over = ["## At a glance (ratios from this run)\n",
-        "Each table below states its baseline; all were measured in this run. Above 1: kvscope is faster (or,",
-        "for bytes, uses more).\n",
-        "| table | what | ratio |", "|---|---|---:|"] + glance + [""]
+        "Each table below states its baseline; all were measured in this run. For speed, above 1 means",
+        "kvscope is faster; for bytes, that it uses more.\n",
+        "| table | what | ratio or figure |", "|---|---|---:|"] + glance + [""]
 at = md.index("## Commands\n")
 md[at:at] = over
 
