@@ -430,12 +430,16 @@ else:
     t2.append("`fixed`), made once per worker; the timed loop is `Forest::apply_batch` only. *Fill*: from empty to")
     t2.append("N live blocks per worker (stores only). *Churn*: at N live, 80 blocks stored then the 80 oldest")
     t2.append("removed, so N stays constant. One operation = one block inserted or removed.\n")
-    t2.append("**How measured:** one worker with criterion (median); then each implementation once more in a")
-    t2.append("fresh child process (\"one-shot\"), so that its resident-set delta from `/proc/self/statm` is its")
-    t2.append("own: one timed fill, then churn timed as the median of 5 slices of 2.05 M operations. 64 workers x")
-    t2.append("1 M blocks (64 M blocks, about 6 GB for the forest) is measured only that way: one fill takes about")
-    t2.append("half a minute and is mostly first-touch page faults, which criterion's repetitions would not see")
-    t2.append("again.\n")
+    t2.append("**How measured:** one worker with criterion (median of samples; each implementation measured in")
+    t2.append("turn). Then \"one-shot\" runs in fresh child processes, for 1 and for 64 workers x 1 M blocks (64 M")
+    t2.append("blocks, about 6 GB for the forest; only measured this way, since one fill takes about half a minute")
+    t2.append("and is mostly first-touch page faults, which criterion's repetitions would not see again): the")
+    t2.append("forest and std's map share a process, the third map runs alone. Each is filled once (timed, with")
+    t2.append("its own resident-set delta from `/proc/self/statm`), then churned in 7 rounds of one 2.05 M-operation")
+    t2.append("slice each, the implementations taking turns in a rotating order, so that a change in the shared")
+    t2.append("machine's load hits both alike. The one-shot churn ratio is the median over rounds of the paired")
+    t2.append("ratio, and is the steadier of the two churn figures; criterion's, measured seconds apart, moved by")
+    t2.append("tens of percent between runs on this machine.\n")
     t2.append("| workers | phase | live blocks per worker | kvscope `Forest` M ops/s | std `HashMap` M ops/s (baseline) | `Forest` vs baseline | `HashMap` + `BlockHasher` M ops/s | measured by |")
     t2.append("|---:|---|---:|---:|---:|---:|---:|---|")
     rows2 = []
@@ -443,7 +447,7 @@ else:
         for phase, what in (("fill", f"fill, 0 -> {size}"), ("churn", f"churn at {size}")):
             g = f"tiers_1w_{phase}_{label}"
             v = [crit_tree(g, i) for i in ("forest", "std-hashmap", "blockhasher-hashmap")]
-            rows2.append((1, what, size, v, "criterion, median", None))
+            rows2.append((1, what, size, v, "criterion, median", None, None))
     for w in (1, 64):
         fo = [oneshots.get((i, w)) for i in ("forest", "std-hashmap", "blockhasher-hashmap")]
         if not fo[0]:
@@ -454,21 +458,22 @@ else:
                   if o else None for o in fo]
         size = f"{fo[0]['live_per_worker']:,}".replace(",", " ")
         total = f" ({fo[0]['live_total'] / 1e6:.0f} M in all)" if w > 1 else ""
-        rows2.append((w, f"fill, 0 -> {size}{total}", size, fill, "one-shot, one fill", None))
-        rows2.append((w, f"churn at {size}", size, churn, "one-shot, median of 5 slices", spread))
+        rows2.append((w, f"fill, 0 -> {size}{total}", size, fill, "one-shot, one fill", None, None))
+        rows2.append((w, f"churn at {size}", size, churn, "one-shot, 7 interleaved slices: median (slowest-fastest); ratio paired", spread,
+                      fo[0].get("churn_paired_ratio_median")))
     def cell2(v, sp):
         return f2(v) + (f" ({sp[0]:.1f}-{sp[1]:.1f})" if sp else "")
-    for w, what, size, (fo, st, bh), how, sp in rows2:
+    for w, what, size, (fo, st, bh), how, sp, paired in rows2:
         sp = sp or (None, None, None)
-        t2.append(f"| {w} | {what} | {size} | {cell2(fo, sp[0])} | {cell2(st, sp[1])} | {ratio(fo, st)} | {cell2(bh, sp[2])} | {how} |")
+        r = f"**{paired:.2f}x**" if paired else ratio(fo, st)
+        t2.append(f"| {w} | {what} | {size} | {cell2(fo, sp[0])} | {cell2(st, sp[1])} | {r} | {cell2(bh, sp[2])} | {how} |")
     t2.append("")
-    t2.append("In brackets: the slowest and fastest of the five churn slices. Where criterion and the one-shot")
-    t2.append("disagree on the same case, that spread and the load average of the step (above) show how much of")
-    t2.append("it is the shared machine.\n")
 
-    t2.append("Memory at 1 M live blocks per worker (bytes per live block; RSS = resident-set delta of the")
-    t2.append("one-shot process, after the fill and after the churn; `approx_bytes()` is the forest's own estimate):\n")
-    t2.append("| workers | `Forest` `approx_bytes()` | `Forest` RSS after fill | `Forest` RSS after churn | std `HashMap` RSS after fill (baseline) | `Forest` vs baseline (RSS) | `HashMap` + `BlockHasher` RSS |")
+    t2.append("Memory at 1 M live blocks per worker, in bytes per live block: RSS = growth of the one-shot")
+    t2.append("process's resident set during that implementation's fill; `approx_bytes()` is the forest's own")
+    t2.append("estimate; the last column is how much the process's RSS grew during the churn (forest and std map")
+    t2.append("together, per live block of both), which shows whether steady-state churn holds memory still:\n")
+    t2.append("| workers | `Forest` `approx_bytes()` | `Forest` RSS | std `HashMap` RSS (baseline) | `Forest` vs baseline | `HashMap` + `BlockHasher` RSS | RSS growth during churn |")
     t2.append("|---:|---:|---:|---:|---:|---:|---:|")
     mem_glance = None
     for w in (1, 64):
@@ -477,10 +482,12 @@ else:
             continue
         n = fo["live_total"]
         per = lambda o, k: o[k] / n if o and o.get(k) is not None else None
-        a, rf, rc = per(fo, "approx_bytes_after_fill"), per(fo, "rss_delta_after_fill_bytes"), per(fo, "rss_delta_after_churn_bytes")
+        a, rf = per(fo, "approx_bytes_after_fill"), per(fo, "rss_delta_after_fill_bytes")
         rs, rb = per(st, "rss_delta_after_fill_bytes"), per(bh, "rss_delta_after_fill_bytes")
-        t2.append(f"| {w} | {f2(a, ' B')} | {f2(rf, ' B')} | {f2(rc, ' B')} | {f2(rs, ' B')} | "
-                  f"{'**%.2fx** the bytes' % (rf / rs) if rf and rs else 'n/a'} | {f2(rb, ' B')} |")
+        growth = fo.get("churn_rss_growth_bytes_all_impls")
+        growth = f2(growth / (2 * n), " B") if growth is not None else "n/a"
+        t2.append(f"| {w} | {f2(a, ' B')} | {f2(rf, ' B')} | {f2(rs, ' B')} | "
+                  f"{'**%.2fx** the bytes' % (rf / rs) if rf and rs else 'n/a'} | {f2(rb, ' B')} | {growth} |")
         if w == 1:
             mem_glance = (a, rf, rs)
     t2.append("")
@@ -500,7 +507,8 @@ else:
         t2.append(f"  the map with kvscope's hasher {1e3 / c1[2]:.0f} ns (criterion medians). The forest's index is that last")
         t2.append(f"  map (same hasher), so the other {1e3 / c1[0] - 1e3 / c1[2]:.0f} ns are the tree itself: the slab node, the")
         t2.append("  parent/child/sibling links (random slots, so mostly cache misses at this size) and the verdict")
-        t2.append(f"  dispatch of `apply_batch`. Net, against std's SipHash map: {c1[0] / c1[1]:.2f}x its rate.")
+        t2.append(f"  dispatch of `apply_batch`. Net, against std's SipHash map: {c1[0] / c1[1]:.2f}x its rate"
+                  + (f" (paired one-shot: {f1p:.2f}x)." if f1p else "."))
     if mem_glance and all(mem_glance):
         a, rf, rs = mem_glance
         t2.append(f"- A live block costs the forest {rf:.0f} bytes of RSS, against {rs:.0f} for the bare map: a 56-byte slab")
@@ -520,14 +528,16 @@ else:
     t2.append("- The one-shot fills run in a fresh process, so they pay for first-touch page faults and a cold")
     t2.append("  allocator; criterion's repeated fills reuse memory the previous fill freed, hence their higher rate.")
     t2.append("")
+    f1p = (oneshots.get(("forest", 1)) or {}).get("churn_paired_ratio_median")
+    if f1p:
+        glance.append(f"| 2. Tier trees | churn at 1 M live blocks, 1 worker: `Forest` vs std `HashMap<u64, u64>` (paired slices) | {f1p:.2f}x ops/s |")
     if all(c1):
-        glance.append(f"| 2. Tier trees | churn at 1 M live blocks, 1 worker: `Forest` vs std `HashMap<u64, u64>` | {c1[0] / c1[1]:.2f}x ops/s |")
+        glance.append(f"| 2. Tier trees | same, criterion medians measured in turn | {c1[0] / c1[1]:.2f}x ops/s |")
     if mem_glance and all(mem_glance):
         glance.append(f"| 2. Tier trees | bytes per live block at 1 M (RSS): `Forest` vs std `HashMap<u64, u64>` | {mem_glance[1] / mem_glance[2]:.2f}x bytes |")
-    if f64 and oneshots.get(("std-hashmap", 64)):
-        s64 = oneshots[("std-hashmap", 64)]
-        glance.append(f"| 2. Tier trees | churn at 1 M live blocks x 64 workers: `Forest` vs std `HashMap<u64, u64>` | "
-                      f"{mops(f64['churn_ops_per_slice'], f64['churn_s_median']) / mops(s64['churn_ops_per_slice'], s64['churn_s_median']):.2f}x ops/s |")
+    if f64 and f64.get("churn_paired_ratio_median"):
+        glance.append(f"| 2. Tier trees | churn at 1 M live blocks x 64 workers: `Forest` vs std `HashMap<u64, u64>` (paired slices) | "
+                      f"{f64['churn_paired_ratio_median']:.2f}x ops/s |")
 
 # ---- 3. Relay ----------------------------------------------------------------------------------
 t3 = ["## 3. Relay: ZMQ in -> WebSocket out on loopback\n"]
@@ -764,11 +774,19 @@ else:
             glance.append(f"| 4. Browser | {w} workers: highest frame rate with every task < 50 ms | none (the lowest rate failed) |")
     if not [m for m in bmax if m["workers"] == 64]:
         notes.append("table 4: no 64-worker result in this run")
+    def why_failed(st):
+        if st["longest_task_ms"] >= 50:
+            return f"a {st['longest_task_ms']:.0f} ms main-thread task"
+        if st["lagged"]:
+            return "a lag notice"
+        return (f"only {100 * st['ingested_fps'] / st['offered_fps']:.0f}% of the offered frames counted (the check counts"
+                " whole batches; a longer KVSCOPE_BENCH_STEP_SECONDS helps at low rates)")
     for m in bmax:
         if m.get("max_fps") is None:
-            notes.append(f"table 4, {m['workers']} workers: no rate passed, not even the lowest tried "
-                         f"({min((s['rate_per_worker'] for s in bsteps if s['workers'] == m['workers']), default='n/a')}"
-                         " batches/s per worker), so there is no figure; add lower rates to KVSCOPE_BENCH_RATES")
+            first = [st for st in bsteps if st["workers"] == m["workers"]][:1]
+            notes.append(f"table 4, {m['workers']} workers: no rate passed, not even the lowest tried"
+                         + (f" ({first[0]['rate_per_worker']:g} batches/s per worker, {first[0]['offered_fps']:g} frames/s: "
+                            f"{why_failed(first[0])})" if first else "") + ", so there is no figure")
 
 md += t2 + t3 + t4
 

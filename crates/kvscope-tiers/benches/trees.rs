@@ -3,7 +3,7 @@
 //! `std::collections::HashMap<u64, u64>` doing the same inserts and removes of the same hashes.
 //!
 //! ```text
-//! cargo bench -p kvscope-tiers --bench trees               # everything: ~3 min, ~6 GB peak
+//! cargo bench -p kvscope-tiers --bench trees               # everything: ~3 min, ~8 GB peak
 //! cargo bench -p kvscope-tiers --bench trees -- tiers_1w   # the criterion part only
 //! cargo bench -p kvscope-tiers --bench trees -- oneshot    # the one-shot part only
 //! ```
@@ -23,14 +23,16 @@
 //!
 //! - One worker (criterion, groups `tiers_1w_{fill,churn}_{10k,1M}`): fill to, and churn at,
 //!   10 k and 1 M live blocks.
-//! - One-shot runs (`BENCH tiers {json}` lines), each in a fresh child process so that its
-//!   resident-set delta (`/proc/self/statm`) is its own: 1 and 64 workers at 1 M live blocks per
-//!   worker (64 M blocks, ~6 GB for the forest): one timed fill, then churn timed as the median
-//!   of 5 slices of ~2 M operations, `approx_bytes()`, the RSS delta after the fill and after
-//!   the churn, and the time of one `summary(8)` walk of a 1 M-block tier. Criterion's repetition
-//!   is not used there: one 64-worker fill takes ~30 s and ~6 GB (it is mostly first-touch page
-//!   faults, which a repetition would not see again), so it is timed once; the churn slices show
-//!   the spread.
+//! - One-shot runs (`BENCH tiers {json}` lines) in fresh child processes, 1 and 64 workers at
+//!   1 M live blocks per worker (64 M blocks, ~6 GB for the forest): `forest` and `std-hashmap`
+//!   share a process, `blockhasher-hashmap` runs alone. Each implementation is filled once (timed,
+//!   with its own resident-set delta from `/proc/self/statm`, its `approx_bytes()`, and for the
+//!   forest one `summary(8)` walk of a 1 M-block tier); then 7 rounds of churn, one slice of ~2 M
+//!   operations per implementation per round in a rotating order, so that a change in the
+//!   machine's load hits both alike; the forest's line carries the median over rounds of its
+//!   paired speed ratio against std's map. Criterion's repetition is not used there: one 64-worker
+//!   fill takes ~30 s and ~6 GB (mostly first-touch page faults, which a repetition would not see
+//!   again), so it is timed once.
 //!
 //! Three implementations: `forest` (kvscope), `std-hashmap` (the baseline: `HashMap<u64, u64>`
 //! with std's default SipHash), and `blockhasher-hashmap` (the same map with kvscope's
@@ -161,6 +163,10 @@ trait Sink {
     /// Heap bytes by the structure's own estimate, if it has one.
     fn approx_bytes(&self) -> Option<usize>;
     fn live(&self) -> usize;
+    /// The forest, for its tree walks; `None` for the maps.
+    fn forest(&self) -> Option<&Forest> {
+        None
+    }
 }
 
 impl Sink for Forest {
@@ -175,6 +181,9 @@ impl Sink for Forest {
     }
     fn live(&self) -> usize {
         self.total_blocks()
+    }
+    fn forest(&self) -> Option<&Forest> {
+        Some(self)
     }
 }
 
@@ -224,7 +233,7 @@ fn streams(workers: u32) -> Vec<WorkerStream> {
 }
 
 /// Stores round-robin until every worker holds `live` blocks; returns block operations.
-fn fill(sink: &mut impl Sink, streams: &mut [WorkerStream], live: u64) -> u64 {
+fn fill<S: Sink + ?Sized>(sink: &mut S, streams: &mut [WorkerStream], live: u64) -> u64 {
     assert_eq!(live % BLOCKS_PER_BATCH, 0, "live blocks must be a multiple of {BLOCKS_PER_BATCH}");
     let mut ops = 0;
     while streams.iter().any(|w| w.live() < live) {
@@ -238,7 +247,7 @@ fn fill(sink: &mut impl Sink, streams: &mut [WorkerStream], live: u64) -> u64 {
 }
 
 /// One churn round on one worker: 80 blocks stored, the 80 oldest removed; returns operations.
-fn churn_round(sink: &mut impl Sink, w: &mut WorkerStream) -> u64 {
+fn churn_round<S: Sink + ?Sized>(sink: &mut S, w: &mut WorkerStream) -> u64 {
     w.next_stores();
     sink.store(w);
     w.next_removes();
@@ -319,79 +328,121 @@ fn churn_bench<S: Sink>(
     assert_eq!(sink.live() as u64, live, "churn keeps the live count");
 }
 
-/// One fill and a sliced churn for `workers` x `live` blocks; prints one `BENCH tiers` line.
-fn oneshot(imp: &str, workers: u32, live: u64, slices: usize) {
+/// One implementation's state in a one-shot run.
+struct Contender {
+    imp: &'static str,
+    sink: Box<dyn Sink>,
+    streams: Vec<WorkerStream>,
+    fill_ops: u64,
+    fill_s: f64,
+    rss_fill: u64,
+    approx_fill: Option<usize>,
+    summary_ms: Option<f64>,
+    slices_s: Vec<f64>,
+}
+
+fn new_sink(imp: &str, workers: u32) -> Box<dyn Sink> {
     match imp {
-        "forest" => oneshot_with(imp, Forest::new(ForestConfig::unbounded()), workers, live, slices),
-        "std-hashmap" => oneshot_with(imp, Maps::<std::hash::RandomState>::new(workers as usize), workers, live, slices),
-        "blockhasher-hashmap" => oneshot_with(imp, Maps::<BuildBlockHasher>::new(workers as usize), workers, live, slices),
+        "forest" => Box::new(Forest::new(ForestConfig::unbounded())),
+        "std-hashmap" => Box::new(Maps::<std::hash::RandomState>::new(workers as usize)),
+        "blockhasher-hashmap" => Box::new(Maps::<BuildBlockHasher>::new(workers as usize)),
         other => panic!("{ONESHOT_ENV}: unknown implementation {other:?}; expected one of {IMPLS:?}"),
     }
 }
 
-fn oneshot_with<S: Sink + 'static>(imp: &str, mut sink: S, workers: u32, live: u64, slices: usize) {
-    let mut s = streams(workers);
-    let rss0 = rss_bytes();
-    let t = Instant::now();
-    let fill_ops = fill(&mut sink, &mut s, live);
-    let fill_s = t.elapsed().as_secs_f64();
-    let rss_fill = rss_bytes().saturating_sub(rss0);
-    let approx_fill = sink.approx_bytes();
-    let total_live = sink.live() as u64;
-    assert_eq!(total_live, live * u64::from(workers));
-
-    // The view's walk of one 1 M-block tier (forest only).
-    let summary_ms = (&sink as &dyn std::any::Any).downcast_ref::<Forest>().map(|f| {
-        let source = s[0].store_verdicts[0].source;
-        let tree = f.tree(source, StorageTier::Device).expect("worker 0's device tree");
+/// One fill per implementation (one after the other, each with its own RSS delta), then churn
+/// slices of ~2 M operations, interleaved across the implementations in a rotating order so that
+/// a change in the machine's load hits all of them alike; prints one `BENCH tiers` line each,
+/// with, for the first implementation, the median over rounds of the paired speed ratio against
+/// the second.
+fn oneshot(imps: &[&'static str], workers: u32, live: u64, rounds: usize) {
+    let mut cs: Vec<Contender> = Vec::new();
+    for &imp in imps {
+        let mut sink = new_sink(imp, workers);
+        let mut streams = streams(workers);
+        let rss0 = rss_bytes();
         let t = Instant::now();
-        let summary = black_box(tree.summary(8));
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        assert_eq!(summary.blocks as u64, live);
-        assert_eq!(summary.roots as u64, live / 40, "one root per 16 stores (40 blocks)");
-        ms
-    });
-
-    // Churn: ~2 M operations per slice, round-robin over the workers.
-    let rounds_per_worker = (12_800 / workers as usize).max(1);
-    let mut slice_s = Vec::new();
-    let mut slice_ops = 0;
-    for _ in 0..slices {
-        let t = Instant::now();
-        let mut ops = 0;
-        for _ in 0..rounds_per_worker {
-            for w in s.iter_mut() {
-                ops += churn_round(&mut sink, w);
-            }
-        }
-        slice_s.push(t.elapsed().as_secs_f64());
-        slice_ops = ops;
+        let fill_ops = fill(&mut *sink, &mut streams, live);
+        let fill_s = t.elapsed().as_secs_f64();
+        let rss_fill = rss_bytes().saturating_sub(rss0);
+        assert_eq!(sink.live() as u64, live * u64::from(workers));
+        let approx_fill = sink.approx_bytes();
+        // The view's walk of one 1 M-block tier (forest only).
+        let summary_ms = sink.forest().map(|f| {
+            let tree = f.tree(streams[0].store_verdicts[0].source, StorageTier::Device).expect("worker 0's device tree");
+            let t = Instant::now();
+            let summary = black_box(tree.summary(8));
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            assert_eq!(summary.blocks as u64, live);
+            assert_eq!(summary.roots as u64, live / 40, "one root per 16 stores (40 blocks)");
+            ms
+        });
+        cs.push(Contender { imp, sink, streams, fill_ops, fill_s, rss_fill, approx_fill, summary_ms, slices_s: Vec::new() });
     }
-    assert_eq!(sink.live() as u64, total_live, "churn keeps the live count");
-    let rss_churn = rss_bytes().saturating_sub(rss0);
-    let mut sorted = slice_s.clone();
-    sorted.sort_by(f64::total_cmp);
-    let line = serde_json::json!({
-        "kind": "oneshot", "impl": imp, "workers": workers, "live_per_worker": live, "live_total": total_live,
-        "fill_ops": fill_ops, "fill_s": fill_s,
-        "churn_ops_per_slice": slice_ops, "churn_slices_s": slice_s, "churn_s_median": sorted[sorted.len() / 2],
-        "rss_delta_after_fill_bytes": rss_fill, "rss_delta_after_churn_bytes": rss_churn,
-        "approx_bytes_after_fill": approx_fill, "approx_bytes_after_churn": sink.approx_bytes(),
-        "summary_ms": summary_ms,
+
+    // Churn: rounds of one ~2 M-operation slice per implementation, round-robin over the workers.
+    let rounds_per_worker = (12_800 / workers as usize).max(1);
+    let slice_ops = rounds_per_worker as u64 * u64::from(workers) * 2 * BLOCKS_PER_BATCH;
+    let rss_before_churn = rss_bytes();
+    let n = cs.len();
+    for round in 0..rounds {
+        for k in 0..n {
+            let c = &mut cs[(round + k) % n];
+            let t = Instant::now();
+            for _ in 0..rounds_per_worker {
+                for w in c.streams.iter_mut() {
+                    churn_round(&mut *c.sink, w);
+                }
+            }
+            c.slices_s.push(t.elapsed().as_secs_f64());
+        }
+    }
+    let churn_rss_growth = rss_bytes().saturating_sub(rss_before_churn);
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    // Paired ratio, first implementation against the second: ops/s ratio per round.
+    let paired = (cs.len() >= 2).then(|| {
+        let r: Vec<f64> = cs[1].slices_s.iter().zip(&cs[0].slices_s).map(|(b, a)| b / a).collect();
+        median(&r)
     });
-    println!("BENCH tiers {line}");
+    for (i, c) in cs.iter().enumerate() {
+        assert_eq!(c.sink.live() as u64, live * u64::from(workers), "churn keeps the live count");
+        let line = serde_json::json!({
+            "kind": "oneshot", "impl": c.imp, "workers": workers, "live_per_worker": live,
+            "live_total": live * u64::from(workers), "process_impls": imps,
+            "fill_ops": c.fill_ops, "fill_s": c.fill_s,
+            "churn_ops_per_slice": slice_ops, "churn_slices_s": c.slices_s, "churn_s_median": median(&c.slices_s),
+            "churn_paired_ratio_vs": if i == 0 { imps.get(1).copied() } else { None },
+            "churn_paired_ratio_median": if i == 0 { paired } else { None },
+            "rss_delta_after_fill_bytes": c.rss_fill, "churn_rss_growth_bytes_all_impls": churn_rss_growth,
+            "approx_bytes_after_fill": c.approx_fill, "approx_bytes_after_churn": c.sink.approx_bytes(),
+            "summary_ms": c.summary_ms,
+        });
+        println!("BENCH tiers {line}");
+    }
 }
 
 fn main() {
     if let Ok(spec) = std::env::var(ONESHOT_ENV) {
         let parts: Vec<&str> = spec.split(':').collect();
-        let [imp, workers, live] = parts[..] else {
-            panic!("{ONESHOT_ENV}={spec:?}: expected IMPL:WORKERS:LIVE_PER_WORKER, e.g. forest:64:1000000")
+        let [imps, workers, live] = parts[..] else {
+            panic!("{ONESHOT_ENV}={spec:?}: expected IMPL[,IMPL]:WORKERS:LIVE_PER_WORKER, e.g. forest,std-hashmap:64:1000000")
         };
         let parse = |what: &str, s: &str| -> u64 {
             s.parse().unwrap_or_else(|_| panic!("{ONESHOT_ENV}={spec:?}: {what} {s:?} is not a number"))
         };
-        oneshot(imp, parse("workers", workers) as u32, parse("live blocks", live), 5);
+        let imps: Vec<&'static str> = imps
+            .split(',')
+            .map(|i| {
+                IMPLS.iter().copied().find(|k| *k == i).unwrap_or_else(|| {
+                    panic!("{ONESHOT_ENV}={spec:?}: unknown implementation {i:?}; expected one of {IMPLS:?}")
+                })
+            })
+            .collect();
+        oneshot(&imps, parse("workers", workers) as u32, parse("live blocks", live), 7);
         return;
     }
 
@@ -412,18 +463,19 @@ fn main() {
     }
     if !bench_mode {
         // `cargo test --benches`: a small in-process check of the one-shot path.
-        for imp in IMPLS {
-            oneshot(imp, 2, 8_000, 2);
-        }
+        oneshot(&["forest", "std-hashmap"], 2, 8_000, 2);
+        oneshot(&["blockhasher-hashmap"], 2, 8_000, 2);
         return;
     }
     if filter.is_some_and(|f| f != "oneshot") {
         return;
     }
     let exe = std::env::current_exe().expect("the bench binary's own path");
+    // The forest and its baseline share a process (their churn slices interleave); the third map
+    // runs alone, which keeps the 64-worker peak near 8 GB rather than 11.
     for workers in [1u32, 64] {
-        for imp in IMPLS {
-            let spec = format!("{imp}:{workers}:1000000");
+        for imps in ["forest,std-hashmap", "blockhasher-hashmap"] {
+            let spec = format!("{imps}:{workers}:1000000");
             eprintln!("one-shot {spec} (a child process) ...");
             let out = Command::new(&exe).env(ONESHOT_ENV, &spec).output().expect("run the bench binary as a child");
             print!("{}", String::from_utf8_lossy(&out.stdout));
