@@ -2,7 +2,7 @@
 # Runs every benchmark of issue 5 in one go and writes BENCHMARKS.md: decode (table 1), tier trees
 # (table 2), relay (table 3) and browser ingest (table 4), each table from this one run.
 #
-#   scripts/bench.sh            # everything (about 15-20 minutes on 2 cores, after a first build)
+#   scripts/bench.sh            # everything (about 20 minutes on 2 cores, after a first build)
 #   KVSCOPE_BENCH_SKIP_WASM=1 scripts/bench.sh     # without the headless-Chromium decode run
 #   KVSCOPE_BENCH_SKIP_BROWSER=1 scripts/bench.sh  # without the dashboard build and run (table 4)
 #   KVSCOPE_BENCH_REPORT_ONLY=1 scripts/bench.sh   # rewrite BENCHMARKS.md from the last run's results
@@ -16,7 +16,7 @@
 #   6. a profile of kvscope's hot path (perf if it works here, else valgrind --tool=callgrind),
 #      and the cursor-decoder sketch (benches/peers/examples/decoder_sketch.rs);
 #   7. tier trees, 1 and 64 workers up to 1 M live blocks each, against std's HashMap
-#      (crates/kvscope-tiers/benches/trees.rs; peaks at about 6 GB of RAM);
+#      (crates/kvscope-tiers/benches/trees.rs; peaks at about 8 GB of RAM);
 #   8. the dashboard: scripts/build-web.sh, then `cargo build --release -p kvscope` (which embeds dist/);
 #   9. the relay, ZMQ in -> WebSocket out, against raw ZMQ PUB -> SUB (server/benches/relay.rs);
 #  10. the dashboard's ingest in headless Chromium, 16 and 64 workers (tests/e2e/browser_bench.rs;
@@ -131,11 +131,11 @@ cargo bench -p kvscope-tiers --bench trees >"$RUN/trees.log" 2>&1 \
   || { tail -40 "$RUN/trees.log"; log "the tier-tree bench failed; see $RUN/trees.log"; exit 1; }
 
 # Rates per worker for the browser steps: the bench's own list (5,10,...,160) with lower rungs, so
-# that 64 workers get a figure too (in a first full run even 1 batch/s per worker, 64 frames/s,
-# gave 64 workers a task over 50 ms). Steps of 30 s instead of the bench's 15: the ingest check
-# (at least 90% of the offered frames) counts whole batches, so a step must see at least ~15
-# batches per worker; at 0.25/s per worker and 15 s it failed on counting alone.
-BROWSER_RATES=${KVSCOPE_BENCH_RATES:-0.5,1,2.5,5,10,20,40,80,160}
+# that 64 workers get a figure too (in earlier runs 64 workers had a task over 50 ms at 0.5 and at
+# 1 batch/s per worker). Steps of 30 s instead of the bench's 15: the ingest check (at least 90% of
+# the offered frames) counts whole batches, and the demo's workers publish in step, so at 0.25/s
+# per worker a 15 s step saw 3 of 3.75 batches (80%) and failed on counting alone.
+BROWSER_RATES=${KVSCOPE_BENCH_RATES:-0.25,0.5,1,2.5,5,10,20,40,80,160}
 BROWSER_STEP_SECONDS=${KVSCOPE_BENCH_STEP_SECONDS:-30}
 SKIP_BROWSER=${KVSCOPE_BENCH_SKIP_BROWSER:-0}
 # Built before the relay bench so that both use the kvscope crate built once, against this dist/.
@@ -501,6 +501,7 @@ else:
         t2.append(f"One `summary(8)` walk (what a view calls to draw a tier) of a 1 M-block tier took {' and '.join(extra)}.\n")
     # What the numbers say, computed from them.
     c1 = [crit_tree("tiers_1w_churn_1M", i) for i in ("forest", "std-hashmap", "blockhasher-hashmap")]
+    f1p = (oneshots.get(("forest", 1)) or {}).get("churn_paired_ratio_median")
     t2.append("What it shows:\n")
     if all(c1):
         t2.append(f"- At 1 M live blocks a churn operation costs the forest {1e3 / c1[0]:.0f} ns, std's map {1e3 / c1[1]:.0f} ns and")
@@ -528,7 +529,6 @@ else:
     t2.append("- The one-shot fills run in a fresh process, so they pay for first-touch page faults and a cold")
     t2.append("  allocator; criterion's repeated fills reuse memory the previous fill freed, hence their higher rate.")
     t2.append("")
-    f1p = (oneshots.get(("forest", 1)) or {}).get("churn_paired_ratio_median")
     if f1p:
         glance.append(f"| 2. Tier trees | churn at 1 M live blocks, 1 worker: `Forest` vs std `HashMap<u64, u64>` (paired slices) | {f1p:.2f}x ops/s |")
     if all(c1):
