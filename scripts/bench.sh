@@ -741,6 +741,11 @@ else:
     t4.append("*Longest task* \"none ≥ 50 ms\": the longtask API reports only tasks of 50 ms or more, so no entry")
     t4.append("means every task stayed under 50 ms. The true limit lies between the highest passing rate and the")
     t4.append("next one tried.")
+    la = [l for n, _, l in steps_info() if n == "browser"]
+    t4.append("A single task of 50 ms or more fails a step, and the page, the server and the demo engines share")
+    t4.append("2 cores with whatever else runs on this shared machine" + (f" (load average {la[0].replace(' ', ' / ')} when" if la else ""))
+    t4.append(("this step ended)" if la else "") + ": a step failed by one long task at a low rate may be another process's")
+    t4.append("doing, so read the figure with the per-step table below, which counts the long tasks of each step.")
     if 16 in by_w and 64 in by_w:
         t4.append(f"With 64 workers the page ingests {by_w[64] / by_w[16]:.2f}x the frame rate it does with 16.")
     t4.append("")
