@@ -696,6 +696,14 @@ for line in (browser_log or "").splitlines():
     if m:
         r = json.loads(m.group(1))
         (bsteps if r.get("kind") == "step" else bmax).append(r)
+def why_failed(st):
+    if st["longest_task_ms"] >= 50:
+        return f"a main-thread task of {st['longest_task_ms']:.0f} ms"
+    if st["lagged"]:
+        return "a lag notice"
+    return (f"only {100 * st['ingested_fps'] / st['offered_fps']:.0f}% of the offered frames counted (the check counts"
+            " whole batches; a longer KVSCOPE_BENCH_STEP_SECONDS helps at low rates)")
+
 if not bmax:
     why = (browser_log or "no target/bench-run/browser.log").strip().splitlines()
     skip = [l for l in why if "skipped" in l]
@@ -740,7 +748,7 @@ else:
     t4.append("")
     t4.append("*Longest task* \"none ≥ 50 ms\": the longtask API reports only tasks of 50 ms or more, so no entry")
     t4.append("means every task stayed under 50 ms. The true limit lies between the highest passing rate and the")
-    t4.append("next one tried.")
+    t4.append("next one tried.\n")
     la = [l for n, _, l in steps_info() if n == "browser"]
     t4.append("A single task of 50 ms or more fails a step, and the page, the server and the demo engines share")
     t4.append("2 cores with whatever else runs on this shared machine" + (f" (load average {la[0].replace(' ', ' / ')} when" if la else ""))
@@ -776,16 +784,12 @@ else:
                           f"{m[0]['max_fps']:g} frames/s ({m[0]['max_fps'] / off:.2f}) |" if off else
                           f"| 4. Browser | {w} workers: highest frame rate ingested with every task < 50 ms | {m[0]['max_fps']:g} frames/s |")
         elif m:
-            glance.append(f"| 4. Browser | {w} workers: highest frame rate with every task < 50 ms | none (the lowest rate failed) |")
+            first = [st for st in bsteps if st["workers"] == w][:1]
+            cause = (f": {first[0]['offered_fps']:g} frames/s, the lowest rate tried, failed with {why_failed(first[0])}"
+                     if first else "")
+            glance.append(f"| 4. Browser | {w} workers: highest frame rate with every task < 50 ms | none{cause} |")
     if not [m for m in bmax if m["workers"] == 64]:
         notes.append("table 4: no 64-worker result in this run")
-    def why_failed(st):
-        if st["longest_task_ms"] >= 50:
-            return f"a {st['longest_task_ms']:.0f} ms main-thread task"
-        if st["lagged"]:
-            return "a lag notice"
-        return (f"only {100 * st['ingested_fps'] / st['offered_fps']:.0f}% of the offered frames counted (the check counts"
-                " whole batches; a longer KVSCOPE_BENCH_STEP_SECONDS helps at low rates)")
     for m in bmax:
         if m.get("max_fps") is None:
             first = [st for st in bsteps if st["workers"] == m["workers"]][:1]
