@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use kvscope_normalize::{Policy, StorageTier, VerdictLabel};
+use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use serde_json::{Map, Value, json};
 
 use crate::capture;
@@ -87,14 +87,14 @@ pub fn check(path: &Path, block_size: u32, policy: Policy) -> Result<Report, Str
         for tier in StorageTier::ALL {
             let n: u64 = VerdictLabel::ALL
                 .iter()
-                .filter(|l| l.outcome() == "apply")
+                .filter(|l| l.outcome() == Outcome::Apply)
                 .map(|l| c.verdicts(Some(tier), *l))
                 .sum();
             applied.insert(tier.label().to_owned(), json!(n));
         }
-        let cleared: u64 = VerdictLabel::ALL.iter().filter(|l| l.outcome() == "apply").map(|l| c.verdicts(None, *l)).sum();
+        let cleared: u64 = VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Apply).map(|l| c.verdicts(None, *l)).sum();
         let mut skipped = Map::new();
-        for label in VerdictLabel::ALL.iter().filter(|l| l.outcome() == "skip") {
+        for label in VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Skip) {
             let n = c.verdicts_by_label(*label);
             if n > 0 {
                 skipped.insert(label.as_str().to_owned(), json!(n));
@@ -147,7 +147,7 @@ pub fn check(path: &Path, block_size: u32, policy: Policy) -> Result<Report, Str
             first.map_or("-".to_owned(), |l| format!("seq {}", l.seq)),
         ));
         for (label, _, summary) in c.summaries() {
-            if label.outcome() == "skip" {
+            if label.outcome() == Outcome::Skip {
                 notes.push(format!("  {}: {summary}", info.key));
             }
         }

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use kvscope_normalize::{Normalizer, Policy, StorageTier, VerdictLabel};
+use kvscope_normalize::{Normalizer, Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_protocol as proto;
 use kvscope_web::contexts::{Fleet, provide_fleet};
 use kvscope_web::model::settings::Settings;
@@ -132,11 +132,11 @@ async fn cards_show_the_kimi_counts_under_both_policies() {
             let r = reference(w, policy);
             for tier in StorageTier::ALL {
                 let applied: u64 =
-                    VerdictLabel::ALL.iter().filter(|l| l.outcome() == "apply").map(|l| r.verdicts(Some(tier), *l)).sum();
+                    VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Apply).map(|l| r.verdicts(Some(tier), *l)).sum();
                 assert_eq!(verdict_count(&c, side, "applied", tier.label()), applied, "w{w} {policy} {tier}");
                 checked += 1;
             }
-            for label in VerdictLabel::ALL.iter().filter(|l| l.outcome() == "skip") {
+            for label in VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Skip) {
                 assert_eq!(verdict_count(&c, side, "skipped", label.as_str()), r.verdicts_by_label(*label), "w{w} {policy} {label}");
                 checked += 1;
             }

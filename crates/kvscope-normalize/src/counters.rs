@@ -16,7 +16,7 @@ use std::fmt;
 use kvscope_wire::EventType;
 
 use crate::tier::StorageTier;
-use crate::verdict::VerdictLabel;
+use crate::label::VerdictLabel;
 
 /// Lines each budget prints before it counts silently.
 pub const WARNING_BUDGET: u32 = 3;

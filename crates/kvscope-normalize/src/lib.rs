@@ -9,7 +9,9 @@
 //! - [`StorageTier`] and [`resolve_tier`]: the medium table of DESIGN.md.
 //! - [`Policy`]: a named preset of switches (`fixed`, `legacy`, `dynamo-1.6.1`); see [`policy`]
 //!   for adding one.
-//! - [`rules`]: one item per rule, in evaluation order ([`rules::RULES`]).
+//! - [`VerdictLabel`]: every verdict's label, the one enum every consumer spells verdicts with.
+//! - [`rules`]: one item per rule, one file each, in evaluation order ([`rules::RULES`]): check,
+//!   words (summary, inspector sentence, log lines) and tests together.
 //! - [`Normalizer`]: per-source state; one [`Verdict`] per event, rendered as a sentence on
 //!   demand (`verdict.to_string()`), counted in [`SourceCounters`] with rate-limited warning
 //!   budgets.
@@ -38,6 +40,7 @@ pub mod batch;
 mod counters;
 mod groups;
 pub mod kind;
+pub mod label;
 pub mod msgpack;
 pub mod namespaces;
 mod normalizer;
@@ -58,10 +61,8 @@ pub use policy::{
     BatchCheck, BlockSizeCheck, Conversion, GroupRules, LogStyle, MediumMatch, MediumTable, Policy, SelfReference,
     UnknownMedium, UnknownPolicy,
 };
-pub use rules::{Rejected, Rule, RuleId, RuleSet, RULES};
+pub use label::{Outcome, UnknownLabel, VerdictLabel};
+pub use rules::{label_text, LabelText, Rejected, Rule, RuleSet, RULES};
 pub use small::{SmallStr, SMALL_STR_CAPACITY};
 pub use tier::{resolve_tier, StorageTier, TierChoice, TierSource};
-pub use verdict::{
-    Apply, Facts, Fatal, GroupCheck, SkipReason, SourceId, Verdict, VerdictCode, VerdictFlags, VerdictKind,
-    VerdictLabel,
-};
+pub use verdict::{Apply, Facts, Fatal, GroupCheck, RuleId, SourceId, Verdict, VerdictCode, VerdictFlags, VerdictKind};

@@ -21,9 +21,12 @@ use crate::groups::GroupTable;
 use crate::kind::{classify_kind, KindClass};
 use crate::namespaces::NamespaceTable;
 use crate::policy::{BatchCheck, LogStyle, Policy};
-use crate::rules::{evaluate_in, EventCtx, Rejected, RuleSet};
-use crate::tier::{StorageTier, TierChoice};
-use crate::verdict::{Apply, SkipReason, SourceId, Verdict, VerdictFlags, VerdictKind};
+use crate::label::VerdictLabel;
+use crate::rules::{
+    apply, batch_decode_rejected, block_size_mismatch, evaluate_in, offload_block_size_mismatch, self_referencing_store,
+    unknown_kind, verdict_tier, EventCtx, Rejected, RuleSet,
+};
+use crate::verdict::{Apply, SourceId, Verdict, VerdictFlags, VerdictKind};
 
 /// A source's name: which worker, which data-parallel rank.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -183,9 +186,7 @@ impl Normalizer {
         counters.batches += 1;
         if let Some(r) = rejection {
             counters.batches_rejected += 1;
-            counters.notices.push(LogLevel::Warn, seq, 0, || {
-                format!("{key} seq {seq}: Failed to decode KvEventBatch: {}", r.rejection.message(&r.tag, r.value))
-            });
+            counters.notices.push(LogLevel::Warn, seq, 0, || batch_decode_rejected::notice(&*key, seq, &r));
         }
         out.reserve(batch.events.len());
         for (i, event) in batch.events.iter().enumerate() {
@@ -252,11 +253,11 @@ impl Normalizer {
         }
 
         match verdict.kind {
-            VerdictKind::Skip(SkipReason::OffloadBlockSizeMismatch) => {
+            VerdictKind::Skip(VerdictLabel::OffloadBlockSizeMismatch) => {
                 let budget = &mut counters.offload;
                 verdict.facts.warning_limit = budget.limit.min(255) as u8;
                 let v = &verdict;
-                if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| offload_line(key, v, last)) {
+                if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| offload_block_size_mismatch::warning_line(key, v, last)) {
                     verdict.facts.warning_ordinal = n.min(255) as u8;
                     verdict.flags.insert(VerdictFlags::WARNING_LOGGED);
                 }
@@ -264,8 +265,7 @@ impl Normalizer {
             VerdictKind::Fatal(_) => {
                 counters.fatal_count += 1;
                 if counters.first_fatal.is_none() {
-                    let hint = verdict.fatal_hint().unwrap_or_default();
-                    let text = format!("{key} seq {seq} event {event_index}: {verdict}; {hint}");
+                    let text = block_size_mismatch::fatal_line(key, &verdict);
                     counters.first_fatal = Some(LogLine { level: LogLevel::Error, seq, event_index, text });
                 }
             }
@@ -274,8 +274,8 @@ impl Normalizer {
                 verdict.facts.warning_limit = budget.limit.min(255) as u8;
                 let v = &verdict;
                 let line = |last| match policy.log_style {
-                    LogStyle::Kvscope => conversion_line(key, v, last),
-                    LogStyle::Dynamo161 => dynamo_conversion_line(key, v),
+                    LogStyle::Kvscope => apply::conversion_line(key, v, last),
+                    LogStyle::Dynamo161 => apply::dynamo_conversion_line(key, v),
                 };
                 if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, line) {
                     verdict.facts.warning_ordinal = n.min(255) as u8;
@@ -285,15 +285,6 @@ impl Normalizer {
             _ => {}
         }
         verdict
-    }
-}
-
-/// The tier a verdict names: the event's, except for a skip under a policy whose skips carry
-/// none ([`Policy::skips_carry_tier`]).
-pub(crate) fn verdict_tier(policy: &Policy, kind: &VerdictKind, choice: Option<TierChoice>) -> Option<StorageTier> {
-    match kind {
-        VerdictKind::Skip(_) if !policy.skips_carry_tier => None,
-        _ => choice.map(|t| t.tier),
     }
 }
 
@@ -311,61 +302,9 @@ fn dynamo_notices(
         && classify_kind(kind) == KindClass::Unknown
         && rejection.is_none_or(|r| r.decoded_before_failure(i))
     {
-        counters.notices.push(LogLevel::Warn, seq, i, || {
-            format!("{key} seq {seq} event {i}: Unknown KV cache spec kind; treating KV event as non-main kv_cache_spec_kind={kind:?}")
-        });
+        counters.notices.push(LogLevel::Warn, seq, i, || unknown_kind::dynamo_notice(key, seq, i, kind));
     }
     if v.kind == VerdictKind::Apply(Apply::NoOpRemove) {
-        counters.notices.push(LogLevel::Warn, seq, i, || {
-            format!(
-                "{key} seq {seq} event {i}: Self-referencing block detected: duplicate hash in store event; dropping \
-                 event_id={seq}"
-            )
-        });
+        counters.notices.push(LogLevel::Warn, seq, i, || self_referencing_store::dynamo_notice(key, seq, i));
     }
-}
-
-/// Dynamo 1.6.1's conversion warnings (`create_stored_blocks`), with kvscope's context.
-fn dynamo_conversion_line(key: &SourceKey, v: &Verdict) -> String {
-    let f = &v.facts;
-    let size = u64::from(f.event_block_size.unwrap_or(f.configured_block_size));
-    let head = format!("{key} seq {} event {}: Block not published.", v.seq, v.event_index);
-    if v.flags.contains(VerdictFlags::BLOCK_SIZE_DIFFERS) {
-        format!("{head} Block size must be {} tokens to be published. Block size is: {size}", f.configured_block_size)
-    } else {
-        let lead = u64::from(f.is_bigram);
-        let end = u64::from(v.blocks_applied()) * size + lead + size;
-        format!("{head} token_ids too short: need {end}, got {}", u64::from(f.token_count) + lead)
-    }
-}
-
-const COUNTED_FROM_NOW: &str = "; further warnings of this kind are counted, not logged";
-
-fn offload_line(key: &SourceKey, v: &Verdict, last: bool) -> String {
-    let f = &v.facts;
-    format!(
-        "{key} seq {} event {}: skipping BlockStored on {} (medium {:?}): block_size {} != {} \
-         (offload_block_size_mismatch){}",
-        v.seq,
-        v.event_index,
-        v.tier.unwrap_or(StorageTier::Device),
-        f.medium,
-        f.event_block_size.unwrap_or(0),
-        f.configured_block_size,
-        if last { COUNTED_FROM_NOW } else { "" }
-    )
-}
-
-fn conversion_line(key: &SourceKey, v: &Verdict, last: bool) -> String {
-    let f = &v.facts;
-    let name = if v.flags.contains(VerdictFlags::SHORT_TOKEN_IDS) { "short_token_ids" } else { "wrong_size_block" };
-    format!(
-        "{key} seq {} event {}: BlockStored token_ids has {} tokens for {} blocks of {} ({name}){}",
-        v.seq,
-        v.event_index,
-        f.token_count,
-        f.blocks,
-        f.event_block_size.unwrap_or(f.configured_block_size),
-        if last { COUNTED_FROM_NOW } else { "" }
-    )
 }

@@ -31,13 +31,14 @@
 //! 1. here: a `pub const` built from switches, listed in [`Policy::PRESETS`]; if it needs a
 //!    behaviour no switch expresses yet, add a switch (a new field, set in the existing presets
 //!    to their current behaviour);
-//! 2. [`crate::rules`]: a rule per new decision, inserted at its place in [`crate::rules::RULES`],
-//!    with its unit test and its `enabled` predicate (the switch); its check also returns
-//!    `Step::Continue` when the switch is off, so the existing presets are unchanged whether or
-//!    not a [`crate::RuleSet`] leaves it out;
-//! 3. [`crate::SkipReason`] / [`crate::VerdictLabel`]: a variant per new skip reason (both are
-//!    `#[non_exhaustive]`, and counters are sized from `VerdictLabel::ALL`). `dynamo-1.6.1`'s
-//!    batch-level outcome ("the whole batch is lost") is a skip reason too,
+//! 2. [`crate::rules`]: a rule per new decision, one file under `src/rules/` holding its check,
+//!    its words (card fragment, inspector clause, log lines), its unit test and its `enabled`
+//!    predicate (the switch), and one line at its place in [`crate::rules::RULES`]; its check
+//!    also returns `Step::Continue` when the switch is off, so the existing presets are
+//!    unchanged whether or not a [`crate::RuleSet`] leaves it out;
+//! 3. [`crate::VerdictLabel`]: a variant per new label (`#[non_exhaustive]`, and counters are
+//!    sized from `VerdictLabel::ALL`), listed in the labels of the rule that decides it.
+//!    `dynamo-1.6.1`'s batch-level outcome ("the whole batch is lost") is a skip label too,
 //!    `batch_decode_rejected`, given to every event of the batch so that "one verdict per event"
 //!    holds. Rejected alternative: a new [`crate::VerdictKind`] variant; consumers that sort
 //!    verdicts into applied, skipped and "anything else is fatal" would show a lost batch as a

@@ -34,7 +34,7 @@ pub fn policies() -> Vec<JsPolicy> {
 pub fn rules() -> Vec<JsRule> {
     RULES
         .iter()
-        .map(|r| JsRule { step: r.step.to_owned(), label: r.label.to_owned(), sentence: r.sentence.to_owned() })
+        .map(|r| JsRule { step: r.step.to_owned(), label: r.name.to_owned(), sentence: r.sentence.to_owned() })
         .collect()
 }
 
@@ -336,13 +336,13 @@ pub fn js_verdict(v: &Verdict, change: JsChange) -> JsVerdict {
     JsVerdict {
         event_index: v.event_index,
         event_type: v.event_type.as_str().to_owned(),
-        outcome: label.outcome().to_owned(),
+        outcome: label.outcome().as_str().to_owned(),
         label: label.as_str().to_owned(),
         tier: v.tier.map(|t| t.label().to_owned()),
         blocks: v.facts.blocks,
         blocks_applied: v.blocks_applied(),
         flags: v.flags.names().map(str::to_owned).collect(),
-        rule: rule.label.to_owned(),
+        rule: rule.name.to_owned(),
         rule_step: rule.step.to_owned(),
         code: v.code().to_string(),
         text: v.to_string(),

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use kvscope_normalize::{Normalizer, Policy, StorageTier, VerdictLabel};
+use kvscope_normalize::{Normalizer, Outcome, Policy, StorageTier, VerdictLabel};
 use serde_json::Value;
 
 use crate::support::*;
@@ -45,12 +45,12 @@ fn expected(worker: usize, block_size: u32, policy: Policy) -> Value {
     }
     let mut applied = serde_json::Map::new();
     for tier in StorageTier::ALL {
-        let count = verdicts.iter().filter(|v| v.tier == Some(tier) && v.label().outcome() == "apply").count();
+        let count = verdicts.iter().filter(|v| v.tier == Some(tier) && v.label().outcome() == Outcome::Apply).count();
         applied.insert(tier.label().to_owned(), count.into());
     }
     let mut skipped = serde_json::Map::new();
     for label in VerdictLabel::ALL {
-        let count = verdicts.iter().filter(|v| v.label() == label && label.outcome() == "skip").count();
+        let count = verdicts.iter().filter(|v| v.label() == label && label.outcome() == Outcome::Skip).count();
         if count > 0 {
             skipped.insert(label.as_str().to_owned(), count.into());
         }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use kvscope_normalize::{Normalizer, Policy, Verdict, VerdictLabel};
+use kvscope_normalize::{Normalizer, Outcome, Policy, Verdict, VerdictLabel};
 use kvscope_peer_bench::dynamo::{self, BatchOutcome, DynamoListener};
 
 use crate::common::{configured_block_size, corpus};
@@ -208,7 +208,7 @@ fn fixed_policy_and_dynamo_file_every_event_both_apply_on_the_same_tier() {
                 .or_insert((0, p.place.clone()));
             e.0 += 1;
         }
-        if p.dynamo.tier().is_none() || ours.outcome() != "apply" {
+        if p.dynamo.tier().is_none() || ours.outcome() != Outcome::Apply {
             continue;
         }
         both_applied += 1;
