@@ -9,7 +9,7 @@
 use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, Verdict, VerdictLabel};
 use kvscope_wire::{DecodeError, EventBatch, decode_batch};
 
-use crate::metrics::{Metrics, SourceMetrics, VerdictLabels};
+use crate::metrics::{LabelValue, Metrics, SourceMetrics, VerdictLabels};
 use prometheus_client::metrics::counter::Counter;
 
 const TIER_SLOTS: usize = StorageTier::ALL.len() + 1;
@@ -77,7 +77,7 @@ impl Classifier {
                                 source: source.key.clone(),
                                 policy: run.normalizer.policy().name.to_owned(),
                                 tier: tier_label(v.tier).to_owned(),
-                                verdict: label.as_str().to_owned(),
+                                verdict: LabelValue(label),
                             })
                             .clone()
                     });

@@ -53,6 +53,8 @@ pub enum Command {
     Publish(PublishArgs),
     /// Run the normalizer over a capture; exit 3 if any verdict is fatal.
     Check(CheckArgs),
+    /// Print the rules a policy runs, in evaluation order: step, rule, what it checks and decides.
+    Rules(RulesArgs),
 }
 
 fn parse_policy(s: &str) -> Result<Policy, String> {
@@ -294,6 +296,13 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// The policy whose rules to print.
+    #[arg(long, env = "KVSCOPE_POLICY", default_value = "fixed", value_parser = parse_policy, value_name = "NAME")]
+    pub policy: Policy,
+}
+
 fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KVSCOPE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},zeromq=warn")));
@@ -318,7 +327,7 @@ fn failure(message: &str) -> ExitCode {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let quiet = matches!(cli.command, Command::Check(_));
+    let quiet = matches!(cli.command, Command::Check(_) | Command::Rules(_));
     init_logging(if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -335,6 +344,7 @@ async fn run(command: Command) -> ExitCode {
         Command::Replay(args) => replay(args).await,
         Command::Publish(args) => publish(args).await,
         Command::Check(args) => check(args),
+        Command::Rules(args) => rules(args),
     }
 }
 
@@ -616,6 +626,13 @@ fn check(args: CheckArgs) -> ExitCode {
     }
     let _ = out.flush();
     if report.fatal { ExitCode::from(EXIT_FATAL) } else { ExitCode::SUCCESS }
+}
+
+fn rules(args: RulesArgs) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{}", crate::rules::table(&args.policy));
+    let _ = out.flush();
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod intake;
 pub mod metrics;
 pub mod publish;
 pub mod relay;
+pub mod rules;
 pub mod sources;
 pub mod stream;
 pub mod time;

@@ -5,9 +5,11 @@
 //! does one atomic add per counter, not a label lookup. The relay updates the client gauges;
 //! `http` renders the registry.
 
+use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use kvscope_normalize::VerdictLabel;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -36,8 +38,20 @@ pub struct VerdictLabels {
     pub policy: String,
     /// `device`, `host_pinned`, `disk`, `external`, or `none` (events with no tier).
     pub tier: String,
-    /// The verdict label: `applied`, a skip reason, or a fatal label.
-    pub verdict: String,
+    /// The verdict label (`store`, `offload_block_size_mismatch`, ...), spelled by
+    /// [`VerdictLabel::as_str`].
+    pub verdict: LabelValue,
+}
+
+/// A [`VerdictLabel`] as a Prometheus label value. A newtype because both the trait and the
+/// enum live in other crates.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct LabelValue(pub VerdictLabel);
+
+impl EncodeLabelValue for LabelValue {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.0.as_str())
+    }
 }
 
 /// Every family the server exports.

@@ -74,9 +74,14 @@ impl KvScope {
         to_js(&session::policies())
     }
 
-    /// The rules in evaluation order: `[{step, label, sentence}]`.
+    /// The rules in evaluation order: `[{step, label, sentence, checks, decides, labels}]`.
     pub fn rules() -> Result<JsValue, JsError> {
         to_js(&session::rules())
+    }
+
+    /// Every verdict label: `[{label, outcome, rule}]`, the strings `label` fields carry.
+    pub fn labels() -> Result<JsValue, JsError> {
+        to_js(&session::labels())
     }
 
     /// Pushes a live message: an array of three `Uint8Array`s `[topic, seq, payload]`. Returns

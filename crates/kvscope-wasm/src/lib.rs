@@ -21,4 +21,4 @@ mod session;
 
 pub use host::{push_outputs, source_output, SessionHost};
 pub use js::KvScope;
-pub use session::{js_verdict, parse_hash, parse_tier, policies, rules, Session};
+pub use session::{js_verdict, labels, parse_hash, parse_tier, policies, rules, Session};

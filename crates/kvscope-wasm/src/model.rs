@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+pub use kvscope_normalize::VerdictLabel;
 use serde::{Deserialize, Serialize};
 
 /// A source: which worker and rank.
@@ -58,7 +59,7 @@ pub struct JsVerdict {
     /// `apply`, `skip` or `fatal`.
     pub outcome: String,
     /// `store`, `offload_block_size_mismatch`, ...
-    pub label: String,
+    pub label: VerdictLabel,
     /// `device`, `host_pinned`, `disk`, `external`; absent for clears and unknown tags.
     pub tier: Option<String>,
     /// Hashes in the event.
@@ -114,7 +115,7 @@ pub struct JsBudget {
 /// A card fragment: `37 stores skipped on an offload tier at another block size`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JsSummaryLine {
-    pub label: String,
+    pub label: VerdictLabel,
     pub count: u64,
     pub text: String,
 }
@@ -219,6 +220,23 @@ pub struct JsPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JsRule {
     pub step: String,
+    /// The rule's name (the label its verdicts carry, `apply`, or a preparatory step's name).
     pub label: String,
     pub sentence: String,
+    /// What it looks at, in a few words (as `kvscope rules` prints it).
+    pub checks: String,
+    /// What it decides (as `kvscope rules` prints it).
+    pub decides: String,
+    /// The labels its verdicts carry.
+    pub labels: Vec<VerdictLabel>,
+}
+
+/// A verdict label, in `VerdictLabel::ALL` order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsLabel {
+    pub label: VerdictLabel,
+    /// `apply`, `skip` or `fatal`.
+    pub outcome: String,
+    /// The rule whose verdicts carry it.
+    pub rule: String,
 }

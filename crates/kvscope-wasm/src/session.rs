@@ -34,7 +34,22 @@ pub fn policies() -> Vec<JsPolicy> {
 pub fn rules() -> Vec<JsRule> {
     RULES
         .iter()
-        .map(|r| JsRule { step: r.step.to_owned(), label: r.name.to_owned(), sentence: r.sentence.to_owned() })
+        .map(|r| JsRule {
+            step: r.step.to_owned(),
+            label: r.name.to_owned(),
+            sentence: r.sentence.to_owned(),
+            checks: r.checks.to_owned(),
+            decides: r.decides.to_owned(),
+            labels: r.labels.iter().map(|t| t.label).collect(),
+        })
+        .collect()
+}
+
+/// Every verdict label, in `VerdictLabel::ALL` order, with its outcome and rule.
+pub fn labels() -> Vec<JsLabel> {
+    VerdictLabel::ALL
+        .iter()
+        .map(|&label| JsLabel { label, outcome: label.outcome().as_str().to_owned(), rule: label.rule().name.to_owned() })
         .collect()
 }
 
@@ -223,7 +238,7 @@ impl Session {
             summaries: c
                 .summaries()
                 .into_iter()
-                .map(|(l, n, text)| JsSummaryLine { label: l.as_str().to_owned(), count: n, text })
+                .map(|(label, count, text)| JsSummaryLine { label, count, text })
                 .collect(),
             decode_errors: c.decode_errors,
             first_decode_error: c.first_decode_error.as_ref().map(log_line),
@@ -337,7 +352,7 @@ pub fn js_verdict(v: &Verdict, change: JsChange) -> JsVerdict {
         event_index: v.event_index,
         event_type: v.event_type.as_str().to_owned(),
         outcome: label.outcome().as_str().to_owned(),
-        label: label.as_str().to_owned(),
+        label,
         tier: v.tier.map(|t| t.label().to_owned()),
         blocks: v.facts.blocks,
         blocks_applied: v.blocks_applied(),

@@ -2,7 +2,24 @@
 //! run the same vectors through the `#[wasm_bindgen]` layer in headless Chromium.
 
 use kvscope_normalize::vectors::{case_count, run_vectors};
+use kvscope_normalize::{VerdictLabel, RULES};
 use kvscope_wasm::{Session, SessionHost};
+
+/// The JS API's label list is the normalizer's enum, in order, and its rule list carries every
+/// label exactly once: a label cannot exist on one side only.
+#[test]
+fn test_exported_labels_and_rules_are_the_normalizers() {
+    let labels: Vec<VerdictLabel> = kvscope_wasm::labels().iter().map(|l| l.label).collect();
+    assert_eq!(labels, VerdictLabel::ALL);
+    for l in kvscope_wasm::labels() {
+        assert_eq!(l.outcome, l.label.outcome().as_str());
+    }
+    let rules = kvscope_wasm::rules();
+    assert_eq!(rules.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(), RULES.iter().map(|r| r.name).collect::<Vec<_>>());
+    let mut carried: Vec<VerdictLabel> = rules.iter().flat_map(|r| r.labels.iter().copied()).collect();
+    carried.sort();
+    assert_eq!(carried, VerdictLabel::ALL);
+}
 
 #[test]
 fn test_vectors_pass_through_the_session() {
@@ -32,7 +49,7 @@ fn test_session_reports_the_kimi_k3_stream_as_the_views_need_it() {
     assert_eq!(c.verdicts_by_label["offload_block_size_mismatch"], 2);
     assert_eq!(c.verdicts["host_pinned"]["offload_block_size_mismatch"], 2);
     assert_eq!(c.warnings["offload"].lines.len(), 2);
-    assert_eq!(c.summaries.iter().find(|l| l.label == "offload_block_size_mismatch").unwrap().text, "2 stores skipped on an offload tier at another block size");
+    assert_eq!(c.summaries.iter().find(|l| l.label == VerdictLabel::OffloadBlockSizeMismatch).unwrap().text, "2 stores skipped on an offload tier at another block size");
     assert_eq!(c.trees["device"], 16);
 
     let t = s.tree_summary("w0", 0, "device", 2).unwrap();

@@ -123,6 +123,8 @@ fn js_api_reports_errors_that_say_what_to_pass() {
     assert_eq!(policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["fixed", "legacy", "dynamo-1.6.1"]);
     let rules: Vec<kvscope_wasm::model::JsRule> = read(KvScope::rules().unwrap()).unwrap();
     assert_eq!(rules.len(), kvscope_normalize::RULES.len());
+    let labels: Vec<kvscope_wasm::model::JsLabel> = read(KvScope::labels().unwrap()).unwrap();
+    assert_eq!(labels.iter().map(|l| l.label).collect::<Vec<_>>(), kvscope_normalize::VerdictLabel::ALL);
 }
 
 /// The incident through the JS API: three workers' Kimi-K3 streams as live frames, at 1536

@@ -1,75 +1,143 @@
-//! Verdict classes: the (kind, reason, tier) triples a timeline mark and a counter are keyed by,
-//! interned to one byte so that a million retained events cost a few megabytes.
+//! Verdict classes: the (outcome, reason, tier) triples a timeline mark and a counter are keyed
+//! by, interned to one byte so that a million retained events cost a few megabytes.
+//!
+//! A class is typed: the normalizer's [`Outcome`], a [`Reason`] (a tier or a [`VerdictLabel`]),
+//! and the tier with its fallback flag ([`TierShown`]). The page compares these, never strings;
+//! the strings (`data-kind`, `data-reason`, `device (medium "cpu" fell back)`) are only how a
+//! class is shown. Which skips are routine filtering comes from the rule that decides the label
+//! ([`VerdictLabel::is_routine_filter`]), not from a list kept here.
 //!
 //! The table also decides what the timeline draws on top when several events share a pixel
 //! ([`ClassTable::severity`]) and which colour each class gets. Colours are picked for contrast
 //! on the dashboard's dark background; a legend always names them, so colour is never the only
 //! cue.
 
+use std::cmp::Ordering;
+use std::fmt;
+
+use kvscope_normalize::{Outcome, SmallStr, StorageTier, Verdict, VerdictFlags, VerdictLabel};
+
 /// One byte naming a class in a [`ClassTable`]; 0 means "no verdict" (a frame that did not
 /// decode, or an event the policy never saw).
 pub type ClassCode = u8;
 
-/// What a policy decided for an event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum VerdictKind {
-    Applied,
-    Skipped,
-    Fatal,
+/// The `data-reason` of a class: the tier of an applied event (`all_tiers` for a clear), or the
+/// label of a skip or a fatal verdict.
+///
+/// Ordered by its spelling, so cards and headlines list reasons alphabetically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    Tier(StorageTier),
+    AllTiers,
+    Label(VerdictLabel),
 }
 
-impl VerdictKind {
-    pub const ALL: [VerdictKind; 3] = [VerdictKind::Applied, VerdictKind::Skipped, VerdictKind::Fatal];
-
-    /// The `data-kind` label.
+impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
-            VerdictKind::Applied => "applied",
-            VerdictKind::Skipped => "skipped",
-            VerdictKind::Fatal => "fatal",
+            Reason::Tier(t) => t.label(),
+            Reason::AllTiers => "all_tiers",
+            Reason::Label(l) => l.as_str(),
+        }
+    }
+
+    /// True for skips that are routine filtering (non-main attention groups, unknown events,
+    /// blocks another host or component owns), drawn below the reasons that mean "the indexer's
+    /// view of a tier is incomplete".
+    pub fn is_routine_filter(self) -> bool {
+        matches!(self, Reason::Label(l) if l.is_routine_filter())
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialOrd for Reason {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Reason {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+/// The tier a verdict named, and the medium when it matched no tier and fell back to Device:
+/// shown as `device (medium "cpu" fell back)`, because that fallback is what hid the host tier
+/// before the fix. Ordered by how it is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TierShown {
+    pub tier: StorageTier,
+    pub fell_back: Option<SmallStr>,
+}
+
+impl fmt::Display for TierShown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fell_back {
+            None => f.write_str(self.tier.label()),
+            Some(medium) => write!(f, "{} (medium {:?} fell back)", self.tier.label(), medium.as_str()),
         }
     }
 }
 
-/// Skip reasons that are routine filtering (non-main attention groups, unknown events, blocks
-/// another host or component owns), drawn below the reasons that mean "the indexer's view of a
-/// tier is incomplete" (`offload_block_size_mismatch`, `unknown_medium`, `batch_decode_rejected`,
-/// `ambiguous_cache_namespace`).
-const FILTER_REASONS: [&str; 8] = [
-    "ignored_event",
-    "non_main_attention_kind",
-    "unknown_kind",
-    "non_main_attention_group",
-    "unlearned_group_idx",
-    "non_local_locality",
-    "unsupported_ownership",
-    "unknown_ownership",
-];
+impl PartialOrd for TierShown {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
-/// True for the skip reasons that are routine filtering.
-pub fn is_filter_reason(reason: &str) -> bool {
-    FILTER_REASONS.contains(&reason)
+impl Ord for TierShown {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.to_string().cmp(&other.to_string())
+    }
 }
 
 /// One interned class.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Class {
-    pub kind: VerdictKind,
-    /// For `applied`, the tier label; for `skipped`, the skip reason; for `fatal`, the error
-    /// kind. This is the `data-reason` of the counters.
-    pub reason: String,
+    pub kind: Outcome,
+    /// This is the `data-reason` of the counters.
+    pub reason: Reason,
     /// The tier the event named, when the verdict involved one (a fatal store on `host_pinned`).
-    pub tier: Option<String>,
+    pub tier: Option<TierShown>,
 }
 
 impl Class {
+    /// The class of a verdict: its label's outcome; the tier for applied events, the label
+    /// otherwise.
+    pub fn of(v: &Verdict) -> Class {
+        let label = v.label();
+        let kind = label.outcome();
+        let reason = match kind {
+            Outcome::Apply => v.tier.map_or(Reason::AllTiers, Reason::Tier),
+            Outcome::Skip | Outcome::Fatal => Reason::Label(label),
+        };
+        let fell_back = v.flags.contains(VerdictFlags::UNKNOWN_MEDIUM_FALLBACK).then_some(v.facts.medium);
+        Class { kind, reason, tier: v.tier.map(|tier| TierShown { tier, fell_back }) }
+    }
+
+    /// An applied class on one tier, no fallback.
+    pub fn applied(tier: StorageTier) -> Class {
+        Class { kind: Outcome::Apply, reason: Reason::Tier(tier), tier: Some(TierShown { tier, fell_back: None }) }
+    }
+
+    /// A skip or fatal class with no tier.
+    pub fn labelled(label: VerdictLabel) -> Class {
+        Class { kind: label.outcome(), reason: Reason::Label(label), tier: None }
+    }
+
     /// "fatal block_size_mismatch on host_pinned", for legends and hover text.
     pub fn describe(&self) -> String {
-        match (&self.kind, &self.tier) {
-            (VerdictKind::Applied, Some(tier)) => format!("applied on {tier}"),
-            (VerdictKind::Applied, None) => format!("applied on {}", self.reason),
-            (kind, Some(tier)) => format!("{} {} on {}", kind.as_str(), self.reason, tier),
-            (kind, None) => format!("{} {}", kind.as_str(), self.reason),
+        match (self.kind, &self.tier) {
+            (Outcome::Apply, Some(tier)) => format!("applied on {tier}"),
+            (Outcome::Apply, None) => format!("applied on {}", self.reason),
+            (kind, Some(tier)) => format!("{} {} on {}", kind.past_tense(), self.reason, tier),
+            (kind, None) => format!("{} {}", kind.past_tense(), self.reason),
         }
     }
 }
@@ -81,16 +149,8 @@ pub struct ClassTable {
 }
 
 impl ClassTable {
-    pub fn intern(&mut self, kind: VerdictKind, reason: &str) -> ClassCode {
-        self.intern_on(kind, reason, None)
-    }
-
-    pub fn intern_on(&mut self, kind: VerdictKind, reason: &str, tier: Option<&str>) -> ClassCode {
-        if let Some(i) = self
-            .classes
-            .iter()
-            .position(|c| c.kind == kind && c.reason == reason && c.tier.as_deref() == tier)
-        {
+    pub fn intern(&mut self, class: Class) -> ClassCode {
+        if let Some(i) = self.classes.iter().position(|c| *c == class) {
             return (i + 1) as ClassCode;
         }
         if self.classes.len() >= 254 {
@@ -98,7 +158,7 @@ impl ClassTable {
             // tier several times over; beyond it, marks share the last code rather than wrap.
             return 255;
         }
-        self.classes.push(Class { kind, reason: reason.to_owned(), tier: tier.map(str::to_owned) });
+        self.classes.push(class);
         self.classes.len() as ClassCode
     }
 
@@ -116,10 +176,10 @@ impl ClassTable {
         match self.get(code) {
             None => 0,
             Some(c) => match c.kind {
-                VerdictKind::Applied => 1,
-                VerdictKind::Skipped if FILTER_REASONS.contains(&c.reason.as_str()) => 2,
-                VerdictKind::Skipped => 3,
-                VerdictKind::Fatal => 4,
+                Outcome::Apply => 1,
+                Outcome::Skip if c.reason.is_routine_filter() => 2,
+                Outcome::Skip => 3,
+                Outcome::Fatal => 4,
             },
         }
     }
@@ -127,14 +187,16 @@ impl ClassTable {
     /// CSS colour for a class.
     pub fn colour(&self, code: ClassCode) -> &'static str {
         let Some(c) = self.get(code) else { return "#30363d" };
-        let on_device = c.tier.as_deref().is_none_or(|t| t == "device");
+        // A Device fatal whose medium fell back is drawn like an offload-tier one: it is an
+        // offload store the table did not recognise.
+        let on_device = c.tier.is_none_or(|t| t.tier == StorageTier::Device && t.fell_back.is_none());
         match c.kind {
-            VerdictKind::Applied => "#3d4f63",
-            VerdictKind::Fatal if on_device => "#ff4d6d",
-            VerdictKind::Fatal => "#ff2e97",
-            VerdictKind::Skipped => match c.reason.as_str() {
-                "offload_block_size_mismatch" => "#ffb020",
-                r if FILTER_REASONS.contains(&r) => "#5c6f86",
+            Outcome::Apply => "#3d4f63",
+            Outcome::Fatal if on_device => "#ff4d6d",
+            Outcome::Fatal => "#ff2e97",
+            Outcome::Skip => match c.reason {
+                Reason::Label(VerdictLabel::OffloadBlockSizeMismatch) => "#ffb020",
+                r if r.is_routine_filter() => "#5c6f86",
                 _ => "#c792ea",
             },
         }
@@ -148,9 +210,10 @@ mod tests {
     #[test]
     fn interning_returns_the_same_code_for_the_same_class() {
         let mut t = ClassTable::default();
-        let a = t.intern(VerdictKind::Skipped, "offload_block_size_mismatch");
-        let b = t.intern_on(VerdictKind::Fatal, "block_size_mismatch", Some("host_pinned"));
-        assert_eq!(t.intern(VerdictKind::Skipped, "offload_block_size_mismatch"), a);
+        let a = t.intern(Class::labelled(VerdictLabel::OffloadBlockSizeMismatch));
+        let on_host = Some(TierShown { tier: StorageTier::HostPinned, fell_back: None });
+        let b = t.intern(Class { tier: on_host, ..Class::labelled(VerdictLabel::BlockSizeMismatch) });
+        assert_eq!(t.intern(Class::labelled(VerdictLabel::OffloadBlockSizeMismatch)), a);
         assert_ne!(a, b);
         assert_eq!(t.get(b).unwrap().describe(), "fatal block_size_mismatch on host_pinned");
         assert_eq!(t.severity(0), 0);
@@ -160,8 +223,37 @@ mod tests {
     #[test]
     fn routine_filters_rank_below_offload_skips() {
         let mut t = ClassTable::default();
-        let filter = t.intern(VerdictKind::Skipped, "non_main_attention_kind");
-        let offload = t.intern(VerdictKind::Skipped, "offload_block_size_mismatch");
+        let filter = t.intern(Class::labelled(VerdictLabel::NonMainAttentionKind));
+        let offload = t.intern(Class::labelled(VerdictLabel::OffloadBlockSizeMismatch));
         assert!(t.severity(offload) > t.severity(filter));
+    }
+
+    /// Every label has a class the page can show: its outcome, its spelling as `data-reason`,
+    /// and a severity of its kind.
+    #[test]
+    fn every_label_has_a_class() {
+        let mut t = ClassTable::default();
+        for label in VerdictLabel::ALL {
+            let class = Class::labelled(label);
+            let code = t.intern(class);
+            assert_eq!(class.reason.as_str(), label.as_str());
+            let severity = t.severity(code);
+            match label.outcome() {
+                Outcome::Apply => assert_eq!(severity, 1, "{label}"),
+                Outcome::Skip => assert_eq!(severity, if label.is_routine_filter() { 2 } else { 3 }, "{label}"),
+                Outcome::Fatal => assert_eq!(severity, 4, "{label}"),
+            }
+        }
+        assert_eq!(t.iter().count(), VerdictLabel::COUNT);
+    }
+
+    #[test]
+    fn reasons_and_tiers_sort_as_they_are_shown() {
+        let fell_back = TierShown { tier: StorageTier::Device, fell_back: Some(SmallStr::new("cpu")) };
+        assert_eq!(fell_back.to_string(), "device (medium \"cpu\" fell back)");
+        let mut tiers = vec![TierShown { tier: StorageTier::HostPinned, fell_back: None }, fell_back];
+        tiers.sort();
+        assert_eq!(tiers[0], fell_back);
+        assert!(Reason::Label(VerdictLabel::BlockSizeMismatch) < Reason::Tier(StorageTier::Device));
     }
 }

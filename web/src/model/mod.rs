@@ -22,10 +22,11 @@ pub mod trees;
 use std::collections::{BTreeMap, VecDeque};
 
 use kvscope_protocol as proto;
+use kvscope_normalize::{Outcome, StorageTier};
 use kvscope_wire::{EventBatch, KvEvent};
 
-use classes::{ClassCode, ClassTable, VerdictKind};
-use policy_run::{Outcome, PolicyRun};
+use classes::{ClassCode, ClassTable, Reason, TierShown};
+use policy_run::{Classified, PolicyRun};
 use rate::RateMeter;
 use settings::{EventRef, Side};
 use timeline::Lane;
@@ -61,7 +62,7 @@ impl Default for Config {
 }
 
 /// (kind, reason) -> (events, events per tier).
-pub type Rows = BTreeMap<(VerdictKind, String), (u64, BTreeMap<String, u64>)>;
+pub type Rows = BTreeMap<(Outcome, Reason), (u64, BTreeMap<TierShown, u64>)>;
 
 /// Verdict counts of one source under one policy.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -78,7 +79,7 @@ pub struct Counts {
 
 impl Counts {
     /// Events whose verdict has this kind and `data-reason`, across tiers.
-    pub fn get(&self, classes: &ClassTable, kind: VerdictKind, reason: &str) -> u64 {
+    pub fn get(&self, classes: &ClassTable, kind: Outcome, reason: Reason) -> u64 {
         self.by_class
             .iter()
             .filter(|(code, _)| classes.get(**code).is_some_and(|c| c.kind == kind && c.reason == reason))
@@ -91,16 +92,16 @@ impl Counts {
         let mut out: Rows = BTreeMap::new();
         for (code, n) in &self.by_class {
             let Some(c) = classes.get(*code) else { continue };
-            let row = out.entry((c.kind, c.reason.clone())).or_default();
+            let row = out.entry((c.kind, c.reason)).or_default();
             row.0 += n;
-            if let Some(t) = &c.tier {
-                *row.1.entry(t.clone()).or_default() += n;
+            if let Some(t) = c.tier {
+                *row.1.entry(t).or_default() += n;
             }
         }
         out
     }
 
-    pub fn total(&self, classes: &ClassTable, kind: VerdictKind) -> u64 {
+    pub fn total(&self, classes: &ClassTable, kind: Outcome) -> u64 {
         self.by_class
             .iter()
             .filter(|(code, _)| classes.get(**code).is_some_and(|c| c.kind == kind))
@@ -351,7 +352,7 @@ pub struct Model {
     /// Events per (class under A, class under B) where the two differ, over every event seen.
     differences: BTreeMap<(ClassCode, ClassCode), u64>,
     /// Scratch buffers, kept to avoid an allocation per frame.
-    scratch: [Vec<Outcome>; 2],
+    scratch: [Vec<Classified>; 2],
 }
 
 impl Model {
@@ -731,16 +732,16 @@ impl Model {
             let mut codes = [0 as ClassCode; 2];
             for side in 0..2 {
                 let Some(outcome) = scratch[side].get(i) else { continue };
-                let code = self.classes.intern_on(outcome.kind, outcome.reason, outcome.tier.as_deref());
+                let code = self.classes.intern(outcome.class);
                 codes[side] = code;
                 let counts = &mut self.sources[source as usize].counts[side];
                 counts.events += 1;
                 *counts.by_class.entry(code).or_default() += 1;
-                if outcome.kind == VerdictKind::Fatal && counts.first_fatal.is_none() {
+                if outcome.class.kind == Outcome::Fatal && counts.first_fatal.is_none() {
                     counts.first_fatal = Some((frame.seq, outcome.rule()));
                 }
                 if outcome.blocks > 0
-                    && let Some(t) = outcome.tier_label {
+                    && let Some(t) = outcome.verdict.tier.map(StorageTier::label) {
                         *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
                     }
                 if side == tree_side {
@@ -910,7 +911,7 @@ impl Model {
                 out.clear();
                 run.classify(f.source, &src.worker_id, src.dp_rank, f.seq, &b, &mut out);
                 if f.id == frame.id {
-                    rule = out.get(loc.index as usize).map(Outcome::rule).unwrap_or_default();
+                    rule = out.get(loc.index as usize).map(Classified::rule).unwrap_or_default();
                 }
             }
             verdicts[i] = (self.runs[i].name().to_owned(), self.classes.get(loc.class[i]).cloned(), rule);
@@ -995,9 +996,9 @@ impl Model {
                     let c = self.classes.get(loc.class[side]);
                     serde_json::json!({
                         "policy": self.runs[side].name(),
-                        "kind": c.map(|c| c.kind.as_str()),
-                        "reason": c.map(|c| c.reason.clone()),
-                        "tier": c.and_then(|c| c.tier.clone()),
+                        "kind": c.map(|c| c.kind.past_tense()),
+                        "reason": c.map(|c| c.reason.as_str()),
+                        "tier": c.and_then(|c| c.tier.map(|t| t.to_string())),
                     })
                 };
                 let line = serde_json::json!({

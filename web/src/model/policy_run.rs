@@ -6,48 +6,25 @@
 //! event (see `Model::event_detail`). The normalizer's own per-source counters (warning budgets
 //! and their log lines, the first fatal) are read directly for the indexer log view.
 
-use std::borrow::Cow;
-
-use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, Verdict, VerdictFlags, VerdictKind as NKind};
+use kvscope_normalize::{Normalizer, Policy, SourceId, Verdict};
 use kvscope_wire::EventBatch;
 
-use super::classes::VerdictKind;
+use super::classes::Class;
 
 /// What the model keeps of one verdict.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
-    pub kind: VerdictKind,
-    /// `data-reason`: the tier label for applied events (`all_tiers` for a clear), the skip
-    /// reason, or the fatal error kind.
-    pub reason: &'static str,
-    /// The tier the event concerned, if any, as shown: `device (medium "cpu" fell back)` when
-    /// the medium matched no tier, because that fallback is what hid the host tier before.
-    pub tier: Option<Cow<'static, str>>,
-    /// The tier label alone.
-    pub tier_label: Option<&'static str>,
+pub struct Classified {
+    /// The verdict's class ([`Class::of`]).
+    pub class: Class,
     /// Blocks applied (stores and removes).
     pub blocks: u32,
     /// The full verdict, for the tier trees and the sentence.
     pub verdict: Verdict,
 }
 
-impl Outcome {
-    fn from_verdict(v: Verdict) -> Outcome {
-        let tier_label = v.tier.map(StorageTier::label);
-        let (kind, reason) = match v.kind {
-            NKind::Apply(_) => (VerdictKind::Applied, tier_label.unwrap_or("all_tiers")),
-            NKind::Skip(_) => (VerdictKind::Skipped, v.label().as_str()),
-            _ => (VerdictKind::Fatal, v.label().as_str()),
-        };
-        let tier = tier_label.map(|t| {
-            if v.flags.contains(VerdictFlags::UNKNOWN_MEDIUM_FALLBACK) {
-                let medium = v.facts.medium;
-                Cow::Owned(format!("{t} (medium {:?} fell back)", medium.as_str()))
-            } else {
-                Cow::Borrowed(t)
-            }
-        });
-        Outcome { kind, reason, tier, tier_label, blocks: v.blocks_applied(), verdict: v }
+impl Classified {
+    fn from_verdict(v: Verdict) -> Classified {
+        Classified { class: Class::of(&v), blocks: v.blocks_applied(), verdict: v }
     }
 
     /// The inspector's sentence.
@@ -104,10 +81,10 @@ impl PolicyRun {
 
     /// Classifies every event of a batch, appending one outcome per event to `out`.
     #[allow(clippy::too_many_arguments)]
-    pub fn classify(&mut self, source: u32, worker_id: &str, dp_rank: u32, seq: u64, batch: &EventBatch, out: &mut Vec<Outcome>) {
+    pub fn classify(&mut self, source: u32, worker_id: &str, dp_rank: u32, seq: u64, batch: &EventBatch, out: &mut Vec<Classified>) {
         let id = self.id(source, worker_id, dp_rank);
         self.verdicts.clear();
         self.normalizer.normalize_batch(id, seq, batch, &mut self.verdicts);
-        out.extend(self.verdicts.iter().copied().map(Outcome::from_verdict));
+        out.extend(self.verdicts.iter().copied().map(Classified::from_verdict));
     }
 }

@@ -1,6 +1,6 @@
 //! Model tests on the corpus's Kimi-K3 incident stream (three workers, real release bytes).
 
-use kvscope_normalize::{Normalizer, Policy, StorageTier, VerdictLabel};
+use kvscope_normalize::{Normalizer, Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_protocol as proto;
 
 use super::*;
@@ -65,7 +65,7 @@ fn loaded(block_size: u32) -> Model {
     m
 }
 
-fn count(m: &Model, src: u32, side: Side, kind: VerdictKind, reason: &str) -> u64 {
+fn count(m: &Model, src: u32, side: Side, kind: Outcome, reason: Reason) -> u64 {
     m.source(src).unwrap().counts(side).get(m.classes(), kind, reason)
 }
 
@@ -93,7 +93,7 @@ fn kimi_counts_equal_the_normalizer_run_directly_under_both_policies() {
                     .iter()
                     .map(|l| r.verdicts(Some(tier), *l))
                     .sum();
-                assert_eq!(count(&m, w, side, VerdictKind::Applied, tier.label()), applied, "w{w} {policy} {tier}");
+                assert_eq!(count(&m, w, side, Outcome::Apply, Reason::Tier(tier)), applied, "w{w} {policy} {tier}");
             }
             for label in [
                 VerdictLabel::NonMainAttentionKind,
@@ -101,12 +101,12 @@ fn kimi_counts_equal_the_normalizer_run_directly_under_both_policies() {
                 VerdictLabel::OffloadBlockSizeMismatch,
             ] {
                 assert_eq!(
-                    count(&m, w, side, VerdictKind::Skipped, label.as_str()),
+                    count(&m, w, side, Outcome::Skip, Reason::Label(label)),
                     r.verdicts_by_label(label),
                     "w{w} {policy} {label}"
                 );
             }
-            assert_eq!(count(&m, w, side, VerdictKind::Fatal, "block_size_mismatch"), r.fatal_count, "w{w} {policy}");
+            assert_eq!(count(&m, w, side, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch)), r.fatal_count, "w{w} {policy}");
         }
     }
 }
@@ -115,19 +115,19 @@ fn kimi_counts_equal_the_normalizer_run_directly_under_both_policies() {
 fn under_legacy_cpu_stores_are_fatal_and_under_fixed_they_are_offload_skips() {
     let m = loaded(1536);
     for w in 0..3 {
-        let fatal_a = count(&m, w, Side::A, VerdictKind::Fatal, "block_size_mismatch");
-        let skipped_b = count(&m, w, Side::B, VerdictKind::Skipped, "offload_block_size_mismatch");
+        let fatal_a = count(&m, w, Side::A, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch));
+        let skipped_b = count(&m, w, Side::B, Outcome::Skip, Reason::Label(VerdictLabel::OffloadBlockSizeMismatch));
         assert!(fatal_a > 0, "w{w}: legacy must be fatal");
-        assert_eq!(count(&m, w, Side::B, VerdictKind::Fatal, "block_size_mismatch"), 0);
+        assert_eq!(count(&m, w, Side::B, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch)), 0);
         assert!(skipped_b > 0);
         // The fatal stores under legacy are the cpu stores that fixed skips... but legacy files
         // `cpu` on Device (exact match misses it), so the tier differs: the card says so.
         let rows = m.source(w).unwrap().counts(Side::A).rows(m.classes());
-        let tiers = &rows[&(VerdictKind::Fatal, "block_size_mismatch".to_owned())].1;
-        assert_eq!(tiers.keys().collect::<Vec<_>>(), vec!["device (medium \"cpu\" fell back)"]);
+        let tiers = &rows[&(Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch))].1;
+        assert_eq!(tiers.keys().map(ToString::to_string).collect::<Vec<_>>(), vec!["device (medium \"cpu\" fell back)"]);
         let rows_b = m.source(w).unwrap().counts(Side::B).rows(m.classes());
-        let tiers_b = &rows_b[&(VerdictKind::Skipped, "offload_block_size_mismatch".to_owned())].1;
-        assert_eq!(tiers_b.keys().collect::<Vec<_>>(), vec!["host_pinned"]);
+        let tiers_b = &rows_b[&(Outcome::Skip, Reason::Label(VerdictLabel::OffloadBlockSizeMismatch))].1;
+        assert_eq!(tiers_b.keys().map(ToString::to_string).collect::<Vec<_>>(), vec!["host_pinned"]);
         assert_eq!(fatal_a, skipped_b, "the same cpu stores");
         assert!(m.source(w).unwrap().policies_disagree(m.classes()));
     }
@@ -154,7 +154,7 @@ fn changing_the_block_size_reclassifies_retained_history() {
     m.reconfigure(c);
     for w in 0..3 {
         let r = reference(w, "fixed", 12288);
-        assert_eq!(count(&m, w, Side::B, VerdictKind::Fatal, "block_size_mismatch"), r.fatal_count);
+        assert_eq!(count(&m, w, Side::B, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch)), r.fatal_count);
         assert!(r.fatal_count > 0, "GPU stores at 1536 are fatal at 12288");
     }
 }
@@ -231,10 +231,10 @@ fn the_indexer_log_marks_where_legacy_exits() {
 fn the_differences_name_the_same_events_under_each_policy() {
     let m = loaded(1536);
     let d = m.differences();
-    let (a, b, n) = d.iter().find(|(a, _, _)| a.is_some_and(|c| c.kind == VerdictKind::Fatal)).expect("a fatal under A");
+    let (a, b, n) = d.iter().find(|(a, _, _)| a.is_some_and(|c| c.kind == Outcome::Fatal)).expect("a fatal under A");
     assert_eq!(b.unwrap().describe(), "skipped offload_block_size_mismatch on host_pinned");
     assert_eq!(a.unwrap().describe(), "fatal block_size_mismatch on device (medium \"cpu\" fell back)");
-    let fatal: u64 = (0..3).map(|w| count(&m, w, Side::A, VerdictKind::Fatal, "block_size_mismatch")).sum();
+    let fatal: u64 = (0..3).map(|w| count(&m, w, Side::A, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch))).sum();
     assert_eq!(*n, fatal);
 }
 
@@ -263,7 +263,7 @@ fn every_policy_preset_can_be_chosen_for_either_side() {
         for w in 0..3 {
             let r = reference(w, name, 1536);
             assert_eq!(m.source(w).unwrap().counts(Side::A).events, r.total_events(), "{name} w{w}");
-            assert_eq!(count(&m, w, Side::A, VerdictKind::Fatal, "block_size_mismatch"), r.fatal_count, "{name} w{w}");
+            assert_eq!(count(&m, w, Side::A, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch)), r.fatal_count, "{name} w{w}");
         }
     }
     let mut m = Model::new(Config { policy_a: "nope".into(), ..config(1536) });

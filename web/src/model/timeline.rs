@@ -152,13 +152,14 @@ pub fn pick(lane: &Lane, classes: &ClassTable, t: f64, tolerance_ms: f64, policy
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::classes::{ClassTable, VerdictKind};
+    use crate::model::classes::{Class, ClassTable};
+    use kvscope_normalize::{StorageTier, VerdictLabel};
 
     fn table() -> (ClassTable, ClassCode, ClassCode, ClassCode) {
         let mut t = ClassTable::default();
-        let applied = t.intern(VerdictKind::Applied, "device");
-        let skipped = t.intern(VerdictKind::Skipped, "offload_block_size_mismatch");
-        let fatal = t.intern(VerdictKind::Fatal, "block_size_mismatch");
+        let applied = t.intern(Class::applied(StorageTier::Device));
+        let skipped = t.intern(Class::labelled(VerdictLabel::OffloadBlockSizeMismatch));
+        let fatal = t.intern(Class::labelled(VerdictLabel::BlockSizeMismatch));
         (t, applied, skipped, fatal)
     }
 

@@ -8,7 +8,7 @@ use kvscope_normalize::{SourceId, StorageTier};
 use kvscope_tiers::{BlockInfo, Forest, ForestConfig, IcicleNode, TreeSummary};
 use kvscope_wire::KvEvent;
 
-use super::policy_run::Outcome;
+use super::policy_run::Classified;
 
 /// Every tree of the page.
 #[derive(Debug)]
@@ -31,7 +31,7 @@ impl Trees {
     }
 
     /// Applies one verdict of the tree policy to its event.
-    pub fn apply(&mut self, source: u32, event: &KvEvent, outcome: &Outcome, time_s: f64) {
+    pub fn apply(&mut self, source: u32, event: &KvEvent, outcome: &Classified, time_s: f64) {
         let i = source as usize;
         if self.ids.len() <= i {
             self.ids.resize(i + 1, None);

@@ -8,6 +8,7 @@ use crate::views::fleet_bar::FleetBar;
 use crate::views::headline::Headline;
 use crate::views::indexer_log::IndexerLog;
 use crate::views::inspector::Inspector;
+use crate::views::rules_help::RulesHelp;
 use crate::views::tier_tree::TierTree;
 use crate::views::timeline::Timeline;
 use crate::views::worker_cards::WorkerCards;
@@ -50,6 +51,7 @@ pub fn Dashboard() -> impl IntoView {
                 <IndexerLog />
             </div>
             <TierTree />
+            <RulesHelp />
         </main>
     }
 }

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use kvscope_normalize::Outcome;
 use leptos::prelude::*;
 
 use crate::contexts::use_fleet;
 use crate::model::Model;
-use crate::model::classes::VerdictKind;
+use crate::model::classes::{Reason, TierShown};
 use crate::model::settings::Side;
 use crate::views::thousands;
 
@@ -28,15 +29,15 @@ pub struct PolicySummary {
     pub applied: u64,
 }
 
-fn tiers_text(tiers: &BTreeMap<String, u64>) -> String {
-    tiers.keys().cloned().collect::<Vec<_>>().join(", ")
+fn tiers_text(tiers: &BTreeMap<TierShown, u64>) -> String {
+    tiers.keys().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// Sums one policy's verdicts over every source.
 pub fn summarize(m: &Model, side: Side) -> PolicySummary {
     let classes = m.classes();
-    let mut fatal: BTreeMap<String, (BTreeMap<String, u64>, u64)> = BTreeMap::new();
-    let mut skips: BTreeMap<String, (BTreeMap<String, u64>, u64)> = BTreeMap::new();
+    let mut fatal: BTreeMap<Reason, (BTreeMap<TierShown, u64>, u64)> = BTreeMap::new();
+    let mut skips: BTreeMap<Reason, (BTreeMap<TierShown, u64>, u64)> = BTreeMap::new();
     let mut s = PolicySummary {
         side,
         policy: m.policy_name(side).to_owned(),
@@ -52,16 +53,15 @@ pub fn summarize(m: &Model, side: Side) -> PolicySummary {
         let counts = src.counts(side);
         for ((kind, reason), (n, tiers)) in counts.rows(classes) {
             match kind {
-                VerdictKind::Fatal => {
+                Outcome::Fatal => {
                     let e = fatal.entry(reason).or_default();
                     e.1 += n;
                     for (t, k) in tiers {
                         *e.0.entry(t).or_default() += k;
                     }
                 }
-                VerdictKind::Skipped => {
-                    let code = classes.iter().find(|(_, c)| c.kind == kind && c.reason == reason).map(|(c, _)| c);
-                    if code.is_some_and(|c| classes.severity(c) == 2) {
+                Outcome::Skip => {
+                    if reason.is_routine_filter() {
                         s.filtered += n;
                     } else {
                         let e = skips.entry(reason).or_default();
@@ -71,7 +71,7 @@ pub fn summarize(m: &Model, side: Side) -> PolicySummary {
                         }
                     }
                 }
-                VerdictKind::Applied => s.applied += n,
+                Outcome::Apply => s.applied += n,
             }
         }
         if let Some((seq, text)) = &counts.first_fatal {
@@ -81,8 +81,8 @@ pub fn summarize(m: &Model, side: Side) -> PolicySummary {
             }
         }
     }
-    s.fatal = fatal.into_iter().map(|(r, (t, n))| (r, tiers_text(&t), n)).collect();
-    s.notable_skips = skips.into_iter().map(|(r, (t, n))| (r, tiers_text(&t), n)).collect();
+    s.fatal = fatal.into_iter().map(|(r, (t, n))| (r.to_string(), tiers_text(&t), n)).collect();
+    s.notable_skips = skips.into_iter().map(|(r, (t, n))| (r.to_string(), tiers_text(&t), n)).collect();
     s
 }
 

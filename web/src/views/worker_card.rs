@@ -3,11 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use kvscope_normalize::StorageTier;
+use kvscope_normalize::{Outcome, StorageTier, VerdictLabel};
 use leptos::prelude::*;
 
 use crate::contexts::use_fleet;
-use crate::model::classes::VerdictKind;
+use crate::model::classes::Reason;
 use crate::model::settings::Side;
 use crate::model::Model;
 use crate::views::thousands;
@@ -15,8 +15,8 @@ use crate::views::thousands;
 /// One row of a card's verdict table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    pub kind: VerdictKind,
-    pub reason: String,
+    pub kind: Outcome,
+    pub reason: Reason,
     /// Per policy: count and the tiers it happened on.
     pub cells: [(u64, String); 2],
 }
@@ -28,26 +28,29 @@ pub fn card_rows(m: &Model, index: u32) -> Vec<Row> {
     let classes = m.classes();
     let a = src.counts(Side::A).rows(classes);
     let b = src.counts(Side::B).rows(classes);
-    let mut keys: BTreeSet<(VerdictKind, String)> = a.keys().chain(b.keys()).cloned().collect();
+    let mut keys: BTreeSet<(Outcome, Reason)> = a.keys().chain(b.keys()).copied().collect();
     for t in StorageTier::ALL {
-        keys.insert((VerdictKind::Applied, t.label().to_owned()));
+        keys.insert((Outcome::Apply, Reason::Tier(t)));
     }
-    let order = |k: VerdictKind| match k {
-        VerdictKind::Fatal => 0,
-        VerdictKind::Skipped => 1,
-        VerdictKind::Applied => 2,
+    let order = |k: Outcome| match k {
+        Outcome::Fatal => 0,
+        Outcome::Skip => 1,
+        Outcome::Apply => 2,
     };
     let mut keys: Vec<_> = keys.into_iter().collect();
     keys.sort_by_key(|(k, r)| {
-        let tier_pos = StorageTier::from_label(r).map_or(9, |t| t.index());
-        (order(*k), tier_pos, r.clone())
+        let tier_pos = match r {
+            Reason::Tier(t) => t.index(),
+            _ => 9,
+        };
+        (order(*k), tier_pos, *r)
     });
     keys.into_iter()
         .map(|(kind, reason)| {
             let cell = |rows: &crate::model::Rows| {
-                rows.get(&(kind, reason.clone())).map_or((0, String::new()), |(n, tiers)| {
-                    let routine = kind == VerdictKind::Applied || (kind == VerdictKind::Skipped && crate::model::classes::is_filter_reason(&reason));
-                    (*n, if routine { String::new() } else { tiers.keys().cloned().collect::<Vec<_>>().join(", ") })
+                rows.get(&(kind, reason)).map_or((0, String::new()), |(n, tiers)| {
+                    let routine = kind == Outcome::Apply || (kind == Outcome::Skip && reason.is_routine_filter());
+                    (*n, if routine { String::new() } else { tiers.keys().map(ToString::to_string).collect::<Vec<_>>().join(", ") })
                 })
             };
             Row { cells: [cell(&a), cell(&b)], kind, reason }
@@ -63,9 +66,9 @@ pub fn disagreement(m: &Model, index: u32) -> Option<String> {
     }
     let word = |side: Side| {
         let c = src.counts(side);
-        if c.total(m.classes(), VerdictKind::Fatal) > 0 {
+        if c.total(m.classes(), Outcome::Fatal) > 0 {
             "fatal"
-        } else if c.rows(m.classes()).keys().any(|(k, r)| *k == VerdictKind::Skipped && r == "offload_block_size_mismatch") {
+        } else if c.get(m.classes(), Outcome::Skip, Reason::Label(VerdictLabel::OffloadBlockSizeMismatch)) > 0 {
             "offload skipped"
         } else {
             "ok"
@@ -173,13 +176,13 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
                                 .into_iter()
                                 .map(|r| {
                                     let differs = r.cells[0].0 != r.cells[1].0;
-                                    let kind = r.kind.as_str();
+                                    let kind = r.kind.past_tense();
                                     let label = match r.kind {
-                                        VerdictKind::Applied => format!("applied on {}", r.reason),
+                                        Outcome::Apply => format!("applied on {}", r.reason),
                                         _ => format!("{kind} {}", r.reason),
                                     };
                                     let cell = |side: &'static str, (n, tiers): (u64, String)| {
-                                        let reason = r.reason.clone();
+                                        let reason = r.reason.as_str();
                                         view! {
                                             <td class:nonzero={n > 0} class:differs=differs>
                                                 <span
@@ -195,7 +198,7 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
                                         }
                                     };
                                     let [ca, cb] = r.cells.clone();
-                                    let routine = r.kind == VerdictKind::Skipped && crate::model::classes::is_filter_reason(&r.reason);
+                                    let routine = r.kind == Outcome::Skip && r.reason.is_routine_filter();
                                     view! {
                                         <tr class=format!("row-{kind}") class:routine=routine>
                                             <th scope="row">{label}</th>
