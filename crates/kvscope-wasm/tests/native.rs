@@ -1,8 +1,13 @@
 //! Native tests of the behaviour behind the JS API ([`Session`]); the browser tests in `web.rs`
 //! run the same vectors through the `#[wasm_bindgen]` layer in headless Chromium.
 
-use kvscope_normalize::vectors::{case_count, run_vectors};
-use kvscope_wasm::{Session, SessionHost};
+use kvscope_corpus::vectors::{case_count, run_vectors};
+use kvscope_wasm::Session;
+
+// The browser tests use all of `host`; these only the session host.
+#[allow(dead_code)]
+mod host;
+use host::SessionHost;
 
 #[test]
 fn test_vectors_pass_through_the_session() {
