@@ -3,6 +3,32 @@
 
 use crate::event::{BlockKeys, Event, Hash, Other, Removed, Stored, Tokens};
 
+/// Setters for optional fields: `name(Option<&str>)` for strings, `name(Option<T>)` otherwise.
+macro_rules! setters {
+    ($ty:ty { str: [$($s:ident),*], copy: [$($c:ident: $t:ty),*] }) => {
+        impl $ty {
+            $(
+                pub fn $s(mut self, value: Option<&str>) -> Self {
+                    self.$s = value.map(str::to_owned);
+                    self
+                }
+            )*
+            $(
+                pub fn $c(mut self, value: Option<$t>) -> Self {
+                    self.$c = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters!(Stored {
+    str: [medium, lora_name, cache_salt, kind, locality, session_id, ownership],
+    copy: [block_size: u32, lora_id: i64, group_idx: u32, sliding_window: u32]
+});
+setters!(Removed { str: [medium, kind, locality, ownership], copy: [group_idx: u32, sliding_window: u32] });
+
 impl Stored {
     /// A store of `hashes` at `block_size`, no parent, no tokens, every optional field unset.
     pub fn new(hashes: impl IntoIterator<Item = Hash>, block_size: u32) -> Stored {
@@ -26,26 +52,6 @@ impl Stored {
         self
     }
 
-    pub fn block_size(mut self, block_size: Option<u32>) -> Self {
-        self.block_size = block_size;
-        self
-    }
-
-    pub fn lora_id(mut self, id: Option<i64>) -> Self {
-        self.lora_id = id;
-        self
-    }
-
-    pub fn medium(mut self, medium: Option<&str>) -> Self {
-        self.medium = medium.map(str::to_owned);
-        self
-    }
-
-    pub fn lora_name(mut self, name: Option<&str>) -> Self {
-        self.lora_name = name.map(str::to_owned);
-        self
-    }
-
     /// `extra_keys` as given (`None`: nil or absent).
     pub fn extra_keys(mut self, keys: Option<Vec<BlockKeys>>) -> Self {
         self.extra_keys = keys;
@@ -64,77 +70,12 @@ impl Stored {
         let block: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
         self.extra_keys(Some(vec![Some(block); n]))
     }
-
-    pub fn cache_salt(mut self, salt: Option<&str>) -> Self {
-        self.cache_salt = salt.map(str::to_owned);
-        self
-    }
-
-    pub fn group_idx(mut self, group: Option<u32>) -> Self {
-        self.group_idx = group;
-        self
-    }
-
-    pub fn kind(mut self, kind: Option<&str>) -> Self {
-        self.kind = kind.map(str::to_owned);
-        self
-    }
-
-    pub fn sliding_window(mut self, window: Option<u32>) -> Self {
-        self.sliding_window = window;
-        self
-    }
-
-    pub fn locality(mut self, locality: Option<&str>) -> Self {
-        self.locality = locality.map(str::to_owned);
-        self
-    }
-
-    pub fn session_id(mut self, session: Option<&str>) -> Self {
-        self.session_id = session.map(str::to_owned);
-        self
-    }
-
-    pub fn ownership(mut self, ownership: Option<&str>) -> Self {
-        self.ownership = ownership.map(str::to_owned);
-        self
-    }
 }
 
 impl Removed {
     /// A removal of `hashes`, every optional field unset.
     pub fn new(hashes: impl IntoIterator<Item = Hash>) -> Removed {
         Removed { hashes: hashes.into_iter().collect(), ..Removed::default() }
-    }
-
-    pub fn medium(mut self, medium: Option<&str>) -> Self {
-        self.medium = medium.map(str::to_owned);
-        self
-    }
-
-    pub fn group_idx(mut self, group: Option<u32>) -> Self {
-        self.group_idx = group;
-        self
-    }
-
-    pub fn kind(mut self, kind: Option<&str>) -> Self {
-        self.kind = kind.map(str::to_owned);
-        self
-    }
-
-    pub fn sliding_window(mut self, window: Option<u32>) -> Self {
-        self.sliding_window = window;
-        self
-    }
-
-    pub fn locality(mut self, locality: Option<&str>) -> Self {
-        self.locality = locality.map(str::to_owned);
-        self
-    }
-
-    pub fn ownership(mut self, ownership: Option<&str>) -> Self {
-        self.ownership = ownership.map(str::to_owned);
-        self
     }
 }
 

@@ -44,33 +44,10 @@ const fn array(name: &'static str, batch_len: u32, stored: &'static [Field], rem
 
 // Tagged maps, vLLM 0.24 on: the fields without defaults always, the rest when set.
 type MapFields = &'static [(Field, Presence)];
-const V24_STORED: MapFields = &[
-    (Hashes, Always),
-    (Parent, Always),
-    (Tokens, Always),
-    (BlockSize, Always),
-    (LoraId, Always),
-    (Medium, Always),
-    (LoraName, Always),
-    (ExtraKeys, IfSet),
-    (GroupIdx, IfSet),
-    (Kind, IfSet),
-    (SlidingWindow, IfSet),
-];
-const V26_STORED: MapFields = &[
-    (Hashes, Always),
-    (Parent, Always),
-    (Tokens, Always),
-    (BlockSize, Always),
-    (LoraId, Always),
-    (Medium, Always),
-    (LoraName, Always),
-    (ExtraKeys, IfSet),
-    (GroupIdx, IfSet),
-    (Kind, IfSet),
-    (SlidingWindow, IfSet),
-    (Locality, IfSet),
-];
+/// vLLM 0.24-0.25: up to `kv_cache_spec_sliding_window`; 0.26 adds `locality`.
+const V24_STORED: MapFields = V30_STORED.split_at(11).0;
+const V26_STORED: MapFields = V30_STORED.split_at(12).0;
+/// 0.29 adds `ownership`.
 const V29_STORED: MapFields = &[
     (Hashes, Always),
     (Parent, Always),
@@ -104,9 +81,8 @@ const V30_STORED: MapFields = &[
     (SessionId, IfSet),
     (Ownership, IfSet),
 ];
-const V24_REMOVED: MapFields = &[(Hashes, Always), (Medium, Always), (GroupIdx, IfSet), (Kind, IfSet), (SlidingWindow, IfSet)];
-const V26_REMOVED: MapFields =
-    &[(Hashes, Always), (Medium, Always), (GroupIdx, IfSet), (Kind, IfSet), (SlidingWindow, IfSet), (Locality, IfSet)];
+const V24_REMOVED: MapFields = V29_REMOVED.split_at(5).0;
+const V26_REMOVED: MapFields = V29_REMOVED.split_at(6).0;
 const V29_REMOVED: MapFields = &[
     (Hashes, Always),
     (Medium, Always),
