@@ -24,7 +24,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use kvscope::app::{App, AppConfig, Feed};
 use kvscope::demo::engine::Engine;
-use kvscope::demo::payload::{Event, Hash, Release, Stored, encode_batch};
+use kvscope::demo::payload::{Batch, Hash, Release, Stored, encode_batch};
 use kvscope::http::HttpConfig;
 use kvscope::intake::IntakeOptions;
 use kvscope::sources::Source;
@@ -34,18 +34,14 @@ use tokio_tungstenite::tungstenite::Message;
 use zeromq::{Socket, SocketRecv, SubSocket};
 
 fn small_payload() -> Bytes {
-    let e = Event::Stored(Stored {
-        hashes: vec![Hash::U64(0x1234_5678_9abc_def0)],
-        parent: Some(Hash::U64(0x0fed_cba9_8765_4321)),
-        token_ids: (0..16).map(|i| 1000 + i * 37).collect(),
-        block_size: 16,
-        medium: Some("GPU".into()),
-        lora_name: None,
-        extra_keys_nils: Some(1),
-        group_idx: Some(0),
-        kind: Some("full_attention".into()),
-    });
-    Bytes::from(encode_batch(Release::Vllm033, 1.7e9, &[e], Some(0)))
+    let e = Stored::new([Hash::U64(0x1234_5678_9abc_def0)], 16)
+        .parent(Some(Hash::U64(0x0fed_cba9_8765_4321)))
+        .tokens((0..16).map(|i| 1000 + i * 37))
+        .medium(Some("GPU"))
+        .extra_keys_nil_per_block()
+        .group_idx(Some(0))
+        .kind(Some("full_attention"));
+    Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.7e9, events: vec![e.into()], dp_rank: Some(0) }))
 }
 
 fn kimi_payload() -> Bytes {

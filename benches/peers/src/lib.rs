@@ -7,9 +7,10 @@
 //!   only).
 //! - [`inputs`] builds the benchmark inputs (the corpus's Kimi-K3 streams and three synthetic
 //!   streams) for the native benchmarks, the wasm benchmark and the msgspec script alike.
-//! - [`msgpack`] is the small writer the synthetic streams are encoded with.
+//!
+//! Payloads are written by `kvscope-encode` (release layouts, and `raw::Writer` for the
+//! differential tests' malformed shapes).
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod dynamo;
 pub mod inputs;
-pub mod msgpack;

@@ -4,8 +4,13 @@
 //! What this crate is not: a fixture generator. The bytes are the ones in
 //! `tests/fixtures/kv-events` (made by each vLLM and SGLang release's own structs; see its
 //! README), embedded at build time. Only test and benchmark targets depend on it.
+//!
+//! [`vectors`] holds the normalizer's test-vector table (`vectors/normalizer.json`) and its
+//! runner, which every host (native, wasm, the JS API) runs; it lives here, with the other test
+//! support, so that the core crates export no test scaffolding.
 
 mod check;
+pub mod vectors;
 
 pub use check::{check_entry, check_manifest, CorpusReport};
 

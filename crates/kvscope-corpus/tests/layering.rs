@@ -17,8 +17,13 @@ struct Graph {
 impl Graph {
     fn load() -> Graph {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        // The platforms kvscope builds for. Unfiltered, an offline `cargo metadata` needs the
+        // manifests of every platform's dependencies (Windows-only crates included), which an
+        // offline cache need not hold; wasm32 stays in so its dependencies are checked too.
+        let host = host_triple();
         let out = Command::new(cargo)
             .args(["metadata", "--format-version", "1", "--offline"])
+            .args(["--filter-platform", &host, "--filter-platform", "wasm32-unknown-unknown"])
             .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .output()
             .expect("run cargo metadata");
@@ -66,6 +71,14 @@ impl Graph {
     }
 }
 
+/// The host's target triple, from `rustc -vV`.
+fn host_triple() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc).arg("-vV").output().expect("run rustc -vV");
+    let text = String::from_utf8(out.stdout).expect("rustc -vV prints UTF-8");
+    text.lines().find_map(|l| l.strip_prefix("host: ")).expect("rustc -vV names the host").to_owned()
+}
+
 fn forbid(graph: &Graph, from: &str, to: &[&str], why: &str, violations: &mut Vec<String>) {
     assert!(graph.deps.contains_key(from), "{from} is not in the workspace graph");
     for target in to {
@@ -95,5 +108,15 @@ fn crate_layers_point_one_way() {
     for product in ["kvscope", "kvscope-web", "kvscope-wasm"] {
         forbid(&graph, product, &["dynamo-kv-router", "kvscope-peer-bench"], "peers stay in benches/", &mut violations);
     }
+    // Test support: the encoder of engine bytes and the corpus (with the vector table) are
+    // dev-dependencies of the core, never normal ones, so what the product decodes cannot depend
+    // on how the tests encode. The server's demo publishes simulated engines and may encode.
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-protocol"] {
+        forbid(&graph, core, &["kvscope-encode", "kvscope-corpus"], "test support stays out of the core", &mut violations);
+    }
+    for product in ["kvscope-web", "kvscope-wasm"] {
+        forbid(&graph, product, &["kvscope-encode", "kvscope-corpus"], "test support stays out of what ships to browsers", &mut violations);
+    }
+    forbid(&graph, "kvscope", &["kvscope-corpus"], "the corpus is test support", &mut violations);
     assert!(violations.is_empty(), "layer rules broken:\n{}", violations.join("\n"));
 }

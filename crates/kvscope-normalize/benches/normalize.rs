@@ -13,7 +13,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kvscope_normalize::vectors::{encode_batch, EventSpec, HashSpec};
+use kvscope_corpus::vectors::{encode_batch, EventSpec, HashSpec};
 use kvscope_normalize::{Normalizer, Policy};
 use kvscope_wire::{decode_batch, EventBatch};
 

@@ -192,11 +192,11 @@ pub fn rejected_tag(batch: &EventBatch, rejection: BatchRejection) -> SmallStr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vectors::{encode_batch, EventSpec};
+    use kvscope_corpus::vectors::{encode_batch, EventSpec};
 
     fn batch(events: &str, layout: &str) -> EventBatch {
         let events: Vec<EventSpec> = serde_json::from_str(events).unwrap();
-        let bytes = crate::vectors::encode_batch_with(0.0, &events, Some(0), false, layout).unwrap();
+        let bytes = kvscope_corpus::vectors::encode_batch_with(0.0, &events, Some(0), false, layout).unwrap();
         kvscope_wire::decode_batch(&bytes).unwrap()
     }
 

@@ -15,17 +15,19 @@
 //! - [`Normalizer`]: per-source state; one [`Verdict`] per event, rendered as a sentence on
 //!   demand (`verdict.to_string()`), counted in [`SourceCounters`] with rate-limited warning
 //!   budgets.
-//! - [`vectors`]: the shared test-vector table and its runner, run by every host.
+//!
+//! Its test-vector table and runner live in `kvscope-corpus` (`kvscope_corpus::vectors`), with
+//! the other test support, so this crate exports no test scaffolding.
 //!
 //! ```
+//! use kvscope_encode::{encode_batch, release, Batch, Hash, Stored};
 //! use kvscope_normalize::{Normalizer, Policy};
 //!
 //! let mut n = Normalizer::new(1536, "fixed".parse::<Policy>().unwrap());
 //! let w0 = n.source("w0", 0);
-//! let events: Vec<kvscope_normalize::vectors::EventSpec> = serde_json::from_str(
-//!     r#"[{"type": "BlockStored", "hashes": [7], "block_size": 12288, "medium": "cpu"}]"#,
-//! ).unwrap();
-//! let payload = kvscope_normalize::vectors::encode_batch(0.0, &events, Some(0), false).unwrap();
+//! let store = Stored::new([Hash::U64(7)], 12288).medium(Some("cpu"));
+//! let batch = Batch { ts: 0.0, events: vec![store.into()], dp_rank: Some(0) };
+//! let payload = encode_batch(&release::VLLM_0_33.layout, &batch).unwrap();
 //! let mut verdicts = Vec::new();
 //! n.push_payload(w0, 8, &payload, &mut verdicts).unwrap();
 //! assert_eq!(verdicts[0].code().to_string(), "offload_block_size_mismatch host_pinned");
@@ -36,12 +38,12 @@
 //! );
 //! ```
 
+
 pub mod batch;
 mod counters;
 mod groups;
 pub mod kind;
 pub mod label;
-pub mod msgpack;
 pub mod namespaces;
 mod normalizer;
 pub mod policy;
@@ -49,7 +51,6 @@ pub mod rules;
 mod small;
 pub mod tier;
 mod verdict;
-pub mod vectors;
 
 pub use batch::{BatchRejection, RejectReason};
 pub use counters::{BudgetKind, LogLevel, LogLine, NoticeLog, SourceCounters, WarningBudget, NOTICE_LINES_KEPT, WARNING_BUDGET};

@@ -43,7 +43,7 @@
 //!    holds. Rejected alternative: a new [`crate::VerdictKind`] variant; consumers that sort
 //!    verdicts into applied, skipped and "anything else is fatal" would show a lost batch as a
 //!    fatal one, and the published indexer never stops on one;
-//! 4. `vectors/normalizer.json`: an expectation under the preset's name in every vector (a
+//! 4. `kvscope-corpus`'s `vectors/normalizer.json`: an expectation under the preset's name in every vector (a
 //!    vector that lists `policies` names the presets it is for).
 
 use std::fmt;

@@ -1,9 +1,9 @@
 //! Regression tests: each is named for the behaviour it keeps and says, in its doc comment, what
 //! went wrong before the fix. Inputs are real msgpack payloads, encoded from events described as
-//! data (`vectors::encode_batch`), pushed through `Normalizer::push_payload` like live frames.
+//! data (`kvscope_corpus::vectors::encode_batch`), pushed through `Normalizer::push_payload` like live frames.
 
 use kvscope_normalize::tier::MEDIUM_TABLE;
-use kvscope_normalize::vectors::{encode_batch, EventSpec};
+use kvscope_corpus::vectors::{encode_batch, EventSpec};
 use kvscope_normalize::{resolve_tier, Normalizer, Policy, SourceId, StorageTier, TierSource, Verdict, VerdictLabel};
 use kvscope_wire::decode_batch;
 

@@ -4,7 +4,7 @@
 //! - `bounds`: the memory bound and a million live blocks.
 
 mod host_tier {
-    use kvscope_normalize::vectors::{encode_batch, EventSpec};
+    use kvscope_corpus::vectors::{encode_batch, EventSpec};
     use kvscope_normalize::{Normalizer, Policy, StorageTier};
     use kvscope_tiers::{Forest, ForestConfig};
 
@@ -92,7 +92,7 @@ mod host_tier {
 mod vectors {
     use std::collections::BTreeMap;
 
-    use kvscope_normalize::vectors::{
+    use kvscope_corpus::vectors::{
         case_count, decode_error_code, run_vectors, source_outputs, OutVerdict, VectorCase, VectorHost, VectorOutput,
     };
     use kvscope_normalize::{Normalizer, Policy, StorageTier};
@@ -147,7 +147,7 @@ mod vectors {
 }
 
 mod bounds {
-    use kvscope_normalize::vectors::{encode_batch, EventSpec, HashSpec};
+    use kvscope_corpus::vectors::{encode_batch, EventSpec, HashSpec};
     use kvscope_normalize::{Normalizer, Policy, StorageTier};
     use kvscope_tiers::{Forest, ForestConfig};
 

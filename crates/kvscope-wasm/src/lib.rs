@@ -9,16 +9,16 @@
 //! - [`KvScope`] (in [`js`]): the `#[wasm_bindgen]` class.
 //! - [`Session`]: the same behaviour in plain Rust, tested natively; [`KvScope`] only converts.
 //! - [`model`]: the shapes of the JS objects.
-//! - [`SessionHost`]: runs the shared vector table through a [`Session`].
+//!
+//! The vector table's hosts over [`Session`] and the JS API are test code (`tests/host`,
+//! `tests/web.rs`): this package ships no test scaffolding.
 //!
 //! Build with `wasm-pack build crates/kvscope-wasm`; test in headless Chromium with
 //! `wasm-pack test --headless --chrome crates/kvscope-wasm`.
 
-mod host;
 pub mod js;
 pub mod model;
 mod session;
 
-pub use host::{push_outputs, source_output, SessionHost};
 pub use js::KvScope;
 pub use session::{js_verdict, labels, parse_hash, parse_tier, policies, rules, Session};

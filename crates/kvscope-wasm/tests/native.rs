@@ -1,9 +1,14 @@
 //! Native tests of the behaviour behind the JS API ([`Session`]); the browser tests in `web.rs`
 //! run the same vectors through the `#[wasm_bindgen]` layer in headless Chromium.
 
-use kvscope_normalize::vectors::{case_count, run_vectors};
+use kvscope_corpus::vectors::{case_count, run_vectors};
 use kvscope_normalize::{VerdictLabel, RULES};
-use kvscope_wasm::{Session, SessionHost};
+use kvscope_wasm::Session;
+
+// The browser tests use all of `host`; these only the session host.
+#[allow(dead_code)]
+mod host;
+use host::SessionHost;
 
 /// The JS API's label list is the normalizer's enum, in order, and its rule list carries every
 /// label exactly once: a label cannot exist on one side only.

@@ -7,9 +7,12 @@
 //! corpus check decodes every real-release payload in the browser.
 #![cfg(target_arch = "wasm32")]
 
-use kvscope_normalize::vectors::{case_count, run_vectors, NativeHost, VectorCase, VectorHost, VectorOutput};
+use kvscope_corpus::vectors::{case_count, run_vectors, NativeHost, VectorCase, VectorHost, VectorOutput};
 use kvscope_wasm::model::{JsCounters, JsPushResult, JsSource};
-use kvscope_wasm::{push_outputs, source_output, KvScope, SessionHost};
+use kvscope_wasm::KvScope;
+
+mod host;
+use host::{push_outputs, source_output, SessionHost};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 

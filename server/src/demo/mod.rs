@@ -21,7 +21,7 @@ pub mod payload;
 use std::time::Duration;
 
 use bytes::Bytes;
-use payload::{Event, Hash, Release, Stored};
+use payload::{Batch, Event, Hash, Release, Removed, Stored};
 
 /// A named scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,17 +171,14 @@ impl Generator {
         }
         let (hash, parent, tokens) = self.next_block(1536, 163_840, 24);
         for group in 0..4u32 {
-            events.push(Event::Stored(Stored {
-                hashes: vec![Hash::U64(hash)],
-                parent: parent.map(Hash::U64),
-                token_ids: tokens.clone(),
-                block_size: 1536,
-                medium: Some("GPU".into()),
-                lora_name: None,
-                extra_keys_nils: Some(1),
-                group_idx: Some(group),
-                kind: Some(if group < 3 { "mamba" } else { "mla_attention" }.into()),
-            }));
+            let store = Stored::new([Hash::U64(hash)], 1536)
+                .parent(parent.map(Hash::U64))
+                .tokens(tokens.iter().copied())
+                .medium(Some("GPU"))
+                .extra_keys_nil_per_block()
+                .group_idx(Some(group))
+                .kind(Some(if group < 3 { "mamba" } else { "mla_attention" }));
+            events.push(store.into());
         }
         self.gpu_live.push_back(hash);
         // Every 8 GPU blocks of a request, the offload connector stores one 8 x 1536 block on
@@ -189,28 +186,19 @@ impl Generator {
         if self.chain.len().is_multiple_of(8) {
             let covered = &self.chain[self.chain.len() - 8..];
             let token_ids: Vec<u32> = covered.iter().flat_map(|(_, t)| t.iter().copied()).collect();
-            self.pending_offload = Some(Stored {
-                hashes: vec![Hash::U64(hash)],
-                parent: None,
-                token_ids,
-                block_size: 12288,
-                medium: Some("cpu".into()),
-                lora_name: None,
-                extra_keys_nils: None,
-                group_idx: Some(3),
-                kind: None,
-            });
+            self.pending_offload =
+                Some(Stored::new([Hash::U64(hash)], 12288).tokens(token_ids).medium(Some("cpu")).group_idx(Some(3)));
             self.offload_live.push_back(hash);
         }
         if self.tick.is_multiple_of(3) && self.gpu_live.len() > 16 {
             let old = self.gpu_live.pop_front().expect("len > 16");
             for group in 0..4u32 {
-                events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("GPU".into()), group_idx: Some(group) });
+                events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(group)).into());
             }
         }
         if self.tick.is_multiple_of(11) && self.offload_live.len() > 4 {
             let old = self.offload_live.pop_front().expect("len > 4");
-            events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("cpu".into()), group_idx: Some(3) });
+            events.push(Removed::new([Hash::U64(old)]).medium(Some("cpu")).group_idx(Some(3)).into());
         }
         events
     }
@@ -224,24 +212,21 @@ impl Generator {
             if !self.tick.is_multiple_of(1 << tier) {
                 continue;
             }
-            events.push(Event::Stored(Stored {
-                hashes: vec![signed(hash)],
-                parent: if tier == 0 { parent.map(signed) } else { None },
-                token_ids: tokens.clone(),
-                block_size: 16,
-                medium: Some((*medium).into()),
-                ..Stored::default()
-            }));
+            let store = Stored::new([signed(hash)], 16)
+                .parent(if tier == 0 { parent.map(signed) } else { None })
+                .tokens(tokens.iter().copied())
+                .medium(Some(medium));
+            events.push(store.into());
             self.tiers_live[tier].push_back(hash);
         }
         for (tier, every) in [(0usize, 3u64), (1, 5), (2, 9), (3, 17)] {
             if self.tick.is_multiple_of(every) && self.tiers_live[tier].len() > 8 {
                 let old = self.tiers_live[tier].pop_front().expect("len > 8");
-                events.push(Event::Removed { hashes: vec![signed(old)], medium: Some(SGLANG_MEDIA[tier].into()), group_idx: None });
+                events.push(Removed::new([signed(old)]).medium(Some(SGLANG_MEDIA[tier])).into());
             }
         }
         if self.tick.is_multiple_of(2000) {
-            events.push(Event::Cleared);
+            events.push(Event::cleared());
             self.tiers_live = Default::default();
             self.chain.clear();
         }
@@ -251,41 +236,26 @@ impl Generator {
     fn lmcache(&mut self) -> Vec<Event> {
         let mut events = Vec::new();
         let (hash, parent, tokens) = self.next_block(16, 152_064, 48);
-        events.push(Event::Stored(Stored {
-            hashes: vec![Hash::U64(hash)],
-            parent: parent.map(Hash::U64),
-            token_ids: tokens,
-            block_size: 16,
-            medium: Some("GPU".into()),
-            lora_name: None,
-            extra_keys_nils: Some(1),
-            group_idx: Some(0),
-            kind: Some("full_attention".into()),
-        }));
+        let store = Stored::new([Hash::U64(hash)], 16)
+            .parent(parent.map(Hash::U64))
+            .tokens(tokens)
+            .medium(Some("GPU"))
+            .extra_keys_nil_per_block()
+            .group_idx(Some(0))
+            .kind(Some("full_attention"));
+        events.push(store.into());
         self.gpu_live.push_back(hash);
         // LMCache stores a 256-token chunk once 16 blocks of the request are in.
         if self.chain.len().is_multiple_of(16) {
-            let chunk = Hash::I64(self.rng.next_u64() as i64);
+            let chunk = self.rng.next_u64() as i64;
             let token_ids: Vec<u32> = self.chain[self.chain.len() - 16..].iter().flat_map(|(_, t)| t.iter().copied()).collect();
             let parent = self.offload_live.back().map(|h| Hash::I64(*h as i64)).filter(|_| self.chain.len() > 16);
-            events.push(Event::Stored(Stored {
-                hashes: vec![chunk],
-                parent,
-                token_ids,
-                block_size: 256,
-                medium: Some("cpu".into()),
-                lora_name: None,
-                extra_keys_nils: None,
-                group_idx: None,
-                kind: None,
-            }));
-            if let Hash::I64(h) = chunk {
-                self.offload_live.push_back(h as u64);
-            }
+            events.push(Stored::new([Hash::I64(chunk)], 256).parent(parent).tokens(token_ids).medium(Some("cpu")).into());
+            self.offload_live.push_back(chunk as u64);
         }
         if self.tick.is_multiple_of(3) && self.gpu_live.len() > 32 {
             let old = self.gpu_live.pop_front().expect("len > 32");
-            events.push(Event::Removed { hashes: vec![Hash::U64(old)], medium: Some("GPU".into()), group_idx: Some(0) });
+            events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(0)).into());
         }
         events
     }
@@ -351,8 +321,9 @@ impl Fleet {
                         None => tokio::task::yield_now().await,
                     }
                     let ts = crate::time::unix_nanos() as f64 / 1e9;
-                    let events = generator.next_batch();
-                    let payload = payload::encode_batch(release, ts, &events, Some(0).filter(|_| release != Release::Sglang0523));
+                    let dp_rank = Some(0).filter(|_| release != Release::Sglang0523);
+                    let batch = Batch { ts, events: generator.next_batch(), dp_rank };
+                    let payload = payload::encode_batch(release, &batch);
                     engine.publish(&topic, Bytes::from(payload)).await;
                     sent += 1;
                 }
@@ -386,12 +357,12 @@ mod tests {
         let id = n.source("0", 0);
         let mut out = Vec::new();
         for _ in 0..batches {
-            let events = g.next_batch();
+            let batch = Batch { ts: 1.0, events: g.next_batch(), dp_rank: Some(0) };
             for release in scenario.releases() {
-                let payload = payload::encode_batch(*release, 1.0, &events, Some(0));
+                let payload = payload::encode_batch(*release, &batch);
                 kvscope_wire::decode_batch(&payload).expect("demo payloads decode");
             }
-            let payload = payload::encode_batch(scenario.default_release(), 1.0, &events, Some(0));
+            let payload = payload::encode_batch(scenario.default_release(), &batch);
             n.push_payload(id, 0, &payload, &mut out).unwrap();
         }
         n.counters(id).clone()

@@ -237,19 +237,14 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
 
 /// A valid one-event payload (vLLM 0.33.0 layout), `size` token ids long.
 pub fn payload(seq: u64, tokens: usize) -> bytes::Bytes {
-    use kvscope::demo::payload::{Event, Hash, Release, Stored, encode_batch};
-    let event = Event::Stored(Stored {
-        hashes: vec![Hash::U64(seq + 1)],
-        parent: None,
-        token_ids: (0..tokens as u32).collect(),
-        block_size: tokens as u32,
-        medium: Some("GPU".into()),
-        lora_name: None,
-        extra_keys_nils: Some(1),
-        group_idx: Some(0),
-        kind: Some("full_attention".into()),
-    });
-    bytes::Bytes::from(encode_batch(Release::Vllm033, 1.0, &[event], Some(0)))
+    use kvscope::demo::payload::{Batch, Hash, Release, Stored, encode_batch};
+    let event = Stored::new([Hash::U64(seq + 1)], tokens as u32)
+        .tokens(0..tokens as u32)
+        .medium(Some("GPU"))
+        .extra_keys_nil_per_block()
+        .group_idx(Some(0))
+        .kind(Some("full_attention"));
+    bytes::Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.0, events: vec![event.into()], dp_rank: Some(0) }))
 }
 
 impl Server {

@@ -11,7 +11,7 @@
 //! that went stale. These cases double as test vectors for kvscope's `dynamo-1.6.1` preset.
 
 use kvscope_peer_bench::dynamo::{self, BatchOutcome, DynamoListener};
-use kvscope_peer_bench::msgpack::Writer;
+use kvscope_encode::raw::Writer;
 
 #[derive(Clone, Debug)]
 enum Val {

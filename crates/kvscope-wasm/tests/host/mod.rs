@@ -1,4 +1,5 @@
-//! [`SessionHost`]: the vector table's host over [`Session`], the code behind the JS API.
+//! [`SessionHost`]: the vector table's host over [`Session`], the code behind the JS API; shared
+//! by `native.rs` and `web.rs` (test code, so the package ships none of it).
 //!
 //! It runs natively (`cargo test -p kvscope-wasm`) and in the browser (`wasm-pack test`), and
 //! checks tree sizes too, since a session keeps trees. The browser tests add a third host that
@@ -6,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use kvscope_normalize::vectors::{OutSource, OutVerdict, VectorCase, VectorHost, VectorOutput};
+use kvscope_corpus::vectors::{OutSource, OutVerdict, VectorCase, VectorHost, VectorOutput};
 
-use crate::model::{JsCounters, JsPushResult};
-use crate::session::Session;
+use kvscope_wasm::model::{JsCounters, JsPushResult};
+use kvscope_wasm::Session;
 
 /// Runs vectors through [`Session`].
 #[derive(Debug, Clone, Copy)]

@@ -16,7 +16,7 @@
 //! Every host asserts how many runs it made and fails on zero ([`VectorReport::assert_ok`]): a
 //! runner that silently runs nothing is the failure this design exists to prevent.
 //!
-//! Codes compared per verdict are [`crate::Verdict::code`] (`store device 2`,
+//! Codes compared per verdict are [`kvscope_normalize::Verdict::code`] (`store device 2`,
 //! `offload_block_size_mismatch host_pinned`); a payload that does not decode yields one code
 //! `decode_error <kind>` for the whole frame.
 //!
@@ -52,12 +52,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use kvscope_encode::{encode_batch as encode, release, BatchForm, Event, Hash, Layout, Removed, Stored, Tokens};
+use kvscope_normalize::{Normalizer, Policy, Verdict};
 use serde::Deserialize;
-
-use crate::msgpack::Writer;
-use crate::normalizer::Normalizer;
-use crate::policy::Policy;
-use crate::verdict::Verdict;
 
 /// The embedded vector table.
 pub const VECTORS_JSON: &str = include_str!("../vectors/normalizer.json");
@@ -220,7 +217,7 @@ pub struct SourceExpect {
     /// Live blocks per tier label, checked only by hosts that keep trees.
     #[serde(default)]
     pub trees: Option<BTreeMap<String, u64>>,
-    /// Lines printed every time ([`crate::NoticeLog::total`]).
+    /// Lines printed every time ([`kvscope_normalize::NoticeLog::total`]).
     #[serde(default)]
     pub notices: Option<u64>,
 }
@@ -512,38 +509,61 @@ fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
-fn write_hash(w: &mut Writer, h: HashSpec) {
+/// The bytes of a bin hash nobody reads: the decoder keeps a bin's last 8 bytes only.
+const BIN_FILL: u8 = 0x5a;
+
+fn hash(h: HashSpec) -> Hash {
     match h {
-        HashSpec::Unsigned(v) => w.uint(v),
-        HashSpec::Signed(v) => w.int(v),
-        HashSpec::Bin { bin, value } => {
-            let mut bytes = vec![0x5a; bin];
-            let tail = value.to_be_bytes();
-            let k = bin.min(8);
-            bytes[bin - k..].copy_from_slice(&tail[8 - k..]);
-            w.bin(&bytes)
-        }
-    };
+        HashSpec::Unsigned(v) => Hash::U64(v),
+        HashSpec::Signed(v) => Hash::I64(v),
+        HashSpec::Bin { bin, value } => Hash::bin_ending(bin, value, BIN_FILL),
+    }
 }
 
-fn write_tokens(w: &mut Writer, e: &EventSpec, n: u32) {
+/// `token_ids`: the explicit ids, or `n` small positive ids (one byte each, realistic enough),
+/// as pairs for a bigram page.
+fn tokens(e: &EventSpec, n: u32) -> Tokens {
     if let Some(ids) = &e.token_ids {
-        w.array(ids.len());
-        ids.iter().for_each(|&id| {
-            w.int(id);
-        });
-        return;
+        return Tokens::Ids(ids.clone());
     }
-    w.array(n as usize);
-    for i in 0..n {
-        // Small positive fixints: realistic enough, one byte each.
-        let id = u64::from(i % 100) + 1;
-        if e.bigram {
-            w.array(2).uint(id).uint(id + 1);
-        } else {
-            w.uint(id);
+    let id = |i: u32| i64::from(i % 100) + 1;
+    if e.bigram { Tokens::Pairs((0..n).map(|i| [id(i), id(i) + 1]).collect()) } else { Tokens::Ids((0..n).map(id).collect()) }
+}
+
+/// The event an [`EventSpec`] describes. Which fields reach the wire is the layout's business:
+/// one the layout cannot hold (a `locality` in the array encoding) fails the encode.
+fn event(e: &EventSpec) -> Result<Event, String> {
+    let hashes = || e.hashes.iter().copied().map(hash);
+    Ok(match e.tag.as_str() {
+        "BlockStored" => {
+            let block_size = e.block_size.ok_or("BlockStored needs block_size")?;
+            let n = e.tokens.unwrap_or(e.hashes.len() as u32 * block_size);
+            Stored::new(hashes(), block_size)
+                .parent(e.parent.map(hash))
+                .token_ids(tokens(e, n))
+                .lora_id(e.lora_id)
+                .medium(e.medium.as_deref())
+                .lora_name(e.lora_name.as_deref())
+                .extra_keys(e.extra_keys.clone().map(|first| vec![Some(first)]))
+                .cache_salt(e.cache_salt.as_deref())
+                .group_idx(e.group_idx)
+                .kind(e.kind.as_deref())
+                .sliding_window(e.sliding_window)
+                .locality(e.locality.as_deref())
+                .ownership(e.ownership.as_deref())
+                .into()
         }
-    }
+        "BlockRemoved" => Removed::new(hashes())
+            .medium(e.medium.as_deref())
+            .group_idx(e.group_idx)
+            .kind(e.kind.as_deref())
+            .locality(e.locality.as_deref())
+            .ownership(e.ownership.as_deref())
+            .into(),
+        // AllBlocksCleared and unknown tags carry nothing the normalizer reads but a clear's
+        // ownership.
+        tag => Event::other(tag, e.ownership.as_deref()),
+    })
 }
 
 /// Encodes a batch `[ts, events, dp_rank]` as an engine would: tagged maps (`array == false`,
@@ -553,8 +573,9 @@ pub fn encode_batch(ts: f64, events: &[EventSpec], dp_rank: Option<u32>, array: 
 }
 
 /// [`encode_batch`] with the batch's outer `layout`: `array3`; `array2` (`[ts, events]`, vLLM
-/// 0.9.0, no dp_rank); `array4` (`[ts, events, dp_rank, nil]`); `map` (`{ts, events,
-/// data_parallel_rank}`).
+/// 0.9.0, no dp_rank: `dp_rank` is ignored); `array4` (`[ts, events, dp_rank, nil]`); `map`
+/// (`{ts, events, data_parallel_rank}`). Events use [`release::FULL_ARRAY`] or
+/// [`release::SPARSE_MAP`], so a vector sets exactly the fields it names.
 pub fn encode_batch_with(
     ts: f64,
     events: &[EventSpec],
@@ -562,207 +583,17 @@ pub fn encode_batch_with(
     array: bool,
     layout: &str,
 ) -> Result<Vec<u8>, String> {
-    let mut w = Writer::new();
-    match layout {
-        "array3" => w.array(3),
-        "array2" => w.array(2),
-        "array4" => w.array(4),
-        "map" => w.map(3).str("ts"),
+    let (form, dp_rank) = match layout {
+        "array3" => (BatchForm::Array { len: 3 }, dp_rank),
+        "array2" => (BatchForm::Array { len: 2 }, None),
+        "array4" => (BatchForm::Array { len: 4 }, dp_rank),
+        "map" => (BatchForm::Map, dp_rank),
         other => return Err(format!("layout {other:?} is not array3, array2, array4 or map")),
     };
-    w.f64(ts);
-    if layout == "map" {
-        w.str("events");
-    }
-    w.array(events.len());
-    for (i, e) in events.iter().enumerate() {
-        encode_event(&mut w, e, array).map_err(|m| format!("event {i}: {m}"))?;
-    }
-    if layout == "map" {
-        w.str("data_parallel_rank");
-    }
-    if layout != "array2" {
-        match dp_rank {
-            Some(r) => w.uint(u64::from(r)),
-            None => w.nil(),
-        };
-    }
-    if layout == "array4" {
-        w.nil();
-    }
-    Ok(w.into_bytes())
-}
-
-fn encode_event(w: &mut Writer, e: &EventSpec, array: bool) -> Result<(), String> {
-    let opt_str = |w: &mut Writer, s: &Option<String>| {
-        match s {
-            Some(s) => w.str(s),
-            None => w.nil(),
-        };
-    };
-    let opt_u32 = |w: &mut Writer, v: Option<u32>| {
-        match v {
-            Some(v) => w.uint(u64::from(v)),
-            None => w.nil(),
-        };
-    };
-    let extra_keys = |w: &mut Writer, keys: &Option<Vec<String>>| {
-        match keys {
-            Some(keys) => {
-                w.array(1).array(keys.len());
-                keys.iter().for_each(|k| {
-                    w.str(k);
-                });
-            }
-            None => {
-                w.nil();
-            }
-        };
-    };
-    if array && (e.locality.is_some() || e.ownership.is_some()) {
-        return Err("locality and ownership exist in the map encoding only".into());
-    }
-    match e.tag.as_str() {
-        "BlockStored" => {
-            let block_size = e.block_size.ok_or("BlockStored needs block_size")?;
-            let tokens = e.tokens.unwrap_or(e.hashes.len() as u32 * block_size);
-            if array {
-                if e.cache_salt.is_some() && e.lora_name.is_some() {
-                    return Err("position 7 holds lora_name or {cache_salt}, not both".into());
-                }
-                // tag, hashes, parent, token_ids, block_size, lora_id, medium, lora_name (or
-                // SGLang's {cache_salt}), extra_keys, group_idx, kind, sliding_window
-                w.array(12).str("BlockStored");
-                w.array(e.hashes.len());
-                e.hashes.iter().for_each(|h| write_hash(w, *h));
-                match e.parent {
-                    Some(p) => write_hash(w, p),
-                    None => {
-                        w.nil();
-                    }
-                }
-                write_tokens(w, e, tokens);
-                w.uint(u64::from(block_size));
-                match e.lora_id {
-                    Some(id) => w.int(id),
-                    None => w.nil(),
-                };
-                opt_str(w, &e.medium);
-                match &e.cache_salt {
-                    Some(salt) => {
-                        w.map(1).str("cache_salt").str(salt);
-                    }
-                    None => opt_str(w, &e.lora_name),
-                }
-                extra_keys(w, &e.extra_keys);
-                opt_u32(w, e.group_idx);
-                opt_str(w, &e.kind);
-                opt_u32(w, e.sliding_window);
-            } else {
-                let optional = [
-                    e.medium.is_some(),
-                    e.group_idx.is_some(),
-                    e.kind.is_some(),
-                    e.lora_id.is_some(),
-                    e.lora_name.is_some(),
-                    e.extra_keys.is_some(),
-                    e.cache_salt.is_some(),
-                    e.sliding_window.is_some(),
-                    e.locality.is_some(),
-                    e.ownership.is_some(),
-                ];
-                let n = 5 + optional.iter().filter(|p| **p).count();
-                w.map(n).str("type").str("BlockStored");
-                w.str("block_hashes").array(e.hashes.len());
-                e.hashes.iter().for_each(|h| write_hash(w, *h));
-                w.str("parent_block_hash");
-                match e.parent {
-                    Some(p) => write_hash(w, p),
-                    None => {
-                        w.nil();
-                    }
-                }
-                w.str("token_ids");
-                write_tokens(w, e, tokens);
-                w.str("block_size").uint(u64::from(block_size));
-                if let Some(id) = e.lora_id {
-                    w.str("lora_id").int(id);
-                }
-                if let Some(m) = &e.medium {
-                    w.str("medium").str(m);
-                }
-                if let Some(name) = &e.lora_name {
-                    w.str("lora_name").str(name);
-                }
-                if e.extra_keys.is_some() {
-                    w.str("extra_keys");
-                    extra_keys(w, &e.extra_keys);
-                }
-                if let Some(salt) = &e.cache_salt {
-                    w.str("cache_salt").str(salt);
-                }
-                if let Some(g) = e.group_idx {
-                    w.str("group_idx").uint(u64::from(g));
-                }
-                if let Some(k) = &e.kind {
-                    w.str("kv_cache_spec_kind").str(k);
-                }
-                if let Some(sw) = e.sliding_window {
-                    w.str("kv_cache_spec_sliding_window").uint(u64::from(sw));
-                }
-                if let Some(l) = &e.locality {
-                    w.str("locality").str(l);
-                }
-                if let Some(o) = &e.ownership {
-                    w.str("ownership").str(o);
-                }
-            }
-        }
-        "BlockRemoved" => {
-            if array {
-                if e.kind.is_some() {
-                    return Err("an array-encoded BlockRemoved has no kind position".into());
-                }
-                w.array(4).str("BlockRemoved").array(e.hashes.len());
-                e.hashes.iter().for_each(|h| write_hash(w, *h));
-                opt_str(w, &e.medium);
-                opt_u32(w, e.group_idx);
-            } else {
-                let optional = [e.medium.is_some(), e.group_idx.is_some(), e.kind.is_some(), e.locality.is_some(), e.ownership.is_some()];
-                let n = 2 + optional.iter().filter(|p| **p).count();
-                w.map(n).str("type").str("BlockRemoved").str("block_hashes").array(e.hashes.len());
-                e.hashes.iter().for_each(|h| write_hash(w, *h));
-                if let Some(m) = &e.medium {
-                    w.str("medium").str(m);
-                }
-                if let Some(g) = e.group_idx {
-                    w.str("group_idx").uint(u64::from(g));
-                }
-                if let Some(k) = &e.kind {
-                    w.str("kv_cache_spec_kind").str(k);
-                }
-                if let Some(l) = &e.locality {
-                    w.str("locality").str(l);
-                }
-                if let Some(o) = &e.ownership {
-                    w.str("ownership").str(o);
-                }
-            }
-        }
-        tag => {
-            // AllBlocksCleared and unknown tags carry nothing the normalizer reads but a clear's
-            // ownership.
-            if array {
-                w.array(1).str(tag);
-            } else {
-                w.map(1 + usize::from(e.ownership.is_some())).str("type").str(tag);
-                if let Some(o) = &e.ownership {
-                    w.str("ownership").str(o);
-                }
-            }
-        }
-    }
-    Ok(())
+    let events_layout: Layout = if array { release::FULL_ARRAY } else { release::SPARSE_MAP };
+    let events = events.iter().enumerate().map(|(i, e)| event(e).map_err(|m| format!("event {i}: {m}"))).collect::<Result<_, _>>()?;
+    let batch = kvscope_encode::Batch { ts, events, dp_rank };
+    encode(&events_layout.with_batch(form), &batch).map_err(|e| e.to_string())
 }
 
 /// The reference host: a [`Normalizer`] called directly.

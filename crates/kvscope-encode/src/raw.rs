@@ -1,0 +1,104 @@
+//! Bytes no release writes: malformed or unusual batches for decoder tests, value by value.
+//!
+//! Everything well-formed goes through [`crate::encode_batch`] and a layout; this is for the
+//! cases that are about the shape itself (a 1-element batch, a negative `lora_id` at array
+//! position 5, a bin where a string belongs). Each call is one of rmp's writers, so markers are
+//! msgpack's shortest, as msgspec's are.
+
+use rmp::encode as enc;
+
+const INFALLIBLE: &str = "writing msgpack to a Vec cannot fail";
+
+/// Appends msgpack values to a byte vector; every method chains.
+#[derive(Debug, Default, Clone)]
+pub struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    pub fn new() -> Self {
+        Writer::default()
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    pub fn nil(&mut self) -> &mut Self {
+        enc::write_nil(&mut self.buf).expect(INFALLIBLE);
+        self
+    }
+
+    pub fn bool(&mut self, v: bool) -> &mut Self {
+        enc::write_bool(&mut self.buf, v).expect(INFALLIBLE);
+        self
+    }
+
+    /// The shortest unsigned form.
+    pub fn uint(&mut self, v: u64) -> &mut Self {
+        enc::write_uint(&mut self.buf, v).expect(INFALLIBLE);
+        self
+    }
+
+    /// The shortest form: unsigned markers for non-negative values, signed ones below zero.
+    pub fn int(&mut self, v: i64) -> &mut Self {
+        enc::write_sint(&mut self.buf, v).expect(INFALLIBLE);
+        self
+    }
+
+    pub fn f64(&mut self, v: f64) -> &mut Self {
+        enc::write_f64(&mut self.buf, v).expect(INFALLIBLE);
+        self
+    }
+
+    pub fn str(&mut self, s: &str) -> &mut Self {
+        enc::write_str(&mut self.buf, s).expect(INFALLIBLE);
+        self
+    }
+
+    pub fn bin(&mut self, b: &[u8]) -> &mut Self {
+        enc::write_bin(&mut self.buf, b).expect(INFALLIBLE);
+        self
+    }
+
+    pub fn array(&mut self, len: usize) -> &mut Self {
+        enc::write_array_len(&mut self.buf, u32::try_from(len).expect("at most u32::MAX items")).expect(INFALLIBLE);
+        self
+    }
+
+    pub fn map(&mut self, len: usize) -> &mut Self {
+        enc::write_map_len(&mut self.buf, u32::try_from(len).expect("at most u32::MAX entries")).expect(INFALLIBLE);
+        self
+    }
+
+    /// Bytes already encoded, spliced in as they are.
+    pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(bytes);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_use_the_smallest_marker() {
+        let mut w = Writer::new();
+        w.uint(5).uint(200).uint(70_000).uint(u64::MAX).int(-1).int(-100).int(i64::MIN).int(300);
+        assert_eq!(
+            w.into_bytes(),
+            [
+                &[5u8][..],
+                &[0xcc, 200],
+                &[0xce, 0, 1, 0x11, 0x70],
+                &[0xcf, 255, 255, 255, 255, 255, 255, 255, 255],
+                &[0xff],
+                &[0xd0, 0x9c],
+                &[0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0],
+                &[0xcd, 0x01, 0x2c],
+            ]
+            .concat()
+        );
+    }
+}
