@@ -146,6 +146,7 @@ impl App {
                 Some((sm.clone(), metrics.clone())),
             );
             Pipeline::new(info, Some(classifier), Some(sm), RelayOutput::new(hub.clone(), recorder))
+                .with_options(config.intake.stream)
         };
         let mut tasks = Vec::new();
         match feed {

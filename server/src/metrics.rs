@@ -65,6 +65,7 @@ pub struct Metrics {
     pub history_frames: Gauge,
     pub history_evicted_frames: Counter,
     pub ws_rejected: Family<KindLabels, Counter>,
+    pub http_rejected: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -98,6 +99,7 @@ impl Metrics {
             history_frames: Gauge::default(),
             history_evicted_frames: Counter::default(),
             ws_rejected: Family::default(),
+            http_rejected: Family::default(),
         };
         {
             let mut r = m.registry.lock().expect("metrics registry");
@@ -126,6 +128,11 @@ impl Metrics {
             r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());
             r.register("history_evicted_frames", "Frames evicted from the history ring", m.history_evicted_frames.clone());
             r.register("ws_rejected", "WebSocket upgrades refused, by reason", m.ws_rejected.clone());
+            r.register(
+                "http_rejected",
+                "Requests refused on any route because their Host is not a loopback name or an allowed origin",
+                m.http_rejected.clone(),
+            );
         }
         m
     }

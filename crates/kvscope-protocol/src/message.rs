@@ -133,8 +133,8 @@ pub struct Frame {
 pub struct FrameError {
     /// Index into [`Hello::sources`].
     pub source: u32,
-    /// Stable label: `frame_count` and `seq_length` for framing errors, `decode` for a payload
-    /// that failed to decode.
+    /// Stable label: `frame_count` and `seq_length` for framing errors, [`FRAME_TOO_LARGE`] for
+    /// a payload refused before decoding, `decode` for a payload that failed to decode.
     pub kind: String,
     /// For `decode`: the decoder's own group (`truncated`, `type_mismatch`, ...); otherwise `None`.
     pub decode_kind: Option<String>,
@@ -151,6 +151,10 @@ pub struct FrameError {
     /// bytes are in the [`Frame`] with the same source and seq, which is relayed as usual.
     pub frames: Vec<serde_bytes::ByteBuf>,
 }
+
+/// [`FrameError::kind`] of a payload larger than the server's `--max-frame-bytes` (or the page's
+/// own bound for a capture opened from disk): refused before decoding, its bytes not relayed.
+pub const FRAME_TOO_LARGE: &str = "frame_too_large";
 
 /// A source's connection state and counters. Sent whenever something changes (at most a few
 /// times a second per source) and to every newcomer; never evicted from the history.

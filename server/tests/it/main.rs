@@ -6,6 +6,7 @@ mod capture;
 mod cli;
 mod corpus;
 mod intake;
+mod late_join;
 mod relay;
 mod security;
 mod support;

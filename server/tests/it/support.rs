@@ -140,9 +140,14 @@ where
 
 /// A minimal HTTP/1.1 GET over a fresh TCP connection: (status, headers, body).
 pub async fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+    http_get_as(addr, addr, path, headers).await
+}
+
+/// [`http_get`] with the `Host` header set to `host` (a DNS-rebinding page sends its own name).
+pub async fn http_get_as(addr: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -256,4 +261,62 @@ impl Server {
     pub async fn metrics_with_token(&self, token: &str) -> String {
         http_get(&self.addr, "/metrics", &[("Authorization", &format!("Bearer {token}"))]).await.2
     }
+}
+
+/// Where scripts/install-tools.sh puts the real peers' Python side (`KVSCOPE_PEERS` overrides).
+pub fn peers_dir() -> std::path::PathBuf {
+    std::env::var_os("KVSCOPE_PEERS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kvscope/peers"))
+}
+
+/// The peers' virtualenv Python; fails the test, naming the fix, when it is missing.
+pub fn peer_python() -> std::path::PathBuf {
+    let python = peers_dir().join("venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/install-tools.sh (it creates the peers' virtualenv)", python.display());
+    python
+}
+
+/// vLLM 0.33.0's own `vllm/distributed/kv_events.py`, extracted from the release wheel.
+pub fn vllm_kv_events() -> std::path::PathBuf {
+    let file = peers_dir().join("vllm-0.33.0/vllm/distributed/kv_events.py");
+    assert!(file.exists(), "{} is missing: run scripts/install-tools.sh (it fetches the vllm==0.33.0 wheel)", file.display());
+    file
+}
+
+/// Every record of a capture as (source, seq, replayed), in file order; frames that are not a
+/// live or replay message with a seq are skipped.
+pub fn capture_seqs(path: &std::path::Path) -> Vec<(u32, u64, bool)> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = proto::capture::CaptureReader::new(std::io::BufReader::new(file)).expect("a capture header");
+    let mut out = Vec::new();
+    while let Some(record) = reader.next_record().expect("a readable record") {
+        let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|f| f.into_vec()).collect();
+        let seq = if record.replayed {
+            match kvscope_wire::frame::parse_replay_reply(&frames) {
+                Ok(kvscope_wire::ReplayReply::Message { seq, .. }) => seq,
+                _ => continue,
+            }
+        } else {
+            match kvscope_wire::frame::parse_live(&frames) {
+                Ok(m) => m.seq,
+                Err(_) => continue,
+            }
+        };
+        out.push((record.source, seq, record.replayed));
+    }
+    out
+}
+
+/// Asserts that source `source` of a capture holds seq `0..n` exactly once, in order, and that
+/// the replayed ones are exactly those before its first live frame; returns that first live seq.
+pub fn assert_every_batch_once(records: &[(u32, u64, bool)], source: u32, n: u64) -> u64 {
+    let mine: Vec<(u64, bool)> = records.iter().filter(|r| r.0 == source).map(|r| (r.1, r.2)).collect();
+    let seqs: Vec<u64> = mine.iter().map(|r| r.0).collect();
+    assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "source {source}: every batch exactly once, in seq order");
+    let first_live = mine.iter().find(|r| !r.1).map_or(n, |r| r.0);
+    for (seq, replayed) in &mine {
+        assert_eq!(*replayed, *seq < first_live, "source {source} seq {seq}: replayed iff before the first live frame {first_live}");
+    }
+    first_live
 }
