@@ -2,7 +2,8 @@
 //!
 //! A client receives, in this order: one [`Hello`]; the latest [`SourceStatus`] of every source;
 //! the history ring ([`Frame`]s and [`FrameError`]s, oldest first); one [`HistoryComplete`];
-//! then live messages as they happen. A [`LagNotice`] appears in the stream where the client
+//! then live messages as they happen. A server that records (`--record`) also sends its
+//! [`RecordingStatus`] with the source statuses and whenever it changes. A [`LagNotice`] appears in the stream where the client
 //! lost messages because it read too slowly.
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,7 @@ pub enum Message {
     SourceStatus(SourceStatus),
     LagNotice(LagNotice),
     HistoryComplete(HistoryComplete),
+    RecordingStatus(RecordingStatus),
 }
 
 /// [`Message`] by reference, for [`crate::encode_ref`]: same variant names, same bytes.
@@ -31,6 +33,7 @@ pub enum MessageRef<'a> {
     SourceStatus(&'a SourceStatus),
     LagNotice(&'a LagNotice),
     HistoryComplete(&'a HistoryComplete),
+    RecordingStatus(&'a RecordingStatus),
 }
 
 impl<'a> From<&'a Message> for MessageRef<'a> {
@@ -42,6 +45,7 @@ impl<'a> From<&'a Message> for MessageRef<'a> {
             Message::SourceStatus(x) => MessageRef::SourceStatus(x),
             Message::LagNotice(x) => MessageRef::LagNotice(x),
             Message::HistoryComplete(x) => MessageRef::HistoryComplete(x),
+            Message::RecordingStatus(x) => MessageRef::RecordingStatus(x),
         }
     }
 }
@@ -298,4 +302,36 @@ pub struct HistoryComplete {
     pub evicted_frames: u64,
     /// Bytes of history sent.
     pub bytes: u64,
+}
+
+/// Where the server's capture file stands (`serve --record`, `demo --record`, `record`). The
+/// relay never waits for the disk to fail: when writing stops, frames still flow to every
+/// browser and this says why the capture ended and how much it is missing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingStatus {
+    /// The capture file as given on the command line.
+    pub path: String,
+    /// Whether records are still being written.
+    pub state: RecordingState,
+    /// Why writing stopped, in words, with what to do; `None` while recording or after a clean
+    /// finish.
+    pub error: Option<String>,
+    /// Records written so far (complete ones; a reader keeps every one of them).
+    pub records: u64,
+    /// Bytes written so far, header included.
+    pub bytes: u64,
+    /// Records that arrived after writing stopped and are not in the file.
+    pub dropped_records: u64,
+}
+
+/// [`RecordingStatus::state`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordingState {
+    /// Writing every record.
+    Recording,
+    /// Writing failed (see `error`); the relay goes on without the capture.
+    Failed,
+    /// The server stopped and closed the file.
+    Finished,
 }

@@ -5,6 +5,7 @@
 mod capture;
 mod cli;
 mod corpus;
+mod faults;
 mod intake;
 mod late_join;
 mod relay;

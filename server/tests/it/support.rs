@@ -29,8 +29,14 @@ impl Drop for Server {
 impl Server {
     /// Starts `kvscope ARGS` and waits for its `listening on http://ADDR/` line.
     pub fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .args(args)
+        let mut command = Command::new(BIN);
+        command.args(args);
+        Server::spawn(command, &format!("{args:?}"))
+    }
+
+    /// Starts `command` (one that ends up exec'ing kvscope) and waits as [`Server::start`] does.
+    pub fn spawn(mut command: Command, args: &str) -> Server {
+        let mut child = command
             .env("KVSCOPE_LOG", "info,zeromq=off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -52,7 +58,7 @@ impl Server {
             let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("kvscope {args:?} did not print `listening on` within 30 s; printed {lines:?}");
+                panic!("kvscope {args} did not print `listening on` within 30 s; printed {lines:?}");
             };
             if let Some(rest) = line.strip_prefix("listening on http://") {
                 let addr = rest.split('/').next().unwrap().to_owned();
@@ -195,14 +201,47 @@ pub async fn ws_connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, tokio
     tokio_tungstenite::connect_async(request).await.map(|(ws, _)| ws)
 }
 
+/// Opens `/ws` over a socket whose receive buffer is tiny, so that a client that stops reading
+/// is not hidden behind megabytes of kernel buffers (loopback autotunes them large).
+pub async fn ws_connect_small_window(addr: &str) -> Ws {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let url = format!("ws://{addr}/ws");
+    let (ws, _) = tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(stream)).await.unwrap();
+    ws
+}
+
 /// The next protocol message, or None when the socket closed; panics after `timeout`.
 pub async fn next_message(ws: &mut Ws, timeout: Duration) -> Option<proto::Message> {
     loop {
-        let m = tokio::time::timeout(timeout, ws.next()).await.expect("no WebSocket message in time")?;
+        let m = tokio::time::timeout(timeout, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no WebSocket message within {timeout:?}"))?;
         match m {
             Ok(Message::Binary(b)) => return Some(proto::decode(&b).expect("valid protocol message")),
             Ok(Message::Close(_)) | Err(_) => return None,
             Ok(_) => {}
+        }
+    }
+}
+
+/// The first source status for which `pred` holds, within 30 s. Fails, instead of spinning,
+/// when the socket closes or the deadline passes, with the last status seen.
+pub async fn status_when(ws: &mut Ws, pred: impl Fn(&proto::SourceStatus) -> bool) -> proto::SourceStatus {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut last = None;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let message = match tokio::time::timeout(left, next_message(ws, left.max(Duration::from_millis(1)))).await {
+            Ok(m) => m,
+            Err(_) => panic!("no matching source status within 30 s; the last one was {last:#?}"),
+        };
+        match message {
+            Some(proto::Message::SourceStatus(s)) if pred(&s) => return s,
+            Some(proto::Message::SourceStatus(s)) => last = Some(s),
+            Some(_) => {}
+            None => panic!("the WebSocket closed before a matching source status arrived; the last one was {last:#?}"),
         }
     }
 }
