@@ -51,8 +51,29 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
-python3 -c 'import zmq' 2>/dev/null || {
-  log "installing pyzmq (test publisher)"
-  python3 -m pip install --quiet 'pyzmq>=26,<28'
+# The real peers' Python side, in a virtualenv of its own (scripts/peers/README.md):
+# vLLM's publisher needs pyzmq and msgspec.
+PEERS=${KVSCOPE_PEERS:-$HOME/.cache/kvscope/peers}
+VENV="$PEERS/venv"
+[ -x "$VENV/bin/python" ] || { log "creating the peers' virtualenv in $VENV"; python3 -m venv "$VENV"; }
+"$VENV/bin/python" -c 'import zmq, msgspec' 2>/dev/null || {
+  log "installing pyzmq and msgspec into $VENV"
+  "$VENV/bin/python" -m pip install --quiet 'pyzmq>=26,<28' 'msgspec==0.23.0'
+}
+
+# vLLM's own publisher: only vllm/distributed/kv_events.py of the release wheel is used.
+VLLM_VERSION=0.33.0
+VLLM_DIR="$PEERS/vllm-$VLLM_VERSION"
+[ -f "$VLLM_DIR/vllm/distributed/kv_events.py" ] || {
+  log "fetching vllm==$VLLM_VERSION (wheel, no dependencies) for its kv_events.py"
+  wheels=$(mktemp -d)
+  "$VENV/bin/python" -m pip download --quiet --no-deps "vllm==$VLLM_VERSION" -d "$wheels"
+  mkdir -p "$VLLM_DIR"
+  "$VENV/bin/python" - "$wheels"/vllm-*.whl "$VLLM_DIR" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    z.extract("vllm/distributed/kv_events.py", sys.argv[2])
+PY
+  rm -rf "$wheels"
 }
 log "tools ready"

@@ -159,7 +159,7 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
         policy_a: Policy::LEGACY,
         policy_b: Policy::FIXED,
         listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536 },
+        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536, loopback_listener: true },
         history_bytes: 64 << 20,
         client_queue_bytes: 16 << 20,
         record: None,

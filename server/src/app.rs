@@ -128,7 +128,12 @@ impl App {
         let (recorder, writer) = match &config.record {
             Some((path, note)) => {
                 let header = capture::header(infos.clone(), Some(note.clone()));
-                let (r, w) = capture::create(path, &header).await?;
+                let (hub, metrics) = (hub.clone(), metrics.clone());
+                let sink: capture::StatusSink = Arc::new(move |status: &proto::RecordingStatus| {
+                    metrics.recording_status(status);
+                    hub.publish(Bytes::from(proto::encode_ref(proto::MessageRef::RecordingStatus(status))), crate::relay::Kind::Recording);
+                });
+                let (r, w) = capture::create(path, &header, sink).await?;
                 (Some(r), Some(w))
             }
             None => (None, None),
@@ -146,6 +151,7 @@ impl App {
                 Some((sm.clone(), metrics.clone())),
             );
             Pipeline::new(info, Some(classifier), Some(sm), RelayOutput::new(hub.clone(), recorder))
+                .with_options(config.intake.stream)
         };
         let mut tasks = Vec::new();
         match feed {

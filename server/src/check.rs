@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::capture;
 use crate::classify::Classifier;
-use crate::stream::{NoOutput, Pipeline};
+use crate::stream::{NoOutput, Pipeline, StreamOptions};
 
 /// The result of a check, ready to print.
 #[derive(Debug)]
@@ -43,14 +43,14 @@ fn add(total: &mut Map<String, Value>, key: &str, v: &Value) {
 }
 
 /// Checks a capture under one block size and policy.
-pub fn check(path: &Path, block_size: u32, policy: Policy) -> Result<Report, String> {
+pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOptions) -> Result<Report, String> {
     let mut reader = capture::open(path)?;
     let infos = reader.header().sources.clone();
     let mut pipelines: Vec<Pipeline<NoOutput>> = infos
         .iter()
         .map(|info| {
             let classifier = Classifier::new(&info.worker_id, info.dp_rank, block_size, &[policy], None);
-            Pipeline::new(info, Some(classifier), None, NoOutput)
+            Pipeline::new(info, Some(classifier), None, NoOutput).with_options(options)
         })
         .collect();
     let mut stray = 0u64;

@@ -19,6 +19,7 @@ use crate::app::{App, AppConfig, Feed};
 use crate::demo::{Fleet, FleetOptions, Scenario, payload::Release};
 use crate::http::HttpConfig;
 use crate::intake::IntakeOptions;
+use crate::stream::StreamOptions;
 use crate::sources::{Source, parse_sources};
 
 /// Exit status for a usage error.
@@ -121,6 +122,26 @@ impl SourceArgs {
     }
 }
 
+/// How each source's stream is taken (serve, demo, record, replay and check alike, so a capture
+/// is judged as the live server judged it).
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// Refuse payloads larger than this before decoding, as a counted frame error (real batches
+    /// are a few hundred KiB; the bound stops one hostile frame from taking the memory).
+    #[arg(long, env = "KVSCOPE_MAX_FRAME_BYTES", default_value = "16MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub max_frame_bytes: usize,
+    /// Take a source's first frame as is. By default, a source with a replay endpoint whose first
+    /// frame has seq N > 0 asks it for 0..N-1 (what the engine still buffers from before we joined).
+    #[arg(long, env = "KVSCOPE_NO_LATE_JOIN_REPLAY")]
+    pub no_late_join_replay: bool,
+}
+
+impl StreamArgs {
+    fn options(&self) -> StreamOptions {
+        StreamOptions { max_frame_bytes: self.max_frame_bytes, late_join_replay: !self.no_late_join_replay }
+    }
+}
+
 /// How events are classified.
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
@@ -176,6 +197,7 @@ impl ServerArgs {
             token: self.token.clone().filter(|t| !t.is_empty()),
             allow_origins: self.allow_origin.clone(),
             max_ws_message_bytes: self.max_ws_message_bytes,
+            loopback_listener: self.listen.ip().is_loopback(),
         }
     }
 }
@@ -191,6 +213,8 @@ pub struct ServeArgs {
     pub policy: PolicyArgs,
     #[command(flatten)]
     pub server: ServerArgs,
+    #[command(flatten)]
+    pub stream: StreamArgs,
     /// Also write every frame to this .kvcap capture.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
@@ -221,6 +245,8 @@ pub struct DemoArgs {
     pub policy: PolicyArgs,
     #[command(flatten)]
     pub server: ServerArgs,
+    #[command(flatten)]
+    pub stream: StreamArgs,
     /// Also write every frame to this .kvcap capture.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
@@ -236,6 +262,8 @@ pub struct RecordArgs {
     /// Stop after this long (e.g. 30s, 5m); default: until Ctrl-C.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub stream: StreamArgs,
 }
 
 #[derive(Debug, Args)]
@@ -252,6 +280,8 @@ pub struct ReplayArgs {
     pub policy: PolicyArgs,
     #[command(flatten)]
     pub server: ServerArgs,
+    #[command(flatten)]
+    pub stream: StreamArgs,
 }
 
 #[derive(Debug, Args)]
@@ -294,6 +324,8 @@ pub struct CheckArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub stream: StreamArgs,
 }
 
 #[derive(Debug, Args)]
@@ -348,7 +380,7 @@ async fn run(command: Command) -> ExitCode {
     }
 }
 
-fn base_config(sources: Vec<Source>, server: &ServerArgs, block_size: u32, policy: &PolicyArgs) -> AppConfig {
+fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, block_size: u32, policy: &PolicyArgs) -> AppConfig {
     AppConfig {
         sources,
         mode: proto::ServerMode::Live,
@@ -361,7 +393,7 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, block_size: u32, polic
         history_bytes: server.history_bytes,
         client_queue_bytes: server.client_queue_bytes,
         record: None,
-        intake: IntakeOptions { stale_after: server.stale_after, ..IntakeOptions::default() },
+        intake: IntakeOptions { stale_after: server.stale_after, stream: stream.options(), ..IntakeOptions::default() },
     }
 }
 
@@ -394,7 +426,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
-    let mut config = base_config(sources, &args.server, args.block_size, &args.policy);
+    let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
     config.mode_detail = format!("{} endpoint(s)", config.sources.len());
     config.record = args.record.map(|p| (p, command_line()));
     let app = match App::start(config, Feed::Live).await {
@@ -462,7 +494,7 @@ async fn demo(args: DemoArgs) -> ExitCode {
         })
         .collect();
     let block_size = args.block_size.unwrap_or(scenario.block_size());
-    let mut config = base_config(sources, &args.server, block_size, &args.policy);
+    let mut config = base_config(sources, &args.server, &args.stream, block_size, &args.policy);
     config.mode = proto::ServerMode::Demo;
     config.mode_detail = format!("scenario {} ({}), {workers} worker(s): {}", scenario.name(), release.name(), scenario.describe());
     config.record = args.record.map(|p| (p, command_line()));
@@ -513,11 +545,11 @@ async fn record(args: RecordArgs) -> ExitCode {
         policy_a: Policy::LEGACY,
         policy_b: Policy::FIXED,
         listen: None,
-        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0 },
+        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0, loopback_listener: true },
         history_bytes: 0,
         client_queue_bytes: 0,
         record: Some((args.out.clone(), command_line())),
-        intake: IntakeOptions::default(),
+        intake: IntakeOptions { stream: args.stream.options(), ..IntakeOptions::default() },
     };
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
@@ -575,7 +607,7 @@ async fn replay(args: ReplayArgs) -> ExitCode {
             replay_endpoint: s.replay_endpoint.clone(),
         })
         .collect();
-    let mut config = base_config(sources, &args.server, args.block_size, &args.policy);
+    let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
     config.mode = proto::ServerMode::Replay;
     config.mode_detail = format!(
         "{} at {}",
@@ -611,7 +643,7 @@ async fn publish(args: PublishArgs) -> ExitCode {
 }
 
 fn check(args: CheckArgs) -> ExitCode {
-    let report = match crate::check::check(&args.file, args.block_size, args.policy) {
+    let report = match crate::check::check(&args.file, args.block_size, args.policy, args.stream.options()) {
         Ok(r) => r,
         Err(e) => return failure(&e),
     };

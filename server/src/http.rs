@@ -6,8 +6,11 @@
 //!   browser cannot set headers on a WebSocket, so the page passes it in the URL).
 //! - A WebSocket upgrade whose `Origin` is not the server's own (the `Host` it was reached by) or
 //!   in `--allow-origin` is refused with 403, so another site open in the same browser cannot
-//!   read the stream. Without a token, the `Host` must also be a loopback name or an allowed
-//!   origin's host, which defeats DNS rebinding (a hostile name resolving to 127.0.0.1).
+//!   read the stream.
+//! - On a loopback listener every route (the dashboard, `/metrics`, `/healthz`, `/ws`) answers
+//!   only a loopback `Host` or a host named by `--allow-origin`: a DNS-rebinding page (a hostile
+//!   name resolving to 127.0.0.1) is same-origin with its own name, so without this check it
+//!   could read `/metrics` or the dashboard's files. Beyond loopback the token guards instead.
 //! - Incoming WebSocket messages are capped (`--max-ws-message-bytes`): clients have nothing to
 //!   send but control frames.
 //!
@@ -36,6 +39,8 @@ pub struct HttpConfig {
     /// Extra origins allowed to open `/ws`, as `scheme://host[:port]`.
     pub allow_origins: Vec<String>,
     pub max_ws_message_bytes: usize,
+    /// The listener is on a loopback address: every route then checks the `Host` header.
+    pub loopback_listener: bool,
 }
 
 #[derive(Debug)]
@@ -55,8 +60,39 @@ pub fn router(hub: Arc<Hub>, metrics: Arc<Metrics>, config: HttpConfig) -> Route
         .route("/ws", get(ws))
         .route("/metrics", get(metrics_route))
         .route("/healthz", get(healthz))
-        .with_state(state)
+        .with_state(state.clone())
         .merge(assets)
+        .layer(axum::middleware::from_fn_with_state(state, host_guard))
+}
+
+/// Refuses any request whose `Host` is not on the allow-list, when listening on loopback.
+async fn host_guard(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if state.config.loopback_listener {
+        let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !host_allowed(&state.config, host) {
+            let path = request.uri().path().to_owned();
+            return refuse(
+                &state.metrics,
+                StatusCode::FORBIDDEN,
+                "host",
+                format!(
+                    "{path} refused: Host {host:?} is not a loopback name; open the dashboard at http://127.0.0.1:PORT, \
+                     or start kvscope with --allow-origin http://{host} to allow that name"
+                ),
+            );
+        }
+    }
+    next.run(request).await
+}
+
+/// A loopback name or address, or the host of an `--allow-origin`.
+fn host_allowed(config: &HttpConfig, host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    is_loopback_host(&host) || config.allow_origins.iter().filter_map(|o| origin_host(o)).any(|h| h == host)
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,7 +115,8 @@ fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: &TokenQuery) -> boo
 }
 
 fn refuse(metrics: &Metrics, status: StatusCode, reason: &str, text: String) -> Response {
-    metrics.ws_rejected.get_or_create(&KindLabels { source: String::new(), kind: reason.to_owned() }).inc();
+    let family = if reason == "host" { &metrics.http_rejected } else { &metrics.ws_rejected };
+    family.get_or_create(&KindLabels { source: String::new(), kind: reason.to_owned() }).inc();
     tracing::warn!("refused: {text}");
     (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text + "\n").into_response()
 }
@@ -101,19 +138,10 @@ pub fn is_loopback_host(host: &str) -> bool {
         || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Checks Host and Origin of a WebSocket upgrade; `Err` carries the refusal.
+/// Checks the Origin of a WebSocket upgrade; `Err` carries the refusal.
 fn check_origin(config: &HttpConfig, headers: &HeaderMap) -> Result<(), (&'static str, String)> {
+    // The Host itself was checked for every route (`host_guard`).
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-    let allowed_hosts: Vec<String> = config.allow_origins.iter().filter_map(|o| origin_host(o)).collect();
-    if config.token.is_none() && !is_loopback_host(&host) && !allowed_hosts.contains(&host) {
-        return Err((
-            "host",
-            format!(
-                "WebSocket refused: Host {host:?} is not a loopback name; open the dashboard at http://127.0.0.1:PORT, \
-                 or start kvscope with --allow-origin http://{host} (or --token) to allow it"
-            ),
-        ));
-    }
     // Non-browser clients send no Origin; they cannot be a page of another site.
     let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
     let origin = origin.to_str().unwrap_or("");

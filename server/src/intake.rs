@@ -26,7 +26,7 @@ use zeromq::{DealerSocket, Socket, SocketEvent, SocketOptions, SocketRecv, Socke
 
 use crate::capture::Recorder;
 use crate::relay::{Hub, Kind};
-use crate::stream::{Held, LiveOutcome, Output, Pipeline};
+use crate::stream::{Held, LiveOutcome, Output, Pipeline, StreamOptions};
 use crate::time::unix_nanos;
 
 /// Timeouts and intervals of the intake.
@@ -43,6 +43,8 @@ pub struct IntakeOptions {
     pub stale_after: Duration,
     /// How often counters are sent as status when they changed.
     pub status_interval: Duration,
+    /// Frame size bound and late-join replay.
+    pub stream: StreamOptions,
 }
 
 impl Default for IntakeOptions {
@@ -54,6 +56,7 @@ impl Default for IntakeOptions {
             replay_timeout: Duration::from_millis(500),
             stale_after: Duration::from_secs(10),
             status_interval: Duration::from_millis(250),
+            stream: StreamOptions::default(),
         }
     }
 }
@@ -249,16 +252,16 @@ pub async fn run_source(
 }
 
 /// Replays a gap through a fresh DEALER and hands the replies to the pipeline.
-pub async fn fill_gap<O: Output>(pipeline: &mut Pipeline<O>, held: Held, replay_endpoint: Option<&str>, opts: &IntakeOptions) {
+pub async fn fill_gap<O: Output>(pipeline: &mut Pipeline<O>, mut held: Held, replay_endpoint: Option<&str>, opts: &IntakeOptions) {
     let Some(endpoint) = replay_endpoint else {
         pipeline.finish_gap(held, None);
         return;
     };
-    let failure = replay(pipeline, &held, endpoint, opts).await.err();
+    let failure = replay(pipeline, &mut held, endpoint, opts).await.err();
     pipeline.finish_gap(held, failure);
 }
 
-async fn replay<O: Output>(pipeline: &mut Pipeline<O>, held: &Held, endpoint: &str, opts: &IntakeOptions) -> Result<(), String> {
+async fn replay<O: Output>(pipeline: &mut Pipeline<O>, held: &mut Held, endpoint: &str, opts: &IntakeOptions) -> Result<(), String> {
     let mut options = SocketOptions::default();
     options.connect_timeout(opts.replay_timeout);
     let mut dealer = DealerSocket::with_options(options);

@@ -79,6 +79,15 @@ pub struct Metrics {
     pub history_frames: Gauge,
     pub history_evicted_frames: Counter,
     pub ws_rejected: Family<KindLabels, Counter>,
+    pub http_rejected: Family<KindLabels, Counter>,
+    pub recording: Family<StateLabels, Gauge>,
+    pub recording_records: Gauge,
+    pub recording_dropped_records: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
 }
 
 impl Default for Metrics {
@@ -88,6 +97,16 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Shows a recording's status.
+    pub fn recording_status(&self, status: &kvscope_protocol::RecordingStatus) {
+        use kvscope_protocol::RecordingState as S;
+        for (state, name) in [(S::Recording, "recording"), (S::Failed, "failed"), (S::Finished, "finished")] {
+            self.recording.get_or_create(&StateLabels { state: name.to_owned() }).set((status.state == state) as i64);
+        }
+        self.recording_records.set(status.records as i64);
+        self.recording_dropped_records.set(status.dropped_records as i64);
+    }
+
     pub fn new() -> Self {
         let m = Metrics {
             registry: Mutex::new(Registry::with_prefix("kvscope")),
@@ -112,6 +131,10 @@ impl Metrics {
             history_frames: Gauge::default(),
             history_evicted_frames: Counter::default(),
             ws_rejected: Family::default(),
+            http_rejected: Family::default(),
+            recording: Family::default(),
+            recording_records: Gauge::default(),
+            recording_dropped_records: Gauge::default(),
         };
         {
             let mut r = m.registry.lock().expect("metrics registry");
@@ -140,6 +163,22 @@ impl Metrics {
             r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());
             r.register("history_evicted_frames", "Frames evicted from the history ring", m.history_evicted_frames.clone());
             r.register("ws_rejected", "WebSocket upgrades refused, by reason", m.ws_rejected.clone());
+            r.register(
+                "http_rejected",
+                "Requests refused on any route because their Host is not a loopback name or an allowed origin",
+                m.http_rejected.clone(),
+            );
+            r.register(
+                "recording",
+                "1 for the capture's current state (recording, failed, finished); absent without --record",
+                m.recording.clone(),
+            );
+            r.register("recording_records", "Complete records in the capture file", m.recording_records.clone());
+            r.register(
+                "recording_dropped_records",
+                "Records not in the capture because writing had stopped (see the failed state's log line)",
+                m.recording_dropped_records.clone(),
+            );
         }
         m
     }

@@ -45,6 +45,8 @@ pub enum Kind {
     Frame { source: u32, seq: u64 },
     FrameError { source: u32 },
     Status { source: u32 },
+    /// The capture's [`proto::RecordingStatus`]: kept like a source status, never evicted.
+    Recording,
 }
 
 #[derive(Clone, Debug)]
@@ -163,7 +165,7 @@ impl Loss {
                 s.1 = s.1.min(seq);
                 s.2 = s.2.max(seq);
             }
-            Kind::Status { .. } => self.statuses = true,
+            Kind::Status { .. } | Kind::Recording => self.statuses = true,
             Kind::FrameError { .. } => {}
         }
     }
@@ -197,6 +199,7 @@ struct ClientSlot {
 #[derive(Debug)]
 struct HubState {
     history: History,
+    /// The latest status of each source, then the recording's (one slot more than sources).
     statuses: Vec<Option<Bytes>>,
     clients: Vec<ClientSlot>,
     next_client_id: u64,
@@ -262,7 +265,7 @@ impl Hub {
         Hub {
             state: Mutex::new(HubState {
                 history: History::default(),
-                statuses: vec![None; sources],
+                statuses: vec![None; sources + 1],
                 clients: Vec::new(),
                 next_client_id: 0,
                 evicted_frames: 0,
@@ -286,6 +289,11 @@ impl Hub {
         match kind {
             Kind::Status { source } => {
                 if let Some(slot) = state.statuses.get_mut(source as usize) {
+                    *slot = Some(entry.bytes.clone());
+                }
+            }
+            Kind::Recording => {
+                if let Some(slot) = state.statuses.last_mut() {
                     *slot = Some(entry.bytes.clone());
                 }
             }

@@ -7,7 +7,13 @@
 //! the rules be unit-tested without a network.
 //!
 //! Rules:
-//! - the first frame of a source is taken as is (joining mid-stream is not a gap);
+//! - the first frame of a source is taken as is, unless the source has a replay endpoint and
+//!   its seq is above 0: then `[0, s-1]` is a late-join gap, replayed like any other, because
+//!   whoever joins mid-incident wants what the engine still buffers (Dynamo's newer indexer
+//!   does the same); `--no-late-join-replay` turns this off;
+//! - a payload larger than `--max-frame-bytes` is refused before decoding (a counted frame
+//!   error, its seq still consumed), so one hostile frame cannot make the intake or the page
+//!   allocate without bound;
 //! - a jump forward from `next` to `s` is a gap `[next, s-1]`: the live intake replays it, then
 //!   relays the held frame `s`;
 //! - a jump back is an engine restart (its counter starts again at 0); when the first frame
@@ -32,6 +38,26 @@ use crate::time::unix_nanos;
 
 /// Gaps kept in a status message.
 const MAX_GAPS_IN_STATUS: usize = 32;
+
+/// `--max-frame-bytes` by default: real batches are a few hundred KiB at most (a Kimi-K3 batch
+/// of 64 stores is ~43 KB), so 16 MiB leaves room for any engine while bounding a hostile one.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
+
+/// The stream rules a flag can change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Payloads larger than this are refused before decoding (`--max-frame-bytes`).
+    pub max_frame_bytes: usize,
+    /// Replay `[0, s-1]` when a source's first frame has seq `s > 0` (off with
+    /// `--no-late-join-replay`). Only for sources with a replay endpoint.
+    pub late_join_replay: bool,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions { max_frame_bytes: DEFAULT_MAX_FRAME_BYTES, late_join_replay: true }
+    }
+}
 
 /// Where a pipeline's results go.
 pub trait Output: Send {
@@ -63,6 +89,17 @@ pub struct Held {
     /// The gap, inclusive.
     pub from_seq: u64,
     pub to_seq: u64,
+    /// Why the gap exists, when it is not a plain jump: the late join's first seq.
+    joined_at: Option<u64>,
+    /// Replayed frames relayed so far, and the first one's seq.
+    recovered: u64,
+    first_recovered: Option<u64>,
+}
+
+impl Held {
+    fn new(frames: Vec<Bytes>, seq: u64, recv_time_nanos: u64, from_seq: u64) -> Self {
+        Held { frames, seq, recv_time_nanos, from_seq, to_seq: seq - 1, joined_at: None, recovered: 0, first_recovered: None }
+    }
 }
 
 /// What the caller must do after [`Pipeline::live`].
@@ -81,6 +118,9 @@ pub struct Pipeline<O: Output> {
     has_replay: bool,
     replay_hint: String,
     next: Option<u64>,
+    /// No frame was taken yet since the pipeline started (engine restarts do not reset it).
+    first_frame: bool,
+    options: StreamOptions,
     /// A capture's replayed run is open (file mode only).
     replay_run: bool,
     status: proto::SourceStatus,
@@ -113,6 +153,8 @@ impl<O: Output> Pipeline<O> {
                 info.key, info.key
             ),
             next: None,
+            first_frame: true,
+            options: StreamOptions::default(),
             replay_run: false,
             status: proto::SourceStatus {
                 source: info.index,
@@ -130,6 +172,12 @@ impl<O: Output> Pipeline<O> {
             metrics,
             output,
         }
+    }
+
+    /// Replaces the default [`StreamOptions`].
+    pub fn with_options(mut self, options: StreamOptions) -> Self {
+        self.options = options;
+        self
     }
 
     pub fn counters(&self) -> &proto::SourceCounters {
@@ -202,16 +250,20 @@ impl<O: Output> Pipeline<O> {
         if self.replay_run {
             return self.close_replay_run(frames, seq, recv_time_nanos);
         }
+        let first = std::mem::replace(&mut self.first_frame, false);
         match self.next {
+            None if first && seq > 0 && self.late_join_applies() => {
+                let mut held = Held::new(frames, seq, recv_time_nanos, 0);
+                held.joined_at = Some(seq);
+                return LiveOutcome::Gap(held);
+            }
             None => {}
             Some(next) if seq == next => {}
-            Some(next) if seq > next => {
-                return LiveOutcome::Gap(Held { frames, seq, recv_time_nanos, from_seq: next, to_seq: seq - 1 });
-            }
+            Some(next) if seq > next => return LiveOutcome::Gap(Held::new(frames, seq, recv_time_nanos, next)),
             Some(_) => {
                 self.count_restart();
                 if seq > 0 {
-                    return LiveOutcome::Gap(Held { frames, seq, recv_time_nanos, from_seq: 0, to_seq: seq - 1 });
+                    return LiveOutcome::Gap(Held::new(frames, seq, recv_time_nanos, 0));
                 }
             }
         }
@@ -222,7 +274,7 @@ impl<O: Output> Pipeline<O> {
     /// One reply from the replay socket while a gap is being filled (live mode). Replies
     /// outside the gap, duplicates and the end marker are dropped; frame errors are counted.
     /// Returns false once the gap is filled or the replay ended (stop reading).
-    pub fn replay_reply(&mut self, held: &Held, frames: Vec<Bytes>, recv_time_nanos: u64) -> bool {
+    pub fn replay_reply(&mut self, held: &mut Held, frames: Vec<Bytes>, recv_time_nanos: u64) -> bool {
         let (topic, seq, payload) = match parse_replay_reply(&frames) {
             Ok(ReplayReply::End) => return false,
             Ok(ReplayReply::Message { topic, seq, payload }) => {
@@ -244,6 +296,8 @@ impl<O: Output> Pipeline<O> {
         let topic = if frames.len() <= 3 && topic.is_empty() { held.frames[0].to_vec() } else { topic };
         self.relay(seq, recv_time_nanos, true, topic, payload, &frames);
         self.next = Some(seq + 1);
+        held.recovered += 1;
+        held.first_recovered.get_or_insert(seq);
         seq < held.to_seq
     }
 
@@ -252,8 +306,7 @@ impl<O: Output> Pipeline<O> {
     /// endpoint; the reason then says so).
     pub fn finish_gap(&mut self, held: Held, failure: Option<String>) {
         let total = held.to_seq - held.from_seq + 1;
-        let filled_to = self.next.filter(|n| *n > held.from_seq && *n <= held.to_seq + 1).unwrap_or(held.from_seq);
-        let recovered = filled_to - held.from_seq;
+        let recovered = held.recovered.min(total);
         let reason = if recovered == total {
             None
         } else if !self.has_replay {
@@ -261,13 +314,22 @@ impl<O: Output> Pipeline<O> {
         } else {
             Some(failure.unwrap_or_else(|| {
                 format!(
-                    "the engine's replay buffer no longer held seq {filled_to}..={}; raise the engine's replay buffer size",
-                    held.to_seq
+                    "the engine's replay buffer no longer held seq {}; raise the engine's replay buffer size",
+                    lost_ranges(&held, self.next)
                 )
             }))
         };
+        let reason = match (held.joined_at, reason) {
+            (Some(at), Some(r)) => Some(format!("joined the stream at seq {at}, replayed from 0: {r}")),
+            (_, r) => r,
+        };
         self.record_gap(held.from_seq, held.to_seq, recovered, reason);
         self.accept_live(held.frames, held.seq, held.recv_time_nanos);
+    }
+
+    /// Whether a first frame above seq 0 is a late-join gap.
+    fn late_join_applies(&self) -> bool {
+        self.options.late_join_replay && self.has_replay
     }
 
     /// Whether a gap can be replayed (the source has a replay endpoint).
@@ -305,8 +367,11 @@ impl<O: Output> Pipeline<O> {
                     self.count_restart();
                     0
                 }
+                // The live server's late join asked for 0 onwards; what did not come is lost.
+                None if self.first_frame && self.late_join_applies() => 0,
                 None => seq,
             };
+            self.first_frame = false;
             self.open_gap(from);
         }
         if let Some(next) = self.next
@@ -419,6 +484,10 @@ impl<O: Output> Pipeline<O> {
     }
 
     fn relay(&mut self, seq: u64, recv_time_nanos: u64, replayed: bool, topic: Vec<u8>, payload: Vec<u8>, raw: &[Bytes]) {
+        if payload.len() > self.options.max_frame_bytes {
+            self.refuse_oversized(seq, recv_time_nanos, replayed, payload.len(), raw);
+            return;
+        }
         let c = &mut self.status.counters;
         c.frames += 1;
         c.payload_bytes += payload.len() as u64;
@@ -462,14 +531,42 @@ impl<O: Output> Pipeline<O> {
         }
     }
 
+    /// A payload over `--max-frame-bytes`: counted and shown, recorded as received, never decoded
+    /// or relayed (the browser would have to hold it too).
+    fn refuse_oversized(&mut self, seq: u64, recv_time_nanos: u64, replayed: bool, len: usize, raw: &[Bytes]) {
+        self.status.last_seq = Some(seq);
+        self.status.last_recv_unix_nanos = Some(recv_time_nanos);
+        let text = format!(
+            "{} seq {seq}: payload of {len} bytes is larger than --max-frame-bytes {}; refused before decoding \
+             (raise --max-frame-bytes if this engine's batches are really that large)",
+            self.key, self.options.max_frame_bytes
+        );
+        self.count_frame_error(proto::FRAME_TOO_LARGE, text, Some(seq), recv_time_nanos, replayed, Vec::new(), raw);
+    }
+
     fn framing_error(&mut self, kind: &str, what: &str, seq: Option<u64>, recv_time_nanos: u64, replayed: bool, frames: &[Bytes]) {
+        let via = if replayed { " (replay reply)" } else { "" };
+        let text = format!("{}{via}: {what}", self.key);
+        let bytes = frames.iter().map(|f| serde_bytes::ByteBuf::from(f.to_vec())).collect();
+        self.count_frame_error(kind, text, seq, recv_time_nanos, replayed, bytes, frames);
+    }
+
+    #[allow(clippy::too_many_arguments)] // one call per kind of framing error; a struct would only rename them
+    fn count_frame_error(
+        &mut self,
+        kind: &str,
+        text: String,
+        seq: Option<u64>,
+        recv_time_nanos: u64,
+        replayed: bool,
+        bytes: Vec<serde_bytes::ByteBuf>,
+        raw: &[Bytes],
+    ) {
         self.status.counters.frame_errors += 1;
         self.status_dirty = true;
         if let Some(m) = &self.metrics {
             m.frame_error(kind);
         }
-        let via = if replayed { " (replay reply)" } else { "" };
-        let text = format!("{}{via}: {what}", self.key);
         tracing::debug!("{text}");
         let error = proto::FrameError {
             source: self.index,
@@ -479,10 +576,27 @@ impl<O: Output> Pipeline<O> {
             seq,
             recv_time_nanos,
             replayed,
-            frames: frames.iter().map(|f| serde_bytes::ByteBuf::from(f.to_vec())).collect(),
+            frames: bytes,
         };
-        self.output.frame_error(&error, frames);
+        self.output.frame_error(&error, raw);
     }
+}
+
+/// The seq ranges a replay did not deliver, in words: the oldest ones a buffer had dropped
+/// (`0..=4`), the newest ones it stopped before, or both.
+fn lost_ranges(held: &Held, next: Option<u64>) -> String {
+    let mut ranges = Vec::new();
+    let first = held.first_recovered.unwrap_or(held.to_seq + 1);
+    if first > held.from_seq {
+        ranges.push(format!("{}..={}", held.from_seq, first - 1));
+    }
+    if held.first_recovered.is_some() {
+        let resumed = next.unwrap_or(held.to_seq + 1);
+        if resumed <= held.to_seq {
+            ranges.push(format!("{resumed}..={}", held.to_seq));
+        }
+    }
+    ranges.join(" and ")
 }
 
 #[cfg(test)]
@@ -526,16 +640,17 @@ mod tests {
 
     #[test]
     fn a_gap_is_replayed_in_order_before_the_frame_that_revealed_it() {
-        let mut p = Pipeline::new(&info(true), None, None, Collect::default());
+        let joined_as_is = StreamOptions { late_join_replay: false, ..StreamOptions::default() };
+        let mut p = Pipeline::new(&info(true), None, None, Collect::default()).with_options(joined_as_is);
         for seq in [5, 6] {
             assert!(matches!(p.live(live(seq), 0), LiveOutcome::Done));
         }
-        let LiveOutcome::Gap(held) = p.live(live(10), 0) else { panic!() };
+        let LiveOutcome::Gap(mut held) = p.live(live(10), 0) else { panic!() };
         assert_eq!((held.from_seq, held.to_seq), (7, 9));
-        assert!(p.replay_reply(&held, reply(6), 0)); // already seen: dropped
-        assert!(p.replay_reply(&held, reply(7), 0));
-        assert!(p.replay_reply(&held, reply(8), 0));
-        assert!(!p.replay_reply(&held, reply(9), 0));
+        assert!(p.replay_reply(&mut held, reply(6), 0)); // already seen: dropped
+        assert!(p.replay_reply(&mut held, reply(7), 0));
+        assert!(p.replay_reply(&mut held, reply(8), 0));
+        assert!(!p.replay_reply(&mut held, reply(9), 0));
         p.finish_gap(held, None);
         assert_eq!(p.output.frames, vec![(5, false), (6, false), (7, true), (8, true), (9, true), (10, false)]);
         let c = p.counters();
@@ -554,6 +669,75 @@ mod tests {
             gap.reason.unwrap(),
             "no replay endpoint configured for 0:0; pass --replay \"0:0=tcp://HOST:PORT\" with the engine's replay port"
         );
+    }
+
+    #[test]
+    fn a_late_join_replays_from_zero_and_names_what_the_buffer_no_longer_held() {
+        let mut p = Pipeline::new(&info(true), None, None, Collect::default());
+        let LiveOutcome::Gap(mut held) = p.live(live(8), 0) else { panic!("a first seq above 0 is a late join") };
+        assert_eq!((held.from_seq, held.to_seq), (0, 7));
+        // The engine's buffer starts at 3: 0..=2 are gone.
+        for seq in 3..7 {
+            assert!(p.replay_reply(&mut held, reply(seq), 0));
+        }
+        assert!(!p.replay_reply(&mut held, reply(7), 0));
+        p.finish_gap(held, None);
+        assert_eq!(p.output.frames, vec![(3, true), (4, true), (5, true), (6, true), (7, true), (8, false)]);
+        let c = p.counters();
+        assert_eq!((c.gaps, c.lost_frames, c.replayed_frames, c.frames), (1, 3, 5, 6));
+        let gap = p.gaps().next().unwrap().clone();
+        assert_eq!((gap.from_seq, gap.to_seq, gap.recovered_frames, gap.state), (0, 7, 5, proto::GapState::Partial));
+        assert_eq!(
+            gap.reason.unwrap(),
+            "joined the stream at seq 8, replayed from 0: the engine's replay buffer no longer held seq 0..=2; \
+             raise the engine's replay buffer size"
+        );
+        // Later jumps are ordinary gaps, and an engine restart is not a late join.
+        for seq in [9, 0] {
+            assert!(matches!(p.live(live(seq), 0), LiveOutcome::Done));
+        }
+    }
+
+    #[test]
+    fn a_late_join_is_taken_as_is_without_replay_or_when_turned_off() {
+        let mut p = Pipeline::new(&info(false), None, None, Collect::default());
+        assert!(matches!(p.live(live(8), 0), LiveOutcome::Done));
+        let off = StreamOptions { late_join_replay: false, ..StreamOptions::default() };
+        let mut p = Pipeline::new(&info(true), None, None, Collect::default()).with_options(off);
+        assert!(matches!(p.live(live(8), 0), LiveOutcome::Done));
+        assert_eq!(p.counters().gaps, 0);
+    }
+
+    #[test]
+    fn a_replay_that_stops_early_reports_the_tail_it_did_not_deliver() {
+        let mut p = Pipeline::new(&info(true), None, None, Collect::default());
+        p.live(live(0), 0);
+        let LiveOutcome::Gap(mut held) = p.live(live(10), 0) else { panic!() };
+        assert!(p.replay_reply(&mut held, reply(1), 0));
+        assert!(p.replay_reply(&mut held, reply(2), 0));
+        p.finish_gap(held, None);
+        let gap = p.gaps().next().unwrap().clone();
+        assert_eq!((gap.recovered_frames, gap.lost_frames), (2, 7));
+        assert!(gap.reason.unwrap().contains("no longer held seq 3..=9;"));
+    }
+
+    #[test]
+    fn an_oversized_payload_is_refused_before_decoding_and_its_seq_consumed() {
+        let small = StreamOptions { max_frame_bytes: 4, ..StreamOptions::default() };
+        let mut p = Pipeline::new(&info(false), None, None, Collect::default()).with_options(small);
+        p.live(live(0), 0);
+        let big = vec![Bytes::from_static(b"kv"), Bytes::copy_from_slice(&1u64.to_be_bytes()), Bytes::from_static(b"\x95\x90\x90\x90\x90\x90")];
+        p.live(big, 0);
+        p.live(live(2), 0);
+        assert_eq!(p.output.frames, vec![(0, false), (2, false)]);
+        assert_eq!(
+            p.output.errors,
+            vec!["0:0 seq 1: payload of 6 bytes is larger than --max-frame-bytes 4; refused before decoding \
+                  (raise --max-frame-bytes if this engine's batches are really that large)"
+                .to_owned()]
+        );
+        let c = p.counters();
+        assert_eq!((c.frame_errors, c.frames, c.gaps), (1, 2, 0));
     }
 
     #[test]

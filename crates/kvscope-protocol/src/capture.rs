@@ -3,7 +3,7 @@
 //! ```text
 //! file    = magic version header_len header record*
 //! magic   = 89 4b 56 43 41 50 0d 0a            ("\x89KVCAP\r\n", 8 bytes)
-//! version = u16 big-endian                     (PROTOCOL_VERSION)
+//! version = u16 big-endian                     (FORMAT_VERSION)
 //! header_len = u32 big-endian                  (bytes of header)
 //! header  = msgpack map: CaptureHeader         (named fields)
 //! record  = len:u32 big-endian, then len bytes of msgpack array: CaptureRecord
@@ -23,7 +23,12 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{PROTOCOL_VERSION, SourceInfo, show_prefix};
+use crate::{SourceInfo, show_prefix};
+
+/// The version of the `.kvcap` format, apart from the WebSocket's `PROTOCOL_VERSION`: a new
+/// message kind on `/ws` changes nothing in a capture, and captures outlive servers. Bump it
+/// whenever the bytes of the header or of a record change (the golden test says so).
+pub const FORMAT_VERSION: u16 = 1;
 
 /// Opens every `.kvcap` file.
 pub const KVCAP_MAGIC: [u8; 8] = *b"\x89KVCAP\r\n";
@@ -136,7 +141,7 @@ impl fmt::Display for Truncation {
 pub fn write_header(out: &mut impl Write, header: &CaptureHeader) -> io::Result<()> {
     let body = rmp_serde::to_vec_named(header).expect("capture headers always serialize");
     out.write_all(&KVCAP_MAGIC)?;
-    out.write_all(&PROTOCOL_VERSION.to_be_bytes())?;
+    out.write_all(&FORMAT_VERSION.to_be_bytes())?;
     out.write_all(&(body.len() as u32).to_be_bytes())?;
     out.write_all(&body)
 }
@@ -200,8 +205,8 @@ impl<R: Read> CaptureReader<R> {
             return Err(CaptureError::TruncatedHeader { path: String::new(), offset: got as u64 });
         }
         let version = u16::from_be_bytes([prefix[8], prefix[9]]);
-        if version != PROTOCOL_VERSION {
-            return Err(CaptureError::Version { path: String::new(), found: version, supported: PROTOCOL_VERSION });
+        if version != FORMAT_VERSION {
+            return Err(CaptureError::Version { path: String::new(), found: version, supported: FORMAT_VERSION });
         }
         let header_len = u32::from_be_bytes([prefix[10], prefix[11], prefix[12], prefix[13]]);
         if header_len > MAX_HEADER_BYTES {

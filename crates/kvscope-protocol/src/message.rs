@@ -2,7 +2,8 @@
 //!
 //! A client receives, in this order: one [`Hello`]; the latest [`SourceStatus`] of every source;
 //! the history ring ([`Frame`]s and [`FrameError`]s, oldest first); one [`HistoryComplete`];
-//! then live messages as they happen. A [`LagNotice`] appears in the stream where the client
+//! then live messages as they happen. A server that records (`--record`) also sends its
+//! [`RecordingStatus`] with the source statuses and whenever it changes. A [`LagNotice`] appears in the stream where the client
 //! lost messages because it read too slowly.
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,7 @@ pub enum Message {
     SourceStatus(SourceStatus),
     LagNotice(LagNotice),
     HistoryComplete(HistoryComplete),
+    RecordingStatus(RecordingStatus),
 }
 
 /// [`Message`] by reference, for [`crate::encode_ref`]: same variant names, same bytes.
@@ -31,6 +33,7 @@ pub enum MessageRef<'a> {
     SourceStatus(&'a SourceStatus),
     LagNotice(&'a LagNotice),
     HistoryComplete(&'a HistoryComplete),
+    RecordingStatus(&'a RecordingStatus),
 }
 
 impl<'a> From<&'a Message> for MessageRef<'a> {
@@ -42,6 +45,7 @@ impl<'a> From<&'a Message> for MessageRef<'a> {
             Message::SourceStatus(x) => MessageRef::SourceStatus(x),
             Message::LagNotice(x) => MessageRef::LagNotice(x),
             Message::HistoryComplete(x) => MessageRef::HistoryComplete(x),
+            Message::RecordingStatus(x) => MessageRef::RecordingStatus(x),
         }
     }
 }
@@ -133,8 +137,8 @@ pub struct Frame {
 pub struct FrameError {
     /// Index into [`Hello::sources`].
     pub source: u32,
-    /// Stable label: `frame_count` and `seq_length` for framing errors, `decode` for a payload
-    /// that failed to decode.
+    /// Stable label: `frame_count` and `seq_length` for framing errors, [`FRAME_TOO_LARGE`] for
+    /// a payload refused before decoding, `decode` for a payload that failed to decode.
     pub kind: String,
     /// For `decode`: the decoder's own group (`truncated`, `type_mismatch`, ...); otherwise `None`.
     pub decode_kind: Option<String>,
@@ -151,6 +155,10 @@ pub struct FrameError {
     /// bytes are in the [`Frame`] with the same source and seq, which is relayed as usual.
     pub frames: Vec<serde_bytes::ByteBuf>,
 }
+
+/// [`FrameError::kind`] of a payload larger than the server's `--max-frame-bytes` (or the page's
+/// own bound for a capture opened from disk): refused before decoding, its bytes not relayed.
+pub const FRAME_TOO_LARGE: &str = "frame_too_large";
 
 /// A source's connection state and counters. Sent whenever something changes (at most a few
 /// times a second per source) and to every newcomer; never evicted from the history.
@@ -294,4 +302,36 @@ pub struct HistoryComplete {
     pub evicted_frames: u64,
     /// Bytes of history sent.
     pub bytes: u64,
+}
+
+/// Where the server's capture file stands (`serve --record`, `demo --record`, `record`). The
+/// relay never waits for the disk to fail: when writing stops, frames still flow to every
+/// browser and this says why the capture ended and how much it is missing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingStatus {
+    /// The capture file as given on the command line.
+    pub path: String,
+    /// Whether records are still being written.
+    pub state: RecordingState,
+    /// Why writing stopped, in words, with what to do; `None` while recording or after a clean
+    /// finish.
+    pub error: Option<String>,
+    /// Records written so far (complete ones; a reader keeps every one of them).
+    pub records: u64,
+    /// Bytes written so far, header included.
+    pub bytes: u64,
+    /// Records that arrived after writing stopped and are not in the file.
+    pub dropped_records: u64,
+}
+
+/// [`RecordingStatus::state`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordingState {
+    /// Writing every record.
+    Recording,
+    /// Writing failed (see `error`); the relay goes on without the capture.
+    Failed,
+    /// The server stopped and closed the file.
+    Finished,
 }

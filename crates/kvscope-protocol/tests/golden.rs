@@ -80,6 +80,17 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
             }),
         ),
         (
+            "recording_status",
+            Message::RecordingStatus(RecordingStatus {
+                path: "incident.kvcap".into(),
+                state: RecordingState::Failed,
+                error: Some("incident.kvcap: No space left on device (os error 28); the relay goes on without the capture".into()),
+                records: 1200,
+                bytes: 5_242_880,
+                dropped_records: 17,
+            }),
+        ),
+        (
             "frame",
             Message::Frame(Frame {
                 source: 1,
@@ -156,7 +167,7 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
 fn every_message_kind_matches_its_golden_bytes_and_round_trips() {
     let samples = samples();
     // One sample per variant: a new variant must get a golden file too.
-    assert_eq!(samples.len(), 6);
+    assert_eq!(samples.len(), 7);
     for (name, message) in samples {
         let bytes = proto::encode(&message);
         assert_eq!(&bytes[..4], b"KVSW");

@@ -81,16 +81,16 @@ fn check(file: &std::path::Path, policy: &str) -> (Option<i32>, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_kimi_k3_streams_check_like_the_core_crate() {
-    let mut publisher = Command::new("python3")
+    let mut publisher = Command::new(peer_python())
         .arg(repo().join("scripts/publish_corpus.py"))
         .args(["--fixtures", fixtures().to_str().unwrap()])
         .args(STREAMS.iter().flat_map(|s| ["--stream", s]))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("python3 is needed for this test");
+        .expect("the peers' Python runs");
     let mut lines = BufReader::new(publisher.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("publish_corpus.py printed its endpoints (is pyzmq installed? python3 -m pip install pyzmq)").unwrap();
+    let first = lines.next().expect("publish_corpus.py printed its endpoints (scripts/install-tools.sh installs pyzmq in the peers' virtualenv)").unwrap();
     let endpoints: Value = serde_json::from_str(&first).unwrap();
     let spec = |key: &str| {
         endpoints[key].as_array().unwrap().iter().enumerate().map(|(i, e)| format!("{i}={}", e.as_str().unwrap())).collect::<Vec<_>>().join(",")

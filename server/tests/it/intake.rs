@@ -37,22 +37,13 @@ async fn frames(ws: &mut Ws, history: Vec<proto::Message>, n: usize) -> Vec<(u64
         })
         .collect();
     while out.len() < n {
-        if let Some(proto::Message::Frame(f)) = next_message(ws, Duration::from_secs(30)).await {
-            out.push((f.seq, f.replayed));
+        match next_message(ws, Duration::from_secs(30)).await {
+            Some(proto::Message::Frame(f)) => out.push((f.seq, f.replayed)),
+            Some(_) => {}
+            None => panic!("the WebSocket closed after {} of {n} frames: {out:?}", out.len()),
         }
     }
     out
-}
-
-/// The latest status of source 0 once `pred` holds.
-async fn status_when(ws: &mut Ws, pred: impl Fn(&proto::SourceStatus) -> bool) -> proto::SourceStatus {
-    loop {
-        if let Some(proto::Message::SourceStatus(s)) = next_message(ws, Duration::from_secs(30)).await
-            && pred(&s)
-        {
-            return s;
-        }
-    }
 }
 
 const FRAMES: &str = "kvscope_frames_total{source=\"0:0\"}";

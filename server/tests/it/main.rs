@@ -5,7 +5,9 @@
 mod capture;
 mod cli;
 mod corpus;
+mod faults;
 mod intake;
+mod late_join;
 mod relay;
 mod security;
 mod support;

@@ -88,8 +88,45 @@ async fn a_non_loopback_host_is_refused_without_a_token() {
     // DNS rebinding: a hostile name resolving to 127.0.0.1; its pages are "same origin" with it.
     let (status, _, body) = raw_upgrade(&server.addr, "rebind.example:80", Some("http://rebind.example:80")).await;
     assert_eq!(status, 403);
-    assert!(body.starts_with("WebSocket refused: Host \"rebind.example:80\" is not a loopback name"), "{body}");
+    assert!(body.starts_with("/ws refused: Host \"rebind.example:80\" is not a loopback name"), "{body}");
     assert_eq!(raw_upgrade(&server.addr, "localhost:80", Some("http://localhost:80")).await.0, 101);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_of_a_loopback_listener_refuses_a_rebinding_host() {
+    let server = Server::start(&[
+        "serve",
+        "--workers",
+        &unused_workers(),
+        "--listen",
+        "127.0.0.1:0",
+        "--token",
+        "s3cret",
+        "--allow-origin",
+        "http://dash.example:3000",
+    ]);
+    let bearer = [("Authorization", "Bearer s3cret")];
+    for path in ["/", "/index.html", "/metrics", "/healthz", "/worker/0"] {
+        // The token does not help a rebinding page that got hold of it: the name is wrong.
+        let (status, _, body) = http_get_as(&server.addr, "rebind.example:80", path, &bearer).await;
+        assert_eq!(status, 403, "{path}");
+        assert_eq!(
+            body,
+            format!(
+                "{path} refused: Host \"rebind.example:80\" is not a loopback name; open the dashboard at \
+                 http://127.0.0.1:PORT, or start kvscope with --allow-origin http://rebind.example:80 to allow that name\n"
+            )
+        );
+        for host in ["localhost:80", "127.0.0.1", "[::1]:8080", "DASH.example:3000"] {
+            assert_eq!(http_get_as(&server.addr, host, path, &bearer).await.0, 200, "{path} as {host}");
+        }
+    }
+    // No Host at all is refused too (HTTP/1.1 requires one; a browser always sends it).
+    assert_eq!(http_get_as(&server.addr, "", "/metrics", &bearer).await.0, 403);
+    // Loopback with the wrong token: the Host passes, the token does not.
+    assert_eq!(http_get_as(&server.addr, "localhost:1", "/metrics", &[("Authorization", "Bearer no")]).await.0, 401);
+    let m = server.metrics_with_token("s3cret").await;
+    assert_eq!(metric_value(&m, "kvscope_http_rejected_total{source=\"\",kind=\"host\"}"), 6.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

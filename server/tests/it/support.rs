@@ -29,8 +29,14 @@ impl Drop for Server {
 impl Server {
     /// Starts `kvscope ARGS` and waits for its `listening on http://ADDR/` line.
     pub fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .args(args)
+        let mut command = Command::new(BIN);
+        command.args(args);
+        Server::spawn(command, &format!("{args:?}"))
+    }
+
+    /// Starts `command` (one that ends up exec'ing kvscope) and waits as [`Server::start`] does.
+    pub fn spawn(mut command: Command, args: &str) -> Server {
+        let mut child = command
             .env("KVSCOPE_LOG", "info,zeromq=off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -52,7 +58,7 @@ impl Server {
             let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("kvscope {args:?} did not print `listening on` within 30 s; printed {lines:?}");
+                panic!("kvscope {args} did not print `listening on` within 30 s; printed {lines:?}");
             };
             if let Some(rest) = line.strip_prefix("listening on http://") {
                 let addr = rest.split('/').next().unwrap().to_owned();
@@ -140,9 +146,14 @@ where
 
 /// A minimal HTTP/1.1 GET over a fresh TCP connection: (status, headers, body).
 pub async fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+    http_get_as(addr, addr, path, headers).await
+}
+
+/// [`http_get`] with the `Host` header set to `host` (a DNS-rebinding page sends its own name).
+pub async fn http_get_as(addr: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -190,14 +201,47 @@ pub async fn ws_connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, tokio
     tokio_tungstenite::connect_async(request).await.map(|(ws, _)| ws)
 }
 
+/// Opens `/ws` over a socket whose receive buffer is tiny, so that a client that stops reading
+/// is not hidden behind megabytes of kernel buffers (loopback autotunes them large).
+pub async fn ws_connect_small_window(addr: &str) -> Ws {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let url = format!("ws://{addr}/ws");
+    let (ws, _) = tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(stream)).await.unwrap();
+    ws
+}
+
 /// The next protocol message, or None when the socket closed; panics after `timeout`.
 pub async fn next_message(ws: &mut Ws, timeout: Duration) -> Option<proto::Message> {
     loop {
-        let m = tokio::time::timeout(timeout, ws.next()).await.expect("no WebSocket message in time")?;
+        let m = tokio::time::timeout(timeout, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no WebSocket message within {timeout:?}"))?;
         match m {
             Ok(Message::Binary(b)) => return Some(proto::decode(&b).expect("valid protocol message")),
             Ok(Message::Close(_)) | Err(_) => return None,
             Ok(_) => {}
+        }
+    }
+}
+
+/// The first source status for which `pred` holds, within 30 s. Fails, instead of spinning,
+/// when the socket closes or the deadline passes, with the last status seen.
+pub async fn status_when(ws: &mut Ws, pred: impl Fn(&proto::SourceStatus) -> bool) -> proto::SourceStatus {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut last = None;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let message = match tokio::time::timeout(left, next_message(ws, left.max(Duration::from_millis(1)))).await {
+            Ok(m) => m,
+            Err(_) => panic!("no matching source status within 30 s; the last one was {last:#?}"),
+        };
+        match message {
+            Some(proto::Message::SourceStatus(s)) if pred(&s) => return s,
+            Some(proto::Message::SourceStatus(s)) => last = Some(s),
+            Some(_) => {}
+            None => panic!("the WebSocket closed before a matching source status arrived; the last one was {last:#?}"),
         }
     }
 }
@@ -251,4 +295,62 @@ impl Server {
     pub async fn metrics_with_token(&self, token: &str) -> String {
         http_get(&self.addr, "/metrics", &[("Authorization", &format!("Bearer {token}"))]).await.2
     }
+}
+
+/// Where scripts/install-tools.sh puts the real peers' Python side (`KVSCOPE_PEERS` overrides).
+pub fn peers_dir() -> std::path::PathBuf {
+    std::env::var_os("KVSCOPE_PEERS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kvscope/peers"))
+}
+
+/// The peers' virtualenv Python; fails the test, naming the fix, when it is missing.
+pub fn peer_python() -> std::path::PathBuf {
+    let python = peers_dir().join("venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/install-tools.sh (it creates the peers' virtualenv)", python.display());
+    python
+}
+
+/// vLLM 0.33.0's own `vllm/distributed/kv_events.py`, extracted from the release wheel.
+pub fn vllm_kv_events() -> std::path::PathBuf {
+    let file = peers_dir().join("vllm-0.33.0/vllm/distributed/kv_events.py");
+    assert!(file.exists(), "{} is missing: run scripts/install-tools.sh (it fetches the vllm==0.33.0 wheel)", file.display());
+    file
+}
+
+/// Every record of a capture as (source, seq, replayed), in file order; frames that are not a
+/// live or replay message with a seq are skipped.
+pub fn capture_seqs(path: &std::path::Path) -> Vec<(u32, u64, bool)> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = proto::capture::CaptureReader::new(std::io::BufReader::new(file)).expect("a capture header");
+    let mut out = Vec::new();
+    while let Some(record) = reader.next_record().expect("a readable record") {
+        let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|f| f.into_vec()).collect();
+        let seq = if record.replayed {
+            match kvscope_wire::frame::parse_replay_reply(&frames) {
+                Ok(kvscope_wire::ReplayReply::Message { seq, .. }) => seq,
+                _ => continue,
+            }
+        } else {
+            match kvscope_wire::frame::parse_live(&frames) {
+                Ok(m) => m.seq,
+                Err(_) => continue,
+            }
+        };
+        out.push((record.source, seq, record.replayed));
+    }
+    out
+}
+
+/// Asserts that source `source` of a capture holds seq `0..n` exactly once, in order, and that
+/// the replayed ones are exactly those before its first live frame; returns that first live seq.
+pub fn assert_every_batch_once(records: &[(u32, u64, bool)], source: u32, n: u64) -> u64 {
+    let mine: Vec<(u64, bool)> = records.iter().filter(|r| r.0 == source).map(|r| (r.1, r.2)).collect();
+    let seqs: Vec<u64> = mine.iter().map(|r| r.0).collect();
+    assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "source {source}: every batch exactly once, in seq order");
+    let first_live = mine.iter().find(|r| !r.1).map_or(n, |r| r.0);
+    for (seq, replayed) in &mine {
+        assert_eq!(*replayed, *seq < first_live, "source {source} seq {seq}: replayed iff before the first live frame {first_live}");
+    }
+    first_live
 }
