@@ -324,6 +324,22 @@ pub struct RecordingStatus {
     pub dropped_records: u64,
 }
 
+impl RecordingStatus {
+    /// One line for a person: where the capture stands and, when it stopped early, why and what
+    /// it is missing. The dashboard shows it; the server logs the same error text.
+    pub fn summary(&self) -> String {
+        match self.state {
+            RecordingState::Recording => format!("recording to {}: {} records", self.path, self.records),
+            RecordingState::Finished => format!("capture {} finished: {} records", self.path, self.records),
+            RecordingState::Failed => format!(
+                "recording stopped: {} ({} later frames are not in the capture; the relay and this page go on)",
+                self.error.as_deref().unwrap_or("writing failed"),
+                self.dropped_records
+            ),
+        }
+    }
+}
+
 /// [`RecordingStatus::state`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -344,6 +344,8 @@ pub struct Model {
     /// The history the server sent had evicted this many older frames.
     pub history_evicted_frames: u64,
     pub history_complete: bool,
+    /// The server's capture file, when it records.
+    pub recording: Option<proto::RecordingStatus>,
     /// Messages that were not kvscope messages (wrong magic or version), with the last error.
     pub protocol_errors: u64,
     pub last_protocol_error: Option<String>,
@@ -382,6 +384,7 @@ impl Model {
             rate: RateMeter::default(),
             lagged_frames: 0,
             history_evicted_frames: 0,
+            recording: None,
             history_complete: false,
             protocol_errors: 0,
             last_protocol_error: None,
@@ -588,6 +591,10 @@ impl Model {
             proto::Message::HistoryComplete(h) => {
                 self.history_complete = true;
                 self.history_evicted_frames = h.evicted_frames;
+                self.dirty = true;
+            }
+            proto::Message::RecordingStatus(r) => {
+                self.recording = Some(r);
                 self.dirty = true;
             }
         }

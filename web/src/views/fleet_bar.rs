@@ -6,6 +6,7 @@ use crate::contexts::{now_ms, use_fleet};
 use crate::model::policy_run::policy_names;
 use crate::model::Origin;
 use crate::views::{human_bytes, thousands};
+use kvscope_protocol as proto;
 
 #[component]
 pub fn FleetBar() -> impl IntoView {
@@ -173,6 +174,13 @@ pub fn FleetBar() -> impl IntoView {
                     let n = fleet.with_model(|m| m.lagged_frames);
                     format!("this page lost {} frames (it read too slowly); the server's --client-queue-bytes raises the bound", thousands(n))
                 }}
+            </span>
+            <span
+                data-testid="recording"
+                class:lagged=move || { fleet.track(); fleet.with_model(|m| m.recording.as_ref().is_some_and(|r| r.state == proto::RecordingState::Failed)) }
+                hidden=move || { fleet.track(); fleet.with_model(|m| m.recording.is_none()) }
+            >
+                {move || { fleet.track(); fleet.with_model(|m| m.recording.as_ref().map(proto::RecordingStatus::summary)).unwrap_or_default() }}
             </span>
             <span class="paused-note" hidden=move || !fleet.paused.get()>
                 "paused: still receiving, views frozen"
