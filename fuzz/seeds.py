@@ -38,7 +38,7 @@ def write(out, target, data, counts):
     if not os.path.exists(path):
         with open(path, "wb") as f:
             f.write(data)
-    counts[target] = counts.get(target, 0) + 1
+    counts.setdefault(target, set()).add(path)
 
 
 def payloads():
@@ -160,7 +160,7 @@ def main():
         d = os.path.join(out, target)
         files = os.listdir(d) if os.path.isdir(d) else []
         size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
-        print(f"seeds: {target}: {len(files)} files, {size} bytes in {d}")
+        print(f"seeds: {target}: {len(counts.get(target, ()))} seeds; {d} holds {len(files)} files, {size} bytes")
 
 
 if __name__ == "__main__":
