@@ -7,7 +7,7 @@
 
 use kvscope_fuzz::split;
 use kvscope_normalize::{Normalizer, Policy};
-use kvscope_wire::{decode_batch, KvEvent};
+use kvscope_wire::{KvEvent, decode_batch};
 use libfuzzer_sys::fuzz_target;
 
 const POLICIES: [&str; 3] = ["fixed", "legacy", "dynamo-1.6.1"];
@@ -32,11 +32,21 @@ fuzz_target!(|data: &[u8]| {
         match d {
             Ok(batch) => {
                 for e in &batch.events {
-                    let _ = (e.event_type(), e.medium(), e.group_idx(), e.block_hashes().len());
+                    let _ = (
+                        e.event_type(),
+                        e.medium(),
+                        e.group_idx(),
+                        e.block_hashes().len(),
+                    );
                 }
             }
             Err(e) => {
-                assert!(e.offset() <= payload.len(), "error offset {} past the {}-byte payload", e.offset(), payload.len());
+                assert!(
+                    e.offset() <= payload.len(),
+                    "error offset {} past the {}-byte payload",
+                    e.offset(),
+                    payload.len()
+                );
                 let _ = (e.to_string(), e.classify());
             }
         }
@@ -53,13 +63,21 @@ fuzz_target!(|data: &[u8]| {
             match (d, &got) {
                 (Ok(want), Ok(got)) => {
                     // `ts` may be NaN, which `==` never equals: compare its bits.
-                    assert_eq!(want.ts.to_bits(), got.ts.to_bits(), "push_payload decoded another ts");
+                    assert_eq!(
+                        want.ts.to_bits(),
+                        got.ts.to_bits(),
+                        "push_payload decoded another ts"
+                    );
                     assert_eq!(
                         (&want.events, want.dp_rank, want.layout),
                         (&got.events, got.dp_rank, got.layout),
                         "push_payload decoded differently from decode_batch"
                     );
-                    assert_eq!(out.len() - before, want.events.len(), "one verdict per event");
+                    assert_eq!(
+                        out.len() - before,
+                        want.events.len(),
+                        "one verdict per event"
+                    );
                 }
                 (Err(want), Err(got)) => {
                     assert_eq!(want.to_string(), got.to_string());
@@ -68,7 +86,13 @@ fuzz_target!(|data: &[u8]| {
                 _ => panic!("push_payload and decode_batch disagree: {d:?} vs {got:?}"),
             }
             for v in &out[before..] {
-                let _ = (v.to_string(), v.code().to_string(), v.fatal_hint(), v.label(), v.blocks_applied());
+                let _ = (
+                    v.to_string(),
+                    v.code().to_string(),
+                    v.fatal_hint(),
+                    v.label(),
+                    v.blocks_applied(),
+                );
             }
         }
         let c = n.counters(id);

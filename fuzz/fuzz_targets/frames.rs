@@ -5,7 +5,7 @@
 
 use kvscope_fuzz::split;
 use kvscope_wire::frame::{parse_live, parse_replay_reply};
-use kvscope_wire::{decode_batch, ReplayReply};
+use kvscope_wire::{ReplayReply, decode_batch};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

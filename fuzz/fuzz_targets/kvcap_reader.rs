@@ -3,7 +3,9 @@
 //! equal, and the reader's offset must stay within the input.
 #![no_main]
 
-use kvscope_protocol::capture::{encode_record, write_header, CaptureHeader, CaptureReader, CaptureRecord};
+use kvscope_protocol::capture::{
+    CaptureHeader, CaptureReader, CaptureRecord, encode_record, write_header,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,9 +20,14 @@ fuzz_target!(|data: &[u8]| {
     loop {
         match reader.next_record() {
             Ok(Some(record)) => {
-                assert!(reader.offset() <= data.len() as u64, "offset {} past the input", reader.offset());
+                assert!(
+                    reader.offset() <= data.len() as u64,
+                    "offset {} past the input",
+                    reader.offset()
+                );
                 let bytes = encode_record(&record);
-                let back = read_back(&bytes).unwrap_or_else(|| panic!("re-encoded record does not read back: {record:?}"));
+                let back = read_back(&bytes)
+                    .unwrap_or_else(|| panic!("re-encoded record does not read back: {record:?}"));
                 assert_eq!(back, record);
             }
             Ok(None) => break,
@@ -33,7 +40,10 @@ fuzz_target!(|data: &[u8]| {
     if let Some(t) = reader.truncated() {
         let _ = t.to_string();
     }
-    assert!(reader.next_record().ok().flatten().is_none(), "a finished reader yields nothing more");
+    assert!(
+        reader.next_record().ok().flatten().is_none(),
+        "a finished reader yields nothing more"
+    );
 });
 
 /// Reads one length-prefixed record back through the public reader, behind an empty header.

@@ -10,8 +10,13 @@ fuzz_target!(|data: &[u8]| {
     match proto::decode(data) {
         Ok(message) => {
             let once = proto::encode(&message);
-            let again = proto::decode(&once).unwrap_or_else(|e| panic!("re-encoded {message:?} does not decode: {e}"));
-            assert_eq!(proto::encode(&again), once, "encode(decode(encode(m))) != encode(m)");
+            let again = proto::decode(&once)
+                .unwrap_or_else(|e| panic!("re-encoded {message:?} does not decode: {e}"));
+            assert_eq!(
+                proto::encode(&again),
+                once,
+                "encode(decode(encode(m))) != encode(m)"
+            );
         }
         Err(e) => {
             let _ = e.to_string();
