@@ -8,6 +8,8 @@ set -euo pipefail
 # wasm-bindgen-cli must equal the wasm-bindgen crate in Cargo.lock.
 TRUNK_VERSION=0.21.14
 WASM_PACK_VERSION=0.15.1
+# cargo-fuzz runs on stable with RUSTC_BOOTSTRAP=1 and `-s none` (scripts/fuzz.sh).
+CARGO_FUZZ_VERSION=0.13.2
 WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/[^0-9.]/,""); print; exit}' "$(dirname "$0")/../Cargo.lock" 2>/dev/null || true)
 WASM_BINDGEN_VERSION=${WASM_BINDGEN_VERSION:-0.2.130}
 
@@ -36,6 +38,10 @@ have_version wasm-bindgen "$WASM_BINDGEN_VERSION" || {
 have_version wasm-pack "$WASM_PACK_VERSION" || {
   log "installing wasm-pack $WASM_PACK_VERSION"
   cargo install --locked wasm-pack --version "$WASM_PACK_VERSION" --force
+}
+have_version cargo-fuzz "$CARGO_FUZZ_VERSION" || {
+  log "installing cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" --force
 }
 if [ "$want_trunk" = 1 ]; then
   have_version trunk "$TRUNK_VERSION" || {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every kvscope test on a fresh machine: installs the pinned tools, builds the dashboard,
-# then runs the native tests, the headless-Chromium wasm tests and the end-to-end tests.
+# then runs the native tests, a short fuzzing pass, the headless-Chromium wasm tests and the
+# end-to-end tests.
 #
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    native cargo tests only (no browser, no tool installs)
@@ -40,6 +41,10 @@ scripts/build-web.sh
 step "native tests (workspace)"
 # KVSCOPE_REQUIRE_WEB makes the server build fail, naming the command, if dist/ were missing.
 KVSCOPE_REQUIRE_WEB=1 run cargo test --workspace --exclude kvscope-e2e
+
+step "fuzzing: every cargo-fuzz target for 45 s from the fixture seeds (scripts/fuzz.sh)"
+# About 3 minutes plus the fuzz build; fails on any crash, naming the saved input.
+scripts/fuzz.sh "${KVSCOPE_FUZZ_SECONDS:-45}"
 
 step "browser-side crates: no Instant::now, threads or std::fs on wasm32 (clippy)"
 CLIPPY_CONF_DIR=scripts/clippy_wasm cargo clippy --target wasm32-unknown-unknown \
