@@ -261,7 +261,13 @@ async fn metrics_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Q
         )
             .into_response();
     }
-    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], state.metrics.render()).into_response()
+    let body = state.metrics.render();
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if metrics::wants_openmetrics(accept) {
+        ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, metrics::TEXT_CONTENT_TYPE)], metrics::to_text_format(&body)).into_response()
+    }
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {

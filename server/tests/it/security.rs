@@ -167,9 +167,13 @@ async fn only_embedded_assets_are_served_and_deep_links_get_the_app() {
     assert_eq!(status, 200);
     assert!(body.starts_with("ok\n"));
     assert!(headers.iter().any(|(k, v)| k == "content-type" && v.starts_with("text/plain")));
-    let (_, headers, body) = http_get(&server.addr, "/metrics", &[]).await;
+    // OpenMetrics for scrapers that ask for it (Prometheus does), the 0.0.4 text format otherwise.
+    let (_, headers, body) = http_get(&server.addr, "/metrics", &[("Accept", "application/openmetrics-text;version=1.0.0")]).await;
     assert!(headers.iter().any(|(k, v)| k == "content-type" && v == "application/openmetrics-text; version=1.0.0; charset=utf-8"));
     assert!(body.ends_with("# EOF\n"));
+    let (_, headers, body) = http_get(&server.addr, "/metrics", &[]).await;
+    assert!(headers.iter().any(|(k, v)| k == "content-type" && v == "text/plain; version=0.0.4; charset=utf-8"));
+    assert!(!body.contains("# EOF") && body.contains("# TYPE kvscope_frames_total counter\n"), "{body}");
 }
 
 /// A hand-written upgrade request, to control Host and Origin: (status, headers, body).

@@ -1,0 +1,94 @@
+//! `/metrics` as operators use it, with Debian's `prometheus` package: `promtool check metrics`
+//! on what curl gets, and a real Prometheus server scraping a running kvscope.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn demo() -> Server {
+    // Every family gets samples: sources, events, verdicts under two policies, a recording.
+    let file = scratch("prometheus_demo").join("demo.kvcap");
+    Server::start(&["demo", "--workers", "3", "--rate", "20", "--listen", "127.0.0.1:0", "--record", file.to_str().unwrap()])
+}
+
+fn tool(name: &str) -> String {
+    let path = format!("/usr/bin/{name}");
+    assert!(std::path::Path::new(&path).exists(), "{path} is missing: scripts/install-tools.sh installs Debian's prometheus package");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_check_metrics_passes() {
+    let server = demo();
+    server.wait_metric("kvscope_frames_total{source=\"0:0\"}", 20.0).await;
+    let (status, _, body) = http_get(&server.addr, "/metrics", &[]).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("kvscope_verdicts_total{"), "the families have samples: {body}");
+    let mut promtool = Command::new(tool("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    promtool.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {}: {said}", out.status);
+}
+
+async fn query(port: u16, promql: &str) -> Option<f64> {
+    let path = format!("/api/v1/query?query={}", promql.replace('{', "%7B").replace('}', "%7D").replace('"', "%22"));
+    let (status, _, body) = http_get(&format!("127.0.0.1:{port}"), &path, &[]).await;
+    if status != 200 {
+        return None;
+    }
+    let json: Value = serde_json::from_str(&body).ok()?;
+    json["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prometheus_server_scrapes_kvscope_and_sees_frames_rise() {
+    let server = demo();
+    let dir = scratch("prometheus_server");
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kvscope\n    static_configs:\n      - targets: ['{}']\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut prometheus = Command::new(tool("prometheus"))
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let series = "kvscope_frames_total{source=\"0:0\"}";
+    let mut first = None;
+    let rose = wait_until(Duration::from_secs(60), || async {
+        match (first, query(port, series).await) {
+            (None, Some(v)) => {
+                first = Some(v);
+                false
+            }
+            (Some(a), Some(b)) => b > a,
+            _ => false,
+        }
+    })
+    .await;
+    let up = query(port, "up{job=\"kvscope\"}").await;
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
+    assert!(rose, "Prometheus saw {series} at {first:?} and never higher");
+    assert_eq!(up, Some(1.0), "the scrape target is up");
+}
