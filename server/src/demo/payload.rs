@@ -323,17 +323,17 @@ mod tests {
                     parent: s.parent_block_hash.map(|h| hash_of(h, signed)),
                     token_ids: tokens(payload, &s.token_ids.span),
                     block_size: s.block_size.unwrap(),
-                    medium: s.medium.clone(),
-                    lora_name: s.lora_name.clone(),
+                    medium: s.medium.clone().map(String::from),
+                    lora_name: s.lora_name.clone().map(String::from),
                     // vLLM writes one nil extra key per block on GPU stores, none on offload ones.
                     extra_keys_nils: (s.medium.as_deref() == Some("GPU") && s.group_idx.is_some() || s.kv_cache_spec_kind.is_some())
                         .then_some(s.block_hashes.len()),
                     group_idx: s.group_idx,
-                    kind: s.kv_cache_spec_kind.clone(),
+                    kind: s.kv_cache_spec_kind.clone().map(String::from),
                 }),
                 KvEvent::BlockRemoved(r) => Event::Removed {
                     hashes: r.block_hashes.iter().map(|h| hash_of(*h, signed)).collect(),
-                    medium: r.medium.clone(),
+                    medium: r.medium.clone().map(String::from),
                     group_idx: r.group_idx,
                 },
                 KvEvent::AllBlocksCleared { .. } => Event::Cleared,
