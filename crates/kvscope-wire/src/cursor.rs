@@ -204,7 +204,7 @@ impl<'a> Cursor<'a> {
                 self.pos += 1;
                 return Ok(Container::Map(usize::from(m & 0x0f)));
             }
-            0xdc | 0xdd | 0xde | 0xdf => {
+            0xdc..=0xdf => {
                 self.pos += 1;
                 let n = if m & 1 == 0 { usize::from(self.u16()?) } else { self.u32()? as usize };
                 if m < 0xde { Container::Array(n) } else { Container::Map(n) }
@@ -290,7 +290,7 @@ impl<'a> Cursor<'a> {
         if self.nil() {
             return Ok(None);
         }
-        self.str(&Expecting::StrOrNil(what)).map(|s| Some(WireStr::new(s)))
+        self.str(&Expecting::NilOrStr(what)).map(|s| Some(WireStr::new(s)))
     }
 
     /// An integer, as `(value, signed)`: `signed` when the marker was a signed type, in which
@@ -331,7 +331,7 @@ impl<'a> Cursor<'a> {
                 Some(n) => Ok(Some(n)),
                 None => Err(Fail::new(DecodeErrorKind::InvalidValue, format!("expected u32 for {what}, found {v}"))),
             },
-            None => Err(self.mismatch(&Expecting::U32OrNil(what))),
+            None => Err(self.mismatch(&Expecting::NilOrU32(what))),
         }
     }
 
@@ -347,7 +347,7 @@ impl<'a> Cursor<'a> {
                 Ok(v) => Ok(Some(v)),
                 Err(_) => Err(Fail::new(DecodeErrorKind::InvalidValue, format!("expected i64 for {what}, found {v}"))),
             },
-            None => Err(self.mismatch(&Expecting::IntOrNil(what))),
+            None => Err(self.mismatch(&Expecting::NilOrInt(what))),
         }
     }
 
@@ -526,17 +526,17 @@ impl fmt::Display for Int {
 /// What a reader expected, rendered only when it did not get it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Expecting {
-    StrOrNil(&'static str),
-    U32OrNil(&'static str),
-    IntOrNil(&'static str),
+    NilOrStr(&'static str),
+    NilOrU32(&'static str),
+    NilOrInt(&'static str),
 }
 
 impl fmt::Display for Expecting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Expecting::StrOrNil(what) => write!(f, "string or nil for {what}"),
-            Expecting::U32OrNil(what) => write!(f, "u32 or nil for {what}"),
-            Expecting::IntOrNil(what) => write!(f, "int or nil for {what}"),
+            Expecting::NilOrStr(what) => write!(f, "string or nil for {what}"),
+            Expecting::NilOrU32(what) => write!(f, "u32 or nil for {what}"),
+            Expecting::NilOrInt(what) => write!(f, "int or nil for {what}"),
         }
     }
 }
