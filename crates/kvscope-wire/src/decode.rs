@@ -302,11 +302,21 @@ fn map_event(c: &mut Cursor<'_>, start: usize, len: usize) -> Result<KvEvent, Fa
 /// which ones the event keeps.
 #[derive(Default)]
 struct Fields {
-    stored: BlockStored,
+    /// Allocated at the first field read, in place: a store then becomes its event without
+    /// being moved (a move of the whole struct per event was a sixth of the decode time), and
+    /// a clear or an unknown tag with no fields allocates nothing.
+    stored: Option<Box<BlockStored>>,
     has_hashes: bool,
     has_tokens: bool,
     /// The parent hash's representation, counted only for stores.
     parent_repr: HashReprs,
+}
+
+impl Fields {
+    #[inline(always)]
+    fn stored(&mut self) -> &mut BlockStored {
+        self.stored.get_or_insert_with(Box::default)
+    }
 }
 
 /// Reads the value of field `key` into `fields`; fields of no interest are skipped.
@@ -318,24 +328,35 @@ fn read_field(c: &mut Cursor<'_>, key: Key, fields: &mut Fields) -> Result<(), F
 
 #[inline]
 fn read_value(c: &mut Cursor<'_>, key: Key, f: &mut Fields) -> Result<(), Fail> {
-    let s = &mut f.stored;
     match key {
         Key::BlockHashes => {
-            (s.block_hashes, s.hash_reprs) = hashes(c)?;
+            let (hashes, reprs) = hashes(c)?;
+            let s = f.stored();
+            (s.block_hashes, s.hash_reprs) = (hashes, reprs);
             f.has_hashes = true;
+            return Ok(());
         }
         Key::ParentBlockHash => {
-            (s.parent_block_hash, f.parent_repr) = if c.nil() {
+            let (parent, repr) = if c.nil() {
                 (None, HashReprs::default())
             } else {
                 let (hash, repr) = c.hash(&"block hash (int or 16/32-byte bin) or nil")?;
                 (Some(hash), repr)
-            }
+            };
+            f.stored().parent_block_hash = parent;
+            f.parent_repr = repr;
+            return Ok(());
         }
         Key::TokenIds => {
-            s.token_ids = token_ids(c)?;
+            f.stored().token_ids = token_ids(c)?;
             f.has_tokens = true;
+            return Ok(());
         }
+        Key::Type | Key::Other => return c.skip(MAX_DEPTH - EVENT_DEPTH),
+        _ => {}
+    }
+    let s = f.stored();
+    match key {
         Key::BlockSize => s.block_size = c.opt_u32("block_size")?,
         Key::LoraId => s.lora_id = c.opt_i64("lora_id")?,
         Key::Medium => s.medium = c.opt_str("medium")?,
@@ -351,14 +372,14 @@ fn read_value(c: &mut Cursor<'_>, key: Key, f: &mut Fields) -> Result<(), Fail> 
         Key::SessionId => s.session_id = c.opt_str("session_id")?,
         Key::ExtraKeys => s.extra_key_strings = extra_keys(c)?,
         Key::LoraNameOrSalt => lora_name_or_salt(c, s)?,
-        Key::Type | Key::Other => c.skip(MAX_DEPTH - EVENT_DEPTH)?,
+        Key::BlockHashes | Key::ParentBlockHash | Key::TokenIds | Key::Type | Key::Other => {}
     }
     Ok(())
 }
 
 fn build(tag: Tag, fields: Fields, encoding: EventEncoding, start: usize) -> Result<KvEvent, Fail> {
     let missing = |what: &str| Fail::at(start, DecodeErrorKind::MissingField, format!("{} has no {what}", tag.name()));
-    let Fields { mut stored, has_hashes, has_tokens, parent_repr } = fields;
+    let Fields { stored, has_hashes, has_tokens, parent_repr } = fields;
     Ok(match tag {
         Tag::Stored => {
             if !has_hashes {
@@ -367,17 +388,17 @@ fn build(tag: Tag, fields: Fields, encoding: EventEncoding, start: usize) -> Res
             if !has_tokens {
                 return Err(missing("token_ids"));
             }
+            // Reading block_hashes allocated the store.
+            let Some(mut stored) = stored else { return Err(missing("block_hashes")) };
             if stored.block_size.is_none() {
                 return Err(missing("block_size"));
             }
             stored.hash_reprs.insert(parent_repr);
             stored.encoding = Some(encoding);
-            KvEvent::BlockStored(Box::new(stored))
+            KvEvent::BlockStored(stored)
         }
         Tag::Removed => {
-            if !has_hashes {
-                return Err(missing("block_hashes"));
-            }
+            let (true, Some(stored)) = (has_hashes, stored) else { return Err(missing("block_hashes")) };
             let BlockStored {
                 block_hashes,
                 medium,
@@ -388,7 +409,7 @@ fn build(tag: Tag, fields: Fields, encoding: EventEncoding, start: usize) -> Res
                 ownership,
                 hash_reprs,
                 ..
-            } = stored;
+            } = *stored;
             KvEvent::BlockRemoved(Box::new(BlockRemoved {
                 block_hashes,
                 medium,
@@ -401,7 +422,7 @@ fn build(tag: Tag, fields: Fields, encoding: EventEncoding, start: usize) -> Res
                 encoding: Some(encoding),
             }))
         }
-        Tag::Cleared => KvEvent::AllBlocksCleared { encoding, ownership: stored.ownership },
+        Tag::Cleared => KvEvent::AllBlocksCleared { encoding, ownership: stored.and_then(|s| s.ownership) },
         Tag::Other(tag) => KvEvent::Unknown(UnknownEvent { tag, encoding }),
     })
 }
@@ -433,25 +454,32 @@ enum Key {
 }
 
 impl Key {
+    /// Dispatches on the length first: one compare of a known size per key, not a scan of
+    /// every name.
     #[inline]
     fn from_bytes(name: &[u8]) -> Key {
-        match name {
-            b"type" => Key::Type,
-            b"block_hashes" => Key::BlockHashes,
-            b"parent_block_hash" => Key::ParentBlockHash,
-            b"token_ids" => Key::TokenIds,
-            b"block_size" => Key::BlockSize,
-            b"lora_id" => Key::LoraId,
-            b"medium" => Key::Medium,
-            b"lora_name" => Key::LoraName,
-            b"extra_keys" => Key::ExtraKeys,
-            b"group_idx" => Key::GroupIdx,
-            b"kv_cache_spec_kind" => Key::KvCacheSpecKind,
-            b"kv_cache_spec_sliding_window" => Key::KvCacheSpecSlidingWindow,
-            b"locality" => Key::Locality,
-            b"ownership" => Key::Ownership,
-            b"cache_salt" => Key::CacheSalt,
-            b"session_id" => Key::SessionId,
+        let is = |known: &[u8], key: Key| if name == known { key } else { Key::Other };
+        match name.len() {
+            4 => is(b"type", Key::Type),
+            6 => is(b"medium", Key::Medium),
+            7 => is(b"lora_id", Key::LoraId),
+            8 => is(b"locality", Key::Locality),
+            9 => match name[0] {
+                b't' => is(b"token_ids", Key::TokenIds),
+                b'l' => is(b"lora_name", Key::LoraName),
+                b'g' => is(b"group_idx", Key::GroupIdx),
+                _ => is(b"ownership", Key::Ownership),
+            },
+            10 => match name[0] {
+                b'b' => is(b"block_size", Key::BlockSize),
+                b'e' => is(b"extra_keys", Key::ExtraKeys),
+                b'c' => is(b"cache_salt", Key::CacheSalt),
+                _ => is(b"session_id", Key::SessionId),
+            },
+            12 => is(b"block_hashes", Key::BlockHashes),
+            17 => is(b"parent_block_hash", Key::ParentBlockHash),
+            18 => is(b"kv_cache_spec_kind", Key::KvCacheSpecKind),
+            28 => is(b"kv_cache_spec_sliding_window", Key::KvCacheSpecSlidingWindow),
             _ => Key::Other,
         }
     }
