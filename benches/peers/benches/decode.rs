@@ -6,6 +6,8 @@
 //! - `kvscope/decode`: `kvscope_wire::decode_batch`.
 //! - `kvscope/decode+normalize`: `kvscope_normalize::Normalizer::push_payload` under policy
 //!   `fixed` (decode, then one verdict per event), a fresh normalizer per iteration.
+//! - `kvscope/decode+normalize-streaming`: `Normalizer::push_payload_with`, the server's path
+//!   (each event classified as it is decoded, no vector of events or verdicts).
 //! - `dynamo/decode`: `dynamo_kv_router::zmq_wire::decode_event_batch`.
 //! - `dynamo/decode+normalize`: decode, then `ZmqEventNormalizer::normalize` per event, as the
 //!   standalone indexer's listener does (a fresh normalizer per iteration). This includes the
@@ -38,6 +40,22 @@ fn kvscope_pass(w: &Workload, policy: Policy, verdicts: &mut Vec<kvscope_normali
     }
 }
 
+/// [`kvscope_pass`] through the streaming path.
+fn kvscope_streaming_pass(w: &Workload, policy: Policy) {
+    let mut n = Normalizer::new(w.block_size, policy);
+    for (worker, stream) in w.streams.iter().enumerate() {
+        let source = n.source(&format!("w{worker}"), 0);
+        for p in stream {
+            let header = n
+                .push_payload_with(source, p.seq, black_box(&p.bytes), |e, v| {
+                    black_box((e, v));
+                })
+                .expect("inputs decode");
+            black_box(header);
+        }
+    }
+}
+
 fn bench_workload(c: &mut Criterion, w: &Workload) {
     let events = w.total_events() as u64;
     let mut group = c.benchmark_group(w.name);
@@ -54,6 +72,9 @@ fn bench_workload(c: &mut Criterion, w: &Workload) {
     let mut verdicts = Vec::with_capacity(64);
     group.bench_function("kvscope/decode+normalize", |b| {
         b.iter(|| kvscope_pass(w, Policy::FIXED, &mut verdicts))
+    });
+    group.bench_function("kvscope/decode+normalize-streaming", |b| {
+        b.iter(|| kvscope_streaming_pass(w, Policy::FIXED))
     });
     // The preset that reproduces Dynamo 1.6.1, once kvscope-normalize has it (issue 5).
     if let Ok(preset) = "dynamo-1.6.1".parse::<Policy>() {

@@ -60,12 +60,12 @@ impl<'a> Cur<'a> {
         };
         self.take(n)
     }
-    fn opt_str(&mut self) -> Option<Option<String>> {
+    fn opt_str(&mut self) -> Option<Option<WireStr>> {
         if self.b.get(self.at) == Some(&0xc0) {
             self.at += 1;
             return Some(None);
         }
-        Some(Some(std::str::from_utf8(self.str()?).ok()?.to_owned()))
+        Some(Some(WireStr::new(std::str::from_utf8(self.str()?).ok()?)))
     }
     fn int(&mut self) -> Option<(u64, bool)> {
         let m = self.byte()?;
@@ -232,7 +232,6 @@ fn event(c: &mut Cur) -> Option<KvEvent> {
                 if n > c.b.len() {
                     return None;
                 }
-                s.block_hashes.reserve(n);
                 for _ in 0..n {
                     let (h, r) = c.hash()?;
                     s.block_hashes.push(h);
@@ -280,9 +279,9 @@ fn event(c: &mut Cur) -> Option<KvEvent> {
     Some(match tag {
         b"BlockStored" if has_hashes && has_tokens && has_size => {
             s.encoding = Some(EventEncoding::Map);
-            KvEvent::BlockStored(s)
+            KvEvent::BlockStored(Box::new(s))
         }
-        b"BlockRemoved" if has_hashes => KvEvent::BlockRemoved(BlockRemoved {
+        b"BlockRemoved" if has_hashes => KvEvent::BlockRemoved(Box::new(BlockRemoved {
             block_hashes: s.block_hashes,
             medium: s.medium,
             group_idx: s.group_idx,
@@ -292,7 +291,7 @@ fn event(c: &mut Cur) -> Option<KvEvent> {
             ownership: s.ownership,
             hash_reprs: s.hash_reprs,
             encoding: Some(EventEncoding::Map),
-        }),
+        })),
         b"AllBlocksCleared" => KvEvent::AllBlocksCleared {
             encoding: EventEncoding::Map,
             ownership: s.ownership,

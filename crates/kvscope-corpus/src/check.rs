@@ -76,11 +76,11 @@ fn event_as_manifest(event: &KvEvent) -> Value {
             "token_count": e.token_ids.count,
             "is_bigram": e.token_ids.is_bigram,
             "block_size": e.block_size,
-            "medium": e.medium,
-            "lora_name": e.lora_name,
+            "medium": e.medium.as_deref(),
+            "lora_name": e.lora_name.as_deref(),
             "group_idx": e.group_idx,
-            "kv_cache_spec_kind": e.kv_cache_spec_kind,
-            "locality": e.locality,
+            "kv_cache_spec_kind": e.kv_cache_spec_kind.as_deref(),
+            "locality": e.locality.as_deref(),
         }),
         KvEvent::BlockRemoved(e) => json!({
             "type": "BlockRemoved",
@@ -89,11 +89,11 @@ fn event_as_manifest(event: &KvEvent) -> Value {
             "token_count": Value::Null,
             "is_bigram": Value::Null,
             "block_size": Value::Null,
-            "medium": e.medium,
+            "medium": e.medium.as_deref(),
             "lora_name": Value::Null,
             "group_idx": e.group_idx,
             "kv_cache_spec_kind": Value::Null,
-            "locality": e.locality,
+            "locality": e.locality.as_deref(),
         }),
         KvEvent::AllBlocksCleared { .. } => json!({
             "type": "AllBlocksCleared",
@@ -101,7 +101,7 @@ fn event_as_manifest(event: &KvEvent) -> Value {
             "block_size": null, "medium": null, "lora_name": null, "group_idx": null,
             "kv_cache_spec_kind": null, "locality": null,
         }),
-        KvEvent::Unknown(u) => json!({ "type": u.tag }),
+        KvEvent::Unknown(u) => json!({ "type": u.tag.as_str() }),
     }
 }
 

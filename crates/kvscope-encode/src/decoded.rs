@@ -42,32 +42,37 @@ pub fn event_from_decoded(e: &KvEvent, payload: &[u8]) -> Result<Event, NotKept>
                 tokens: tokens_of(&s.token_ids, payload)?,
                 block_size: s.block_size,
                 lora_id: s.lora_id,
-                medium: s.medium.clone(),
-                lora_name: s.lora_name.clone(),
+                medium: owned(s.medium.as_deref()),
+                lora_name: owned(s.lora_name.as_deref()),
                 extra_keys,
-                cache_salt: s.cache_salt.clone(),
+                cache_salt: owned(s.cache_salt.as_deref()),
                 group_idx: s.group_idx,
-                kind: s.kv_cache_spec_kind.clone(),
+                kind: owned(s.kv_cache_spec_kind.as_deref()),
                 sliding_window: s.kv_cache_spec_sliding_window,
-                locality: s.locality.clone(),
-                session_id: s.session_id.clone(),
-                ownership: s.ownership.clone(),
+                locality: owned(s.locality.as_deref()),
+                session_id: owned(s.session_id.as_deref()),
+                ownership: owned(s.ownership.as_deref()),
             })
         }
         KvEvent::BlockRemoved(r) => Event::Removed(Removed {
             hashes: r.block_hashes.iter().map(|&h| hash_of(h, r.hash_reprs)).collect::<Result<_, _>>()?,
-            medium: r.medium.clone(),
+            medium: owned(r.medium.as_deref()),
             group_idx: r.group_idx,
-            kind: r.kv_cache_spec_kind.clone(),
+            kind: owned(r.kv_cache_spec_kind.as_deref()),
             sliding_window: r.kv_cache_spec_sliding_window,
-            locality: r.locality.clone(),
-            ownership: r.ownership.clone(),
+            locality: owned(r.locality.as_deref()),
+            ownership: owned(r.ownership.as_deref()),
         }),
         KvEvent::AllBlocksCleared { ownership, .. } => {
-            Event::Other(Other { tag: "AllBlocksCleared".into(), ownership: ownership.clone() })
+            Event::Other(Other { tag: "AllBlocksCleared".into(), ownership: owned(ownership.as_deref()) })
         }
-        KvEvent::Unknown(u) => Event::Other(Other { tag: u.tag.clone(), ownership: None }),
+        KvEvent::Unknown(u) => Event::Other(Other { tag: u.tag.to_string(), ownership: None }),
     })
+}
+
+/// The decoder keeps strings inline (`WireStr`); the encoder's events own plain `String`s.
+fn owned(s: Option<&str>) -> Option<String> {
+    s.map(str::to_owned)
 }
 
 /// An event that used signed ints wrote every hash with the top bit set as a negative int

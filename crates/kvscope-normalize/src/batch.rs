@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use kvscope_wire::{BatchLayout, EventBatch, EventEncoding, KvEvent};
+use kvscope_wire::{BatchHeader, BatchLayout, EventBatch, EventEncoding, KvEvent};
 
 use crate::small::SmallStr;
 
@@ -146,38 +146,68 @@ impl fmt::Display for Sentence<'_> {
 /// Why Dynamo 1.6.1's `decode_event_batch` would reject this batch, if it would, with the value
 /// its message quotes (0 unless the reason is a `lora_id` or `dp_rank`).
 pub fn dynamo_1_6_1_rejection(batch: &EventBatch) -> Option<(BatchRejection, i64)> {
-    let whole = |reason, value| Some((BatchRejection::new(reason, None), value));
-    if batch.layout == BatchLayout::Map {
-        return whole(RejectReason::MapBatch, 0);
-    }
+    let mut scan = RejectionScan::default();
     for (i, event) in batch.events.iter().enumerate() {
-        let at = |reason, value| Some((BatchRejection::new(reason, Some(i as u32)), value));
-        match event {
-            KvEvent::Unknown(u) if u.tag != "Ignored" => return at(RejectReason::UnknownTag, 0),
+        scan.observe(i as u32, event);
+    }
+    scan.finish(&batch.header()).map(|(rejection, value, _)| (rejection, value))
+}
+
+/// [`dynamo_1_6_1_rejection`] one event at a time, in constant memory: the streaming decoder
+/// shows each event once ([`RejectionScan::observe`]) before the first one is classified, and
+/// the header, known only after the last event, decides the rest ([`RejectionScan::finish`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RejectionScan {
+    /// The first event Dynamo's decoder fails on: why, the value quoted, the offending tag.
+    first: Option<(BatchRejection, i64, SmallStr)>,
+}
+
+impl RejectionScan {
+    /// Looks at event `index`; only the first offending event counts (Dynamo stops there).
+    #[inline]
+    pub fn observe(&mut self, index: u32, event: &KvEvent) {
+        if self.first.is_some() {
+            return;
+        }
+        let at = |reason, value| Some((BatchRejection::new(reason, Some(index)), value, SmallStr::EMPTY));
+        self.first = match event {
+            KvEvent::Unknown(u) if u.tag != "Ignored" => {
+                Some((BatchRejection::new(RejectReason::UnknownTag, Some(index)), 0, SmallStr::new(&u.tag)))
+            }
             KvEvent::BlockStored(s) => {
                 if s.hash_reprs.has_bin() {
-                    return at(RejectReason::BinHash, 0);
-                }
-                if s.token_ids.outside_u32 {
-                    return at(RejectReason::TokenIdsOutsideU32, 0);
-                }
-                if matches!(s.encoding, Some(EventEncoding::Array { .. }))
-                    && let Some(v) = s.lora_id.filter(|v| *v < 0)
-                {
-                    return at(RejectReason::NegativeLoraId, v);
+                    at(RejectReason::BinHash, 0)
+                } else if s.token_ids.outside_u32 {
+                    at(RejectReason::TokenIdsOutsideU32, 0)
+                } else if let (Some(EventEncoding::Array { .. }), Some(v)) = (s.encoding, s.lora_id.filter(|v| *v < 0)) {
+                    at(RejectReason::NegativeLoraId, v)
+                } else {
+                    None
                 }
             }
-            KvEvent::BlockRemoved(r) if r.hash_reprs.has_bin() => return at(RejectReason::BinHash, 0),
-            _ => {}
-        }
-    }
-    match batch.layout {
-        BatchLayout::Array2 => whole(RejectReason::TwoElements, 0),
-        _ => match batch.dp_rank {
-            Some(rank) if i32::try_from(rank).is_err() => whole(RejectReason::DpRankBeyondI32, i64::from(rank)),
-            _ if matches!(batch.layout, BatchLayout::ArrayLonger { .. }) => whole(RejectReason::LongerArray, 0),
+            KvEvent::BlockRemoved(r) if r.hash_reprs.has_bin() => at(RejectReason::BinHash, 0),
             _ => None,
-        },
+        };
+    }
+
+    /// The verdict on the whole batch once every event was observed: the rejection, the value
+    /// its message quotes, and the offending tag (empty unless [`RejectReason::UnknownTag`]).
+    pub fn finish(&self, header: &BatchHeader) -> Option<(BatchRejection, i64, SmallStr)> {
+        let whole = |reason, value| Some((BatchRejection::new(reason, None), value, SmallStr::EMPTY));
+        if header.layout == BatchLayout::Map {
+            return whole(RejectReason::MapBatch, 0);
+        }
+        if self.first.is_some() {
+            return self.first;
+        }
+        match header.layout {
+            BatchLayout::Array2 => whole(RejectReason::TwoElements, 0),
+            _ => match header.dp_rank {
+                Some(rank) if i32::try_from(rank).is_err() => whole(RejectReason::DpRankBeyondI32, i64::from(rank)),
+                _ if matches!(header.layout, BatchLayout::ArrayLonger { .. }) => whole(RejectReason::LongerArray, 0),
+                _ => None,
+            },
+        }
     }
 }
 

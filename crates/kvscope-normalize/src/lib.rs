@@ -52,11 +52,11 @@ mod small;
 pub mod tier;
 mod verdict;
 
-pub use batch::{BatchRejection, RejectReason};
+pub use batch::{BatchRejection, RejectReason, RejectionScan};
 pub use counters::{BudgetKind, LogLevel, LogLine, NoticeLog, SourceCounters, WarningBudget, NOTICE_LINES_KEPT, WARNING_BUDGET};
 pub use groups::{GroupTable, LearnedKind};
 pub use kind::{classify_kind, KindClass};
-pub use normalizer::{Normalizer, SourceKey};
+pub use normalizer::{Normalizer, PayloadSink, SourceKey};
 pub use namespaces::{NamespaceState, NamespaceTable};
 pub use policy::{
     BatchCheck, BlockSizeCheck, Conversion, GroupRules, LogStyle, MediumMatch, MediumTable, Policy, SelfReference,

@@ -10,12 +10,17 @@
 //! Hot path: [`Normalizer::normalize_batch`] appends one `Copy` verdict per event to a
 //! caller-owned vector and allocates nothing per event; a warning line is formatted only while
 //! its budget has room (three per budget per source), and the first fatal once.
+//!
+//! Streaming: [`Normalizer::push_payload_with`] classifies a payload's events as the decoder
+//! hands them over ([`kvscope_wire::decode_each`]) and gives each verdict to a callback, so a
+//! batch of millions of events costs no vector of events or verdicts; under `dynamo-1.6.1` the
+//! whole-batch rejection is gathered while the payload is checked ([`RejectionScan`]).
 
 use std::fmt;
 
-use kvscope_wire::{decode_batch, DecodeError, EventBatch, KvEvent};
+use kvscope_wire::{decode_batch, decode_each, BatchHeader, DecodeError, EventBatch, EventSink, KvEvent};
 
-use crate::batch::{dynamo_1_6_1_rejection, rejected_tag, BatchRejection};
+use crate::batch::{BatchRejection, RejectionScan};
 use crate::counters::{LogLevel, LogLine, SourceCounters};
 use crate::groups::GroupTable;
 use crate::kind::{classify_kind, KindClass};
@@ -161,14 +166,47 @@ impl Normalizer {
                 Ok(batch)
             }
             Err(err) => {
-                let state = self.state_mut(id);
-                state.counters.decode_errors += 1;
-                if state.counters.first_decode_error.is_none() {
-                    let text = format!("{} seq {seq}: {err}", state.key);
-                    state.counters.first_decode_error = Some(LogLine { level: LogLevel::Error, seq, event_index: 0, text });
-                }
+                self.count_decode_error(id, seq, &err);
                 Err(err)
             }
+        }
+    }
+
+    /// Decodes one payload and classifies each event as it is decoded, calling `each` with the
+    /// event and its verdict in batch order; no event or verdict outlives its call. The same
+    /// verdicts as [`Normalizer::push_payload`], in memory that does not grow with the batch.
+    /// A payload that does not decode calls `each` for no event, is counted on the source like
+    /// `push_payload` counts it, and is returned as the error.
+    pub fn push_payload_with<F: FnMut(&KvEvent, Verdict)>(
+        &mut self,
+        id: SourceId,
+        seq: u64,
+        payload: &[u8],
+        each: F,
+    ) -> Result<BatchHeader, DecodeError> {
+        let result = decode_each(payload, &mut self.payload_sink(id, seq, each));
+        if let Err(err) = &result {
+            self.count_decode_error(id, seq, err);
+        }
+        result
+    }
+
+    /// An [`EventSink`] that classifies one payload's events for source `id` as
+    /// [`kvscope_wire::decode_each`] hands them over, calling `each` per event. For feeding one
+    /// decode to several normalizers (the server's policies); [`Normalizer::push_payload_with`]
+    /// is the one-normalizer form. A failed decode is not counted here (the caller knows).
+    pub fn payload_sink<F: FnMut(&KvEvent, Verdict)>(&mut self, id: SourceId, seq: u64, each: F) -> PayloadSink<'_, F> {
+        self.state(id);
+        let scan = (self.policy.batch_check == BatchCheck::Dynamo161).then(RejectionScan::default);
+        PayloadSink { normalizer: self, id, seq, scan, rejection: None, dp_rank: None, each }
+    }
+
+    fn count_decode_error(&mut self, id: SourceId, seq: u64, err: &DecodeError) {
+        let state = self.state_mut(id);
+        state.counters.decode_errors += 1;
+        if state.counters.first_decode_error.is_none() {
+            let text = format!("{} seq {seq}: {err}", state.key);
+            state.counters.first_decode_error = Some(LogLine { level: LogLevel::Error, seq, event_index: 0, text });
         }
     }
 
@@ -179,18 +217,28 @@ impl Normalizer {
     pub fn normalize_batch(&mut self, id: SourceId, seq: u64, batch: &EventBatch, out: &mut Vec<Verdict>) {
         let rejection = match self.policy.batch_check {
             BatchCheck::None => None,
-            BatchCheck::Dynamo161 => dynamo_1_6_1_rejection(batch)
-                .map(|(rejection, value)| Rejected { rejection, tag: rejected_tag(batch, rejection), value }),
+            BatchCheck::Dynamo161 => {
+                let mut scan = RejectionScan::default();
+                for (i, event) in batch.events.iter().enumerate() {
+                    scan.observe(i as u32, event);
+                }
+                rejected(&scan, &batch.header())
+            }
         };
+        self.begin_batch(id, seq, rejection.as_ref());
+        out.reserve(batch.events.len());
+        for (i, event) in batch.events.iter().enumerate() {
+            out.push(self.normalize_one(id, seq, i as u32, batch.dp_rank, event, rejection.as_ref()));
+        }
+    }
+
+    /// Counts a batch about to be normalized, and logs its rejection.
+    fn begin_batch(&mut self, id: SourceId, seq: u64, rejection: Option<&Rejected>) {
         let SourceState { key, counters, .. } = self.state_mut(id);
         counters.batches += 1;
         if let Some(r) = rejection {
             counters.batches_rejected += 1;
             counters.notices.push(LogLevel::Warn, seq, 0, || batch_decode_rejected::notice(&*key, seq, &r));
-        }
-        out.reserve(batch.events.len());
-        for (i, event) in batch.events.iter().enumerate() {
-            out.push(self.normalize_one(id, seq, i as u32, batch.dp_rank, event, rejection.as_ref()));
         }
     }
 
@@ -285,6 +333,47 @@ impl Normalizer {
             _ => {}
         }
         verdict
+    }
+}
+
+/// The rejection every event of a batch sees, from a finished scan.
+fn rejected(scan: &RejectionScan, header: &BatchHeader) -> Option<Rejected> {
+    scan.finish(header).map(|(rejection, value, tag)| Rejected { rejection, tag, value })
+}
+
+/// Classifies one payload's events for one source as the streaming decoder hands them over
+/// (made by [`Normalizer::payload_sink`]). Under `dynamo-1.6.1` it gathers the batch's
+/// rejection while the payload is checked, before the first event is judged.
+#[derive(Debug)]
+pub struct PayloadSink<'n, F> {
+    normalizer: &'n mut Normalizer,
+    id: SourceId,
+    seq: u64,
+    /// `Some` under a policy with a batch-level check.
+    scan: Option<RejectionScan>,
+    rejection: Option<Rejected>,
+    dp_rank: Option<u32>,
+    each: F,
+}
+
+impl<F: FnMut(&KvEvent, Verdict)> EventSink for PayloadSink<'_, F> {
+    #[inline]
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        if let Some(scan) = &mut self.scan {
+            scan.observe(index, event);
+        }
+    }
+
+    fn begin(&mut self, header: &BatchHeader) {
+        self.rejection = self.scan.as_ref().and_then(|scan| rejected(scan, header));
+        self.dp_rank = header.dp_rank;
+        self.normalizer.begin_batch(self.id, self.seq, self.rejection.as_ref());
+    }
+
+    #[inline]
+    fn event(&mut self, index: u32, event: &KvEvent) {
+        let verdict = self.normalizer.normalize_one(self.id, self.seq, index, self.dp_rank, event, self.rejection.as_ref());
+        (self.each)(event, verdict);
     }
 }
 

@@ -93,24 +93,24 @@ impl WorkerStream {
             (0..EVENTS_PER_BATCH)
                 .map(|e| {
                     let k = SIZES[e % SIZES.len()];
-                    KvEvent::BlockStored(BlockStored {
-                        block_hashes: vec![BlockHash(0); k],
+                    KvEvent::BlockStored(Box::new(BlockStored {
+                        block_hashes: vec![BlockHash(0); k].into(),
                         token_ids: TokenIds { count: k as u32 * BLOCK_SIZE, ..Default::default() },
                         block_size: Some(BLOCK_SIZE),
                         medium: Some("GPU".into()),
                         ..Default::default()
-                    })
+                    }))
                 })
                 .collect(),
         );
         let remove = batch(
             (0..EVENTS_PER_BATCH)
                 .map(|e| {
-                    KvEvent::BlockRemoved(BlockRemoved {
-                        block_hashes: vec![BlockHash(0); SIZES[e % SIZES.len()]],
+                    KvEvent::BlockRemoved(Box::new(BlockRemoved {
+                        block_hashes: vec![BlockHash(0); SIZES[e % SIZES.len()]].into(),
                         medium: Some("GPU".into()),
                         ..Default::default()
-                    })
+                    }))
                 })
                 .collect(),
         );

@@ -1,396 +1,200 @@
-//! msgpack payload -> [`EventBatch`], through serde and rmp-serde.
+//! msgpack payload -> events, by a hand-written cursor over the payload slice.
 //!
-//! Every value is read with `deserialize_any` and a visitor of ours, so one code path accepts
-//! both event encodings (tagged arrays and tagged maps) and every hash representation. Each
-//! nested value is wrapped in [`At`], which remembers where the value started and, if decoding
-//! it fails, adds its path segment to the shared [`Ctx`]: the error then says `byte 17 ...
-//! (events[3].block_hashes[0])` without any visitor having to know its own position.
+//! One recursive-descent reader accepts both event encodings (tagged arrays and tagged maps) and
+//! every hash representation. Keys and tags are compared as raw bytes, known strings are copied
+//! into inline [`WireStr`]s, `token_ids` is counted by `skip.rs`, and unknown values are skipped
+//! without being built: a small event costs a few branches per field and no allocation.
 //!
-//! The reader shares its position through a `Cell`, which lets [`TokenIdsSeed`] walk
-//! `token_ids` with a tight loop and jump the reader past it instead of visiting every token
-//! through serde (rmp-serde's `ReadReader` reads exactly what it needs and buffers nothing
-//! ahead, so moving the shared position between two elements is safe).
+//! Error positions cost nothing until something fails: a reader that fails returns a [`Fail`]
+//! without an offset, and each enclosing value adds its start offset (innermost wins) and its
+//! path segment on the way up, so the error says `byte 17 ... (events[3].block_hashes[0])`.
+//!
+//! The reader hands each event to a [`Sink`] as soon as it is decoded; [`decode_batch`] collects
+//! them, [`crate::decode_each`] streams them.
 
-use std::cell::{Cell, RefCell};
-use std::fmt;
-use std::io::{self, Read};
-
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-
+use crate::cursor::{Container, Cursor, Fail, Seg, Within, MAX_DEPTH};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::event::*;
 use crate::skip::count_token_ids;
-
-/// Deeper than any engine writes; caps what unknown map values may nest.
-const MAX_DEPTH: usize = 32;
 
 /// Options for [`decode_batch`]; the defaults suit every known engine.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DecodeOptions {}
 
-/// Decodes one payload (the third frame of a live message).
+/// Decodes one payload (the third frame of a live message) into a batch holding every event.
+///
+/// To classify events without holding them all, use [`crate::decode_each`].
 pub fn decode_batch(payload: &[u8]) -> Result<EventBatch, DecodeError> {
-    let pos = Cell::new(0);
-    let ctx = Ctx { buf: payload, pos: &pos, failure: RefCell::new(None) };
-    let mut de = rmp_serde::Deserializer::new(SliceReader { buf: payload, pos: &pos });
-    de.set_max_depth(MAX_DEPTH);
-    match (BatchSeed { ctx: &ctx }).deserialize(&mut de) {
-        Ok(batch) if pos.get() == payload.len() => Ok(batch),
+    let mut events = Vec::new();
+    let header = decode_into(payload, &mut events)?;
+    Ok(EventBatch { ts: header.ts, events, dp_rank: header.dp_rank, layout: header.layout })
+}
+
+/// Where the reader puts each event as it is decoded.
+pub(crate) trait Sink {
+    /// About `n` events follow (already capped by the bytes left).
+    fn reserve(&mut self, n: usize) {
+        let _ = n;
+    }
+    fn event(&mut self, index: u32, event: KvEvent);
+}
+
+impl Sink for Vec<KvEvent> {
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+    #[inline]
+    fn event(&mut self, _index: u32, event: KvEvent) {
+        self.push(event);
+    }
+}
+
+/// Drops every event: the `events` values of a map batch that a later `events` key supersedes.
+struct Discard;
+
+impl Sink for Discard {
+    fn event(&mut self, _index: u32, _event: KvEvent) {}
+}
+
+/// Decodes `payload`, handing each event to `sink` as it is read. On an error the sink may have
+/// received the events before it.
+pub(crate) fn decode_into<S: Sink>(payload: &[u8], sink: &mut S) -> Result<BatchHeader, DecodeError> {
+    let mut c = Cursor::new(payload);
+    match batch(&mut c, sink) {
+        Ok(header) if c.pos == payload.len() => Ok(header),
         Ok(_) => Err(DecodeError::new(
-            pos.get(),
+            c.pos,
             DecodeErrorKind::TrailingBytes,
-            format!("{} trailing bytes after the batch", payload.len() - pos.get()),
+            format!("{} trailing bytes after the batch", payload.len() - c.pos),
             String::new(),
         )),
-        Err(err) => Err(ctx.finish(err)),
-    }
-}
-
-/// A `Read` over the payload whose position lives in a shared `Cell`.
-struct SliceReader<'a> {
-    buf: &'a [u8],
-    pos: &'a Cell<usize>,
-}
-
-impl Read for SliceReader<'_> {
-    #[inline]
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let at = self.pos.get();
-        let rest = &self.buf[at..];
-        let n = rest.len().min(out.len());
-        out[..n].copy_from_slice(&rest[..n]);
-        self.pos.set(at + n);
-        Ok(n)
-    }
-
-    #[inline]
-    fn read_exact(&mut self, out: &mut [u8]) -> io::Result<()> {
-        let at = self.pos.get();
-        match self.buf.get(at..at + out.len()) {
-            Some(bytes) => {
-                out.copy_from_slice(bytes);
-                self.pos.set(at + out.len());
-                Ok(())
-            }
-            None => Err(io::ErrorKind::UnexpectedEof.into()),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Seg {
-    Index(u32),
-    Field(&'static str),
-}
-
-#[derive(Debug)]
-struct Failure {
-    offset: usize,
-    kind: Option<DecodeErrorKind>,
-    message: Option<String>,
-    /// Innermost first.
-    path: Vec<Seg>,
-}
-
-/// Shared by every visitor of one decode: the input, the position, and the first failure.
-struct Ctx<'a> {
-    buf: &'a [u8],
-    pos: &'a Cell<usize>,
-    failure: RefCell<Option<Failure>>,
-}
-
-impl Ctx<'_> {
-    /// Records that the value starting at `offset` failed; the first (innermost) call wins the
-    /// offset, every call adds its segment.
-    fn fail_at(&self, offset: usize, seg: Seg) {
-        let mut failure = self.failure.borrow_mut();
-        failure
-            .get_or_insert_with(|| Failure { offset, kind: None, message: None, path: Vec::new() })
-            .path
-            .push(seg);
-    }
-
-    /// Builds an error of ours with a known kind; the offset is the enclosing value's start,
-    /// unless `offset` names a more precise one.
-    fn error<E: de::Error>(&self, kind: DecodeErrorKind, message: String, offset: Option<usize>) -> E {
-        let mut failure = self.failure.borrow_mut();
-        let failure = failure.get_or_insert_with(|| Failure {
-            offset: offset.unwrap_or(usize::MAX),
-            kind: None,
-            message: None,
-            path: Vec::new(),
-        });
-        failure.kind.get_or_insert(kind);
-        if failure.message.is_none() {
-            failure.message = Some(message.clone());
-        }
-        E::custom(message)
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.pos.get()
-    }
-
-    fn finish(&self, err: rmp_serde::decode::Error) -> DecodeError {
-        let failure = self.failure.borrow_mut().take();
-        let (kind, message) = describe(&err);
-        let (offset, kind, message, path) = match failure {
-            Some(f) => (
-                if f.offset == usize::MAX { 0 } else { f.offset },
-                f.kind.unwrap_or(kind),
-                f.message.unwrap_or(message),
-                f.path,
-            ),
-            None => (0, kind, message, Vec::new()),
-        };
-        let mut text = String::new();
-        for seg in path.iter().rev() {
-            match seg {
-                Seg::Index(i) => text.push_str(&format!("[{i}]")),
-                Seg::Field(name) if text.is_empty() => text.push_str(name),
-                Seg::Field(name) => {
-                    text.push('.');
-                    text.push_str(name);
-                }
-            }
-        }
-        DecodeError::new(offset.min(self.buf.len()), kind, message, text)
-    }
-}
-
-/// Turns an rmp-serde error (or serde's own message inside one) into a kind and a sentence
-/// of the form "expected X, found Y".
-fn describe(err: &rmp_serde::decode::Error) -> (DecodeErrorKind, String) {
-    use rmp_serde::decode::Error as E;
-    match err {
-        E::InvalidMarkerRead(_) | E::InvalidDataRead(_) => {
-            (DecodeErrorKind::Truncated, "unexpected end of input".to_owned())
-        }
-        E::DepthLimitExceeded => (DecodeErrorKind::TooDeep, format!("nesting deeper than {MAX_DEPTH}")),
-        E::Utf8Error(_) => (DecodeErrorKind::Malformed, "string is not valid UTF-8".to_owned()),
-        E::TypeMismatch(rmp::Marker::Reserved) => (DecodeErrorKind::Malformed, "reserved msgpack marker 0xc1".to_owned()),
-        E::TypeMismatch(marker) => (DecodeErrorKind::Malformed, format!("unexpected msgpack marker {marker:?}")),
-        E::OutOfRange => (DecodeErrorKind::InvalidValue, "number out of range".to_owned()),
-        E::LengthMismatch(n) => (DecodeErrorKind::Malformed, format!("array length mismatch ({n})")),
-        E::Uncategorized(msg) => (DecodeErrorKind::Malformed, msg.clone()),
-        E::Syntax(msg) => {
-            // serde's wording is "invalid type: A, expected B"; ours leads with the expectation.
-            if let Some((found, expected)) =
-                msg.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected "))
-            {
-                let found = found.replace("unit value", "nil").replace("sequence", "array").replace("byte array", "bin");
-                return (DecodeErrorKind::TypeMismatch, format!("expected {expected}, found {found}"));
-            }
-            (DecodeErrorKind::InvalidValue, msg.clone())
-        }
-    }
-}
-
-/// Wraps a seed so that a failure inside it records its start offset and path segment.
-struct At<'c, S> {
-    ctx: &'c Ctx<'c>,
-    seg: Seg,
-    seed: S,
-}
-
-impl<'de, 'c, S: DeserializeSeed<'de>> DeserializeSeed<'de> for At<'c, S> {
-    type Value = S::Value;
-
-    #[inline]
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        let start = self.ctx.pos.get();
-        let result = self.seed.deserialize(d);
-        if result.is_err() {
-            self.ctx.fail_at(start, self.seg);
-        }
-        result
-    }
-}
-
-fn at<'c, S>(ctx: &'c Ctx<'c>, seg: Seg, seed: S) -> At<'c, S> {
-    At { ctx, seg, seed }
-}
-
-/// Skips a value of no interest.
-struct Ignore;
-
-impl<'de> DeserializeSeed<'de> for Ignore {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        <IgnoredAny as de::Deserialize>::deserialize(d).map(|_| ())
+        Err(fail) => Err(fail.finish(payload.len())),
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Batch
 
-struct BatchSeed<'c> {
-    ctx: &'c Ctx<'c>,
-}
-
-impl<'de> DeserializeSeed<'de> for BatchSeed<'_> {
-    type Value = EventBatch;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<EventBatch, D::Error> {
-        d.deserialize_any(self)
+fn batch<S: Sink>(c: &mut Cursor<'_>, sink: &mut S) -> Result<BatchHeader, Fail> {
+    match c.container(&"array [ts, events, dp_rank] or map for the batch")? {
+        Container::Array(len) => array_batch(c, sink, len),
+        Container::Map(len) => map_batch(c, sink, len),
     }
 }
 
-impl<'de> Visitor<'de> for BatchSeed<'_> {
-    type Value = EventBatch;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("array [ts, events, dp_rank] or map for the batch")
+fn array_batch<S: Sink>(c: &mut Cursor<'_>, sink: &mut S, len: usize) -> Result<BatchHeader, Fail> {
+    let missing = |what: &str| Fail::at(0, DecodeErrorKind::MissingField, format!("batch array ends before {what}"));
+    if len == 0 {
+        return Err(missing("ts"));
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<EventBatch, A::Error> {
-        let ctx = self.ctx;
-        let missing = |what: &str| {
-            ctx.error(DecodeErrorKind::MissingField, format!("batch array ends before {what}"), Some(0))
-        };
-        let ts = seq.next_element_seed(at(ctx, Seg::Field("ts"), Timestamp))?.ok_or_else(|| missing("ts"))?;
-        let events =
-            seq.next_element_seed(at(ctx, Seg::Field("events"), EventsSeed { ctx }))?.ok_or_else(|| missing("events"))?;
-        let (dp_rank, mut layout) = match seq.next_element_seed(at(ctx, Seg::Field("dp_rank"), OptU32 { what: "dp_rank" }))? {
-            Some(rank) => (rank, BatchLayout::Array3),
-            None => (None, BatchLayout::Array2),
-        };
-        // Later releases may append fields; they are not ours to reject, but the layout says
-        // they were there.
-        let mut len = 3u32;
-        while seq.next_element_seed(Ignore)?.is_some() {
-            len = len.saturating_add(1);
-            layout = BatchLayout::ArrayLonger { len };
+    let start = c.pos;
+    let ts = c.number(&"number for ts").within(start, Seg::Field("ts"))?;
+    if len == 1 {
+        return Err(missing("events"));
+    }
+    let start = c.pos;
+    let events = events(c, sink).within(start, Seg::Field("events"))?;
+    let (dp_rank, layout) = match len {
+        2 => (None, BatchLayout::Array2),
+        _ => {
+            let start = c.pos;
+            let rank = c.opt_u32("dp_rank").within(start, Seg::Field("dp_rank"))?;
+            // Later releases may append fields; they are not ours to reject, but the layout says
+            // they were there.
+            for _ in 3..len {
+                c.skip(MAX_DEPTH - 1)?;
+            }
+            (rank, if len == 3 { BatchLayout::Array3 } else { BatchLayout::ArrayLonger { len: len as u32 } })
         }
-        Ok(EventBatch { ts, events, dp_rank, layout })
-    }
+    };
+    Ok(BatchHeader { ts, dp_rank, layout, events })
+}
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EventBatch, A::Error> {
-        let ctx = self.ctx;
-        let (mut ts, mut events, mut dp_rank) = (None, None, None);
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            match key {
-                Key::Ts => ts = Some(map.next_value_seed(at(ctx, Seg::Field("ts"), Timestamp))?),
-                Key::Events => events = Some(map.next_value_seed(at(ctx, Seg::Field("events"), EventsSeed { ctx }))?),
-                Key::DpRank => {
-                    dp_rank = map.next_value_seed(at(ctx, Seg::Field("dp_rank"), OptU32 { what: "dp_rank" }))?
-                }
-                _ => map.next_value_seed(Ignore)?,
+fn map_batch<S: Sink>(c: &mut Cursor<'_>, sink: &mut S, len: usize) -> Result<BatchHeader, Fail> {
+    // A duplicated key keeps its last value; for `events` that means only the last one's events
+    // reach the sink, so count them first (a walk that builds nothing; map batches are rare).
+    let events_keys = count_events_keys(c, len);
+    let (mut ts, mut events_seen, mut dp_rank) = (None, 0usize, None);
+    let mut count = 0;
+    for _ in 0..len {
+        let key = c.key()?;
+        let start = c.pos;
+        match key {
+            b"ts" => ts = Some(c.number(&"number for ts").within(start, Seg::Field("ts"))?),
+            b"events" => {
+                events_seen += 1;
+                count = if events_seen >= events_keys {
+                    events(c, sink).within(start, Seg::Field("events"))?
+                } else {
+                    events(c, &mut Discard).within(start, Seg::Field("events"))?
+                };
+            }
+            b"data_parallel_rank" | b"dp_rank" | b"attn_dp_rank" => {
+                dp_rank = c.opt_u32("dp_rank").within(start, Seg::Field("dp_rank"))?
+            }
+            other => {
+                Cursor::check_utf8(other)?;
+                c.skip(MAX_DEPTH - 1)?;
             }
         }
-        let missing = |what: &str| ctx.error(DecodeErrorKind::MissingField, format!("batch map has no {what:?} key"), Some(0));
-        Ok(EventBatch {
-            ts: ts.ok_or_else(|| missing("ts"))?,
-            events: events.ok_or_else(|| missing("events"))?,
-            dp_rank,
-            layout: BatchLayout::Map,
-        })
     }
+    let missing = |what: &str| Fail::at(0, DecodeErrorKind::MissingField, format!("batch map has no {what:?} key"));
+    let ts = ts.ok_or_else(|| missing("ts"))?;
+    if events_seen == 0 {
+        return Err(missing("events"));
+    }
+    Ok(BatchHeader { ts, dp_rank, layout: BatchLayout::Map, events: count })
 }
 
-/// A timestamp: any number, as f64.
-struct Timestamp;
-
-impl<'de> DeserializeSeed<'de> for Timestamp {
-    type Value = f64;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<f64, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Timestamp {
-    type Value = f64;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("number for ts")
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
-        Ok(v)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
-        Ok(v as f64)
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
-        Ok(v as f64)
-    }
-}
-
-struct EventsSeed<'c> {
-    ctx: &'c Ctx<'c>,
-}
-
-impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
-    type Value = Vec<KvEvent>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<KvEvent>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventsSeed<'_> {
-    type Value = Vec<KvEvent>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("array of events")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<KvEvent>, A::Error> {
-        // An event takes at least two bytes; never trust a length prefix beyond that.
-        let cap = seq.size_hint().unwrap_or(0).min(self.ctx.remaining() / 2);
-        let mut events = Vec::with_capacity(cap);
-        let mut i = 0u32;
-        while let Some(event) = seq.next_element_seed(at(self.ctx, Seg::Index(i), EventSeed { ctx: self.ctx }))? {
-            events.push(event);
-            i += 1;
+/// How many `events` keys a map batch of `len` entries has (the cursor is left where it was).
+/// A malformed map counts what it can; the decode that follows reports the error.
+fn count_events_keys(c: &Cursor<'_>, len: usize) -> usize {
+    let mut walk = Cursor { buf: c.buf, pos: c.pos };
+    let mut n = 0;
+    for _ in 0..len {
+        let Ok(key) = walk.key() else { break };
+        n += usize::from(key == b"events");
+        if walk.skip(MAX_DEPTH - 1).is_err() {
+            break;
         }
-        Ok(events)
     }
+    n
+}
+
+fn events<S: Sink>(c: &mut Cursor<'_>, sink: &mut S) -> Result<u32, Fail> {
+    let n = c.array(&"array of events")?;
+    // An event takes at least two bytes; never trust a length prefix beyond that.
+    sink.reserve(n.min((c.buf.len() - c.pos) / 2));
+    for i in 0..n {
+        let start = c.pos;
+        let event = event(c).within(start, Seg::Index(i as u32))?;
+        sink.event(i as u32, event);
+    }
+    Ok(n as u32)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Events
 
-struct EventSeed<'c> {
-    ctx: &'c Ctx<'c>,
-}
+/// Containers around an event's fields: the batch, `events`, the event.
+const EVENT_DEPTH: usize = 3;
 
-impl<'de> DeserializeSeed<'de> for EventSeed<'_> {
-    type Value = KvEvent;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<KvEvent, D::Error> {
-        d.deserialize_any(self)
+fn event(c: &mut Cursor<'_>) -> Result<KvEvent, Fail> {
+    let start = c.pos;
+    match c.container(&"array or map for event")? {
+        Container::Array(len) => array_event(c, start, len),
+        Container::Map(len) => map_event(c, start, len),
     }
 }
 
-/// Every field any event type may carry; the tag decides which ones the event keeps.
-#[derive(Default)]
-struct Fields {
-    block_hashes: Option<(Vec<BlockHash>, HashReprs)>,
-    parent_block_hash: Option<(BlockHash, HashReprs)>,
-    token_ids: Option<TokenIds>,
-    block_size: Option<u32>,
-    lora_id: Option<i64>,
-    medium: Option<String>,
-    lora_name: Option<String>,
-    group_idx: Option<u32>,
-    kv_cache_spec_kind: Option<String>,
-    kv_cache_spec_sliding_window: Option<u32>,
-    locality: Option<String>,
-    ownership: Option<String>,
-    cache_salt: Option<String>,
-    extra_key_strings: Option<Vec<String>>,
-    session_id: Option<String>,
-}
-
+/// An event's tag, allocated only when it is not one of the three known tags (and then inline
+/// when short).
 #[derive(Clone, PartialEq, Eq)]
 enum Tag {
     Stored,
     Removed,
     Cleared,
-    Other(String),
-}
-
-fn tag_of(name: &str) -> Tag {
-    match name {
-        "BlockStored" => Tag::Stored,
-        "BlockRemoved" => Tag::Removed,
-        "AllBlocksCleared" => Tag::Cleared,
-        other => Tag::Other(other.to_owned()),
-    }
+    Other(WireStr),
 }
 
 impl Tag {
@@ -401,6 +205,20 @@ impl Tag {
             Tag::Cleared => "AllBlocksCleared",
             Tag::Other(name) => name,
         }
+    }
+}
+
+#[inline]
+fn tag(c: &mut Cursor<'_>) -> Result<Tag, Fail> {
+    match c.str_bytes()? {
+        Some(b"BlockStored") => Ok(Tag::Stored),
+        Some(b"BlockRemoved") => Ok(Tag::Removed),
+        Some(b"AllBlocksCleared") => Ok(Tag::Cleared),
+        Some(other) => match std::str::from_utf8(other) {
+            Ok(s) => Ok(Tag::Other(WireStr::new(s))),
+            Err(_) => Err(Fail::not_utf8()),
+        },
+        None => Err(c.mismatch(&"string event tag")),
     }
 }
 
@@ -421,212 +239,199 @@ const STORED_POSITIONS: [Key; 11] = [
 ];
 const REMOVED_POSITIONS: [Key; 3] = [Key::BlockHashes, Key::Medium, Key::GroupIdx];
 /// Fields an array-encoded `BlockStored` must have: tag through block_size.
-const STORED_MIN_LEN: u32 = 5;
-const REMOVED_MIN_LEN: u32 = 2;
+const STORED_MIN_LEN: usize = 5;
+const REMOVED_MIN_LEN: usize = 2;
 
-impl<'c> EventSeed<'c> {
-    /// Reads the value of field `name` into `fields`; unknown names are skipped.
-    fn read_field<'de, F>(&self, key: Key, fields: &mut Fields, mut next: F) -> Result<(), F::Error>
-    where
-        F: FieldReader<'de>,
-    {
-        let ctx = self.ctx;
-        match key {
-            Key::BlockHashes => fields.block_hashes = Some(next.read(at(ctx, Seg::Field("block_hashes"), HashesSeed { ctx }))?),
-            Key::ParentBlockHash => {
-                fields.parent_block_hash = next.read(at(ctx, Seg::Field("parent_block_hash"), OptHash))?
+fn array_event(c: &mut Cursor<'_>, start: usize, len: usize) -> Result<KvEvent, Fail> {
+    if len == 0 {
+        return Err(Fail::at(start, DecodeErrorKind::MissingField, "event array is empty; expected a tag".into()));
+    }
+    let tag_start = c.pos;
+    let tag = tag(c).within(tag_start, Seg::Index(0))?;
+    let (positions, min_len): (&[Key], usize) = match tag {
+        Tag::Stored => (&STORED_POSITIONS, STORED_MIN_LEN),
+        Tag::Removed => (&REMOVED_POSITIONS, REMOVED_MIN_LEN),
+        Tag::Cleared | Tag::Other(_) => (&[], 1),
+    };
+    if len < min_len {
+        return Err(Fail::at(
+            start,
+            DecodeErrorKind::MissingField,
+            format!(
+                "{} array has {len} elements; expected at least {min_len} (tag, {})",
+                tag.name(),
+                positions[..min_len - 1].iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    let mut fields = Fields::default();
+    let read = positions.len().min(len - 1);
+    for key in &positions[..read] {
+        read_field(c, *key, &mut fields)?;
+    }
+    for _ in read + 1..len {
+        c.skip(MAX_DEPTH - EVENT_DEPTH)?;
+    }
+    build(tag, fields, EventEncoding::Array { len: len as u32 }, start)
+}
+
+fn map_event(c: &mut Cursor<'_>, start: usize, len: usize) -> Result<KvEvent, Fail> {
+    let mut fields = Fields::default();
+    let mut tag_seen = None;
+    for _ in 0..len {
+        let key = c.key()?;
+        match Key::from_bytes(key) {
+            Key::Type => {
+                let tag_start = c.pos;
+                tag_seen = Some(tag(c).within(tag_start, Seg::Field("type"))?);
             }
-            Key::TokenIds => fields.token_ids = Some(next.read(at(ctx, Seg::Field("token_ids"), TokenIdsSeed { ctx }))?),
-            Key::BlockSize => fields.block_size = next.read(at(ctx, Seg::Field("block_size"), OptU32 { what: "block_size" }))?,
-            Key::LoraId => fields.lora_id = next.read(at(ctx, Seg::Field("lora_id"), OptI64 { what: "lora_id" }))?,
-            Key::Medium => fields.medium = next.read(at(ctx, Seg::Field("medium"), OptString { what: "medium" }))?,
-            Key::LoraName => fields.lora_name = next.read(at(ctx, Seg::Field("lora_name"), OptString { what: "lora_name" }))?,
-            Key::GroupIdx => fields.group_idx = next.read(at(ctx, Seg::Field("group_idx"), OptU32 { what: "group_idx" }))?,
-            Key::KvCacheSpecKind => {
-                fields.kv_cache_spec_kind =
-                    next.read(at(ctx, Seg::Field("kv_cache_spec_kind"), OptString { what: "kv_cache_spec_kind" }))?
+            Key::Other => {
+                Cursor::check_utf8(key)?;
+                c.skip(MAX_DEPTH - EVENT_DEPTH)?;
             }
-            Key::KvCacheSpecSlidingWindow => {
-                fields.kv_cache_spec_sliding_window = next.read(at(
-                    ctx,
-                    Seg::Field("kv_cache_spec_sliding_window"),
-                    OptU32 { what: "kv_cache_spec_sliding_window" },
-                ))?
-            }
-            Key::Locality => fields.locality = next.read(at(ctx, Seg::Field("locality"), OptString { what: "locality" }))?,
-            Key::Ownership => fields.ownership = next.read(at(ctx, Seg::Field("ownership"), OptString { what: "ownership" }))?,
-            Key::CacheSalt => fields.cache_salt = next.read(at(ctx, Seg::Field("cache_salt"), OptString { what: "cache_salt" }))?,
-            Key::SessionId => fields.session_id = next.read(at(ctx, Seg::Field("session_id"), OptString { what: "session_id" }))?,
-            Key::ExtraKeys => fields.extra_key_strings = next.read(at(ctx, Seg::Field("extra_keys"), ExtraKeysSeed { ctx }))?,
-            Key::LoraNameOrSalt => match next.read(at(ctx, Seg::Field("lora_name"), LoraNameOrSalt { ctx }))? {
-                LoraOrSalt::LoraName(name) => fields.lora_name = name,
-                LoraOrSalt::Salt(salt) => fields.cache_salt = salt,
-            },
-            _ => next.read(Ignore)?,
+            known => read_field(c, known, &mut fields)?,
         }
-        Ok(())
     }
+    let Some(tag) = tag_seen else {
+        return Err(Fail::at(start, DecodeErrorKind::MissingField, "event map has no \"type\" key".into()));
+    };
+    build(tag, fields, EventEncoding::Map, start)
+}
 
-    fn build<E: de::Error>(&self, tag: Tag, fields: Fields, encoding: EventEncoding, start: usize) -> Result<KvEvent, E> {
-        let tag_name = tag.name();
-        let missing = |what: &str| {
-            self.ctx.error::<E>(
-                DecodeErrorKind::MissingField,
-                format!("{tag_name} has no {what}"),
-                Some(start),
-            )
-        };
-        Ok(match tag {
-            Tag::Stored => {
-                let (block_hashes, hash_reprs) = fields.block_hashes.ok_or_else(|| missing("block_hashes"))?;
-                let mut hash_reprs = hash_reprs;
-                if let Some((_, repr)) = fields.parent_block_hash {
-                    hash_reprs.insert(repr);
-                }
-                KvEvent::BlockStored(BlockStored {
-                    block_hashes,
-                    parent_block_hash: fields.parent_block_hash.map(|(hash, _)| hash),
-                    token_ids: fields.token_ids.ok_or_else(|| missing("token_ids"))?,
-                    block_size: Some(fields.block_size.ok_or_else(|| missing("block_size"))?),
-                    lora_id: fields.lora_id,
-                    medium: fields.medium,
-                    lora_name: fields.lora_name,
-                    group_idx: fields.group_idx,
-                    kv_cache_spec_kind: fields.kv_cache_spec_kind,
-                    kv_cache_spec_sliding_window: fields.kv_cache_spec_sliding_window,
-                    locality: fields.locality,
-                    ownership: fields.ownership,
-                    cache_salt: fields.cache_salt,
-                    extra_key_strings: fields.extra_key_strings,
-                    session_id: fields.session_id,
-                    hash_reprs,
-                    encoding: Some(encoding),
-                })
-            }
-            Tag::Removed => {
-                let (block_hashes, hash_reprs) = fields.block_hashes.ok_or_else(|| missing("block_hashes"))?;
-                KvEvent::BlockRemoved(BlockRemoved {
-                    block_hashes,
-                    medium: fields.medium,
-                    group_idx: fields.group_idx,
-                    kv_cache_spec_kind: fields.kv_cache_spec_kind,
-                    kv_cache_spec_sliding_window: fields.kv_cache_spec_sliding_window,
-                    locality: fields.locality,
-                    ownership: fields.ownership,
-                    hash_reprs,
-                    encoding: Some(encoding),
-                })
-            }
-            Tag::Cleared => KvEvent::AllBlocksCleared { encoding, ownership: fields.ownership },
-            Tag::Other(name) => KvEvent::Unknown(UnknownEvent { tag: name, encoding }),
-        })
+/// Every field any event type may carry, read into the store it would become; the tag decides
+/// which ones the event keeps.
+#[derive(Default)]
+struct Fields {
+    /// Allocated at the first field read, in place: a store then becomes its event without
+    /// being moved (a move of the whole struct per event was a sixth of the decode time), and
+    /// a clear or an unknown tag with no fields allocates nothing.
+    stored: Option<Box<BlockStored>>,
+    has_hashes: bool,
+    has_tokens: bool,
+    /// The parent hash's representation, counted only for stores.
+    parent_repr: HashReprs,
+}
+
+impl Fields {
+    #[inline(always)]
+    fn stored(&mut self) -> &mut BlockStored {
+        self.stored.get_or_insert_with(Box::default)
     }
 }
 
-/// Reads the next value of an array or a map the same way.
-trait FieldReader<'de> {
-    type Error: de::Error;
-    fn read<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, Self::Error>;
+/// Reads the value of field `key` into `fields`; fields of no interest are skipped.
+#[inline]
+fn read_field(c: &mut Cursor<'_>, key: Key, fields: &mut Fields) -> Result<(), Fail> {
+    let start = c.pos;
+    read_value(c, key, fields).within(start, Seg::Field(key.name()))
 }
 
-struct SeqField<'a, A>(&'a mut A);
-
-impl<'de, A: SeqAccess<'de>> FieldReader<'de> for SeqField<'_, A> {
-    type Error = A::Error;
-    fn read<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
-        // The caller checked the length, so the element is there.
-        self.0
-            .next_element_seed(seed)?
-            .ok_or_else(|| de::Error::custom("array ended early"))
-    }
-}
-
-struct MapField<'a, A>(&'a mut A);
-
-impl<'de, A: MapAccess<'de>> FieldReader<'de> for MapField<'_, A> {
-    type Error = A::Error;
-    fn read<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
-        self.0.next_value_seed(seed)
-    }
-}
-
-impl<'de> Visitor<'de> for EventSeed<'_> {
-    type Value = KvEvent;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("array or map for event")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<KvEvent, A::Error> {
-        let ctx = self.ctx;
-        // The marker and length were read already; the event began before them.
-        let len = seq.size_hint().unwrap_or(0) as u32;
-        let start = ctx.pos.get().saturating_sub(header_len(len));
-        let tag = seq
-            .next_element_seed(at(ctx, Seg::Index(0), TagSeed))?
-            .ok_or_else(|| ctx.error::<A::Error>(DecodeErrorKind::MissingField, "event array is empty; expected a tag".into(), Some(start)))?;
-        let (positions, min_len): (&[Key], u32) = match tag {
-            Tag::Stored => (&STORED_POSITIONS, STORED_MIN_LEN),
-            Tag::Removed => (&REMOVED_POSITIONS, REMOVED_MIN_LEN),
-            Tag::Cleared | Tag::Other(_) => (&[], 1),
-        };
-        if len < min_len {
-            return Err(ctx.error(
-                DecodeErrorKind::MissingField,
-                format!(
-                    "{} array has {len} elements; expected at least {min_len} (tag, {})",
-                    tag.name(),
-                    positions[..(min_len - 1) as usize].iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
-                ),
-                Some(start),
-            ));
+#[inline]
+fn read_value(c: &mut Cursor<'_>, key: Key, f: &mut Fields) -> Result<(), Fail> {
+    match key {
+        Key::BlockHashes => {
+            let (hashes, reprs) = hashes(c)?;
+            let s = f.stored();
+            (s.block_hashes, s.hash_reprs) = (hashes, reprs);
+            f.has_hashes = true;
+            return Ok(());
         }
-        let mut fields = Fields::default();
-        for name in positions.iter().take(len as usize - 1) {
-            self.read_field(*name, &mut fields, SeqField(&mut seq))?;
-        }
-        while seq.next_element_seed(Ignore)?.is_some() {}
-        self.build(tag, fields, EventEncoding::Array { len }, start)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KvEvent, A::Error> {
-        let ctx = self.ctx;
-        let len = map.size_hint().unwrap_or(0) as u32;
-        let start = ctx.pos.get().saturating_sub(header_len(len));
-        let mut fields = Fields::default();
-        let mut tag = None;
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            if key == Key::Type {
-                tag = Some(map.next_value_seed(at(ctx, Seg::Field("type"), TagSeed))?);
+        Key::ParentBlockHash => {
+            let (parent, repr) = if c.nil() {
+                (None, HashReprs::default())
             } else {
-                self.read_field(key, &mut fields, MapField(&mut map))?;
-            }
+                let (hash, repr) = c.hash(&"block hash (int or 16/32-byte bin) or nil")?;
+                (Some(hash), repr)
+            };
+            f.stored().parent_block_hash = parent;
+            f.parent_repr = repr;
+            return Ok(());
         }
-        let tag = tag.ok_or_else(|| {
-            ctx.error::<A::Error>(DecodeErrorKind::MissingField, "event map has no \"type\" key".into(), Some(start))
-        })?;
-        self.build(tag, fields, EventEncoding::Map, start)
+        Key::TokenIds => {
+            f.stored().token_ids = token_ids(c)?;
+            f.has_tokens = true;
+            return Ok(());
+        }
+        Key::Type | Key::Other => return c.skip(MAX_DEPTH - EVENT_DEPTH),
+        _ => {}
     }
+    let s = f.stored();
+    match key {
+        Key::BlockSize => s.block_size = c.opt_u32("block_size")?,
+        Key::LoraId => s.lora_id = c.opt_i64("lora_id")?,
+        Key::Medium => s.medium = c.opt_str("medium")?,
+        Key::LoraName => s.lora_name = c.opt_str("lora_name")?,
+        Key::GroupIdx => s.group_idx = c.opt_u32("group_idx")?,
+        Key::KvCacheSpecKind => s.kv_cache_spec_kind = c.opt_str("kv_cache_spec_kind")?,
+        Key::KvCacheSpecSlidingWindow => {
+            s.kv_cache_spec_sliding_window = c.opt_u32("kv_cache_spec_sliding_window")?
+        }
+        Key::Locality => s.locality = c.opt_str("locality")?,
+        Key::Ownership => s.ownership = c.opt_str("ownership")?,
+        Key::CacheSalt => s.cache_salt = c.opt_str("cache_salt")?,
+        Key::SessionId => s.session_id = c.opt_str("session_id")?,
+        Key::ExtraKeys => s.extra_key_strings = extra_keys(c)?,
+        Key::LoraNameOrSalt => lora_name_or_salt(c, s)?,
+        Key::BlockHashes | Key::ParentBlockHash | Key::TokenIds | Key::Type | Key::Other => {}
+    }
+    Ok(())
 }
 
-/// Bytes taken by an array or map header holding `len` items (fix, 16- or 32-bit length).
-fn header_len(len: u32) -> usize {
-    match len {
-        0..=15 => 1,
-        16..=0xffff => 3,
-        _ => 5,
-    }
+fn build(tag: Tag, fields: Fields, encoding: EventEncoding, start: usize) -> Result<KvEvent, Fail> {
+    let missing = |what: &str| Fail::at(start, DecodeErrorKind::MissingField, format!("{} has no {what}", tag.name()));
+    let Fields { stored, has_hashes, has_tokens, parent_repr } = fields;
+    Ok(match tag {
+        Tag::Stored => {
+            if !has_hashes {
+                return Err(missing("block_hashes"));
+            }
+            if !has_tokens {
+                return Err(missing("token_ids"));
+            }
+            // Reading block_hashes allocated the store.
+            let Some(mut stored) = stored else { return Err(missing("block_hashes")) };
+            if stored.block_size.is_none() {
+                return Err(missing("block_size"));
+            }
+            stored.hash_reprs.insert(parent_repr);
+            stored.encoding = Some(encoding);
+            KvEvent::BlockStored(stored)
+        }
+        Tag::Removed => {
+            let (true, Some(stored)) = (has_hashes, stored) else { return Err(missing("block_hashes")) };
+            let BlockStored {
+                block_hashes,
+                medium,
+                group_idx,
+                kv_cache_spec_kind,
+                kv_cache_spec_sliding_window,
+                locality,
+                ownership,
+                hash_reprs,
+                ..
+            } = *stored;
+            KvEvent::BlockRemoved(Box::new(BlockRemoved {
+                block_hashes,
+                medium,
+                group_idx,
+                kv_cache_spec_kind,
+                kv_cache_spec_sliding_window,
+                locality,
+                ownership,
+                hash_reprs,
+                encoding: Some(encoding),
+            }))
+        }
+        Tag::Cleared => KvEvent::AllBlocksCleared { encoding, ownership: stored.and_then(|s| s.ownership) },
+        Tag::Other(tag) => KvEvent::Unknown(UnknownEvent { tag, encoding }),
+    })
 }
 
-/// A map key, matched against the names this decoder reads without allocating: engine maps
-/// repeat the same dozen keys in every event, and a `String` per key was most of the decode
-/// time for small events.
+/// A map key, matched against the names this decoder reads as raw bytes: engine maps repeat the
+/// same dozen keys in every event.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Key {
     Type,
-    Ts,
-    Events,
-    DpRank,
     BlockHashes,
     ParentBlockHash,
     TokenIds,
@@ -649,27 +454,32 @@ enum Key {
 }
 
 impl Key {
-    fn from_name(name: &str) -> Key {
-        match name {
-            "type" => Key::Type,
-            "ts" => Key::Ts,
-            "events" => Key::Events,
-            "data_parallel_rank" | "dp_rank" | "attn_dp_rank" => Key::DpRank,
-            "block_hashes" => Key::BlockHashes,
-            "parent_block_hash" => Key::ParentBlockHash,
-            "token_ids" => Key::TokenIds,
-            "block_size" => Key::BlockSize,
-            "lora_id" => Key::LoraId,
-            "medium" => Key::Medium,
-            "lora_name" => Key::LoraName,
-            "extra_keys" => Key::ExtraKeys,
-            "group_idx" => Key::GroupIdx,
-            "kv_cache_spec_kind" => Key::KvCacheSpecKind,
-            "kv_cache_spec_sliding_window" => Key::KvCacheSpecSlidingWindow,
-            "locality" => Key::Locality,
-            "ownership" => Key::Ownership,
-            "cache_salt" => Key::CacheSalt,
-            "session_id" => Key::SessionId,
+    /// Dispatches on the length first: one compare of a known size per key, not a scan of
+    /// every name.
+    #[inline]
+    fn from_bytes(name: &[u8]) -> Key {
+        let is = |known: &[u8], key: Key| if name == known { key } else { Key::Other };
+        match name.len() {
+            4 => is(b"type", Key::Type),
+            6 => is(b"medium", Key::Medium),
+            7 => is(b"lora_id", Key::LoraId),
+            8 => is(b"locality", Key::Locality),
+            9 => match name[0] {
+                b't' => is(b"token_ids", Key::TokenIds),
+                b'l' => is(b"lora_name", Key::LoraName),
+                b'g' => is(b"group_idx", Key::GroupIdx),
+                _ => is(b"ownership", Key::Ownership),
+            },
+            10 => match name[0] {
+                b'b' => is(b"block_size", Key::BlockSize),
+                b'e' => is(b"extra_keys", Key::ExtraKeys),
+                b'c' => is(b"cache_salt", Key::CacheSalt),
+                _ => is(b"session_id", Key::SessionId),
+            },
+            12 => is(b"block_hashes", Key::BlockHashes),
+            17 => is(b"parent_block_hash", Key::ParentBlockHash),
+            18 => is(b"kv_cache_spec_kind", Key::KvCacheSpecKind),
+            28 => is(b"kv_cache_spec_sliding_window", Key::KvCacheSpecSlidingWindow),
             _ => Key::Other,
         }
     }
@@ -678,9 +488,6 @@ impl Key {
     fn name(self) -> &'static str {
         match self {
             Key::Type => "type",
-            Key::Ts => "ts",
-            Key::Events => "events",
-            Key::DpRank => "dp_rank",
             Key::BlockHashes => "block_hashes",
             Key::ParentBlockHash => "parent_block_hash",
             Key::TokenIds => "token_ids",
@@ -701,405 +508,123 @@ impl Key {
     }
 }
 
-/// A map key: always a string in engine payloads.
-struct KeySeed;
-
-impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Key;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeySeed {
-    type Value = Key;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("string map key")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-        Ok(Key::from_name(v))
-    }
-}
-
-/// An event tag: a string, allocated only when it is not one of the three known tags.
-struct TagSeed;
-
-impl<'de> DeserializeSeed<'de> for TagSeed {
-    type Value = Tag;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Tag, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for TagSeed {
-    type Value = Tag;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("string event tag")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Tag, E> {
-        Ok(tag_of(v))
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
-// Hashes
+// Hashes and token ids
 
-struct HashesSeed<'c> {
-    ctx: &'c Ctx<'c>,
+#[inline]
+fn hashes(c: &mut Cursor<'_>) -> Result<(Hashes, HashReprs), Fail> {
+    let n = c.array(&"array of block hashes")?;
+    // Each hash takes at least one byte.
+    let mut hashes = Hashes::with_capacity(n.min(c.buf.len() - c.pos));
+    let mut reprs = HashReprs::default();
+    for i in 0..n {
+        let start = c.pos;
+        let (hash, repr) = c.hash(&"block hash (int or 16/32-byte bin)").within(start, Seg::Index(i as u32))?;
+        hashes.push(hash);
+        reprs.insert(repr);
+    }
+    Ok((hashes, reprs))
 }
 
-impl<'de> DeserializeSeed<'de> for HashesSeed<'_> {
-    type Value = (Vec<BlockHash>, HashReprs);
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
+/// Counts `token_ids` with the tight loop of `skip.rs`; the ids themselves are never built.
+#[inline]
+fn token_ids(c: &mut Cursor<'_>) -> Result<TokenIds, Fail> {
+    let start = c.pos;
+    if start >= c.buf.len() {
+        return Err(Fail::at(start, DecodeErrorKind::Truncated, "unexpected end of input".into()));
     }
-}
-
-impl<'de> Visitor<'de> for HashesSeed<'_> {
-    type Value = (Vec<BlockHash>, HashReprs);
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("array of block hashes")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        // Each hash takes at least one byte.
-        let cap = seq.size_hint().unwrap_or(0).min(self.ctx.remaining());
-        let mut hashes = Vec::with_capacity(cap);
-        let mut reprs = HashReprs::default();
-        let mut i = 0u32;
-        while let Some((hash, repr)) = seq.next_element_seed(at(self.ctx, Seg::Index(i), HashSeed))? {
-            hashes.push(hash);
-            reprs.insert(repr);
-            i += 1;
+    match count_token_ids(c.buf, start) {
+        Ok(counted) => {
+            c.pos = counted.end;
+            Ok(TokenIds {
+                count: counted.count,
+                is_bigram: counted.is_bigram,
+                span: start as u32..counted.end as u32,
+                outside_u32: counted.outside_u32,
+            })
         }
-        Ok((hashes, reprs))
-    }
-}
-
-/// One hash: u64, i64 (bit-cast) or a 16/32-byte bin (its last 8 bytes, big-endian).
-struct HashSeed;
-
-impl<'de> DeserializeSeed<'de> for HashSeed {
-    type Value = (BlockHash, HashReprs);
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for HashSeed {
-    type Value = (BlockHash, HashReprs);
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("block hash (int or 16/32-byte bin)")
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok((BlockHash(v), HashReprs::UNSIGNED))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        let repr = if v < 0 { HashReprs::SIGNED } else { HashReprs::UNSIGNED };
-        Ok((BlockHash(v as u64), repr))
-    }
-    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
-        let repr = match v.len() {
-            16 => HashReprs::BIN16,
-            32 => HashReprs::BIN32,
-            n => return Err(E::custom(format!("expected a 16- or 32-byte bin block hash, found {n} bytes"))),
-        };
-        let tail: [u8; 8] = v[v.len() - 8..].try_into().expect("length checked above");
-        Ok((BlockHash(u64::from_be_bytes(tail)), repr))
-    }
-}
-
-/// A parent hash: a hash or nil.
-struct OptHash;
-
-impl<'de> DeserializeSeed<'de> for OptHash {
-    type Value = Option<(BlockHash, HashReprs)>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OptHash {
-    type Value = Option<(BlockHash, HashReprs)>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("block hash (int or 16/32-byte bin) or nil")
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        HashSeed.visit_u64(v).map(Some)
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        HashSeed.visit_i64(v).map(Some)
-    }
-    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
-        HashSeed.visit_bytes(v).map(Some)
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Token ids
-
-/// Counts `token_ids` by walking the raw bytes and moving the shared reader position past them;
-/// the deserializer is never asked for the items (see the module docs).
-struct TokenIdsSeed<'c> {
-    ctx: &'c Ctx<'c>,
-}
-
-impl<'de> DeserializeSeed<'de> for TokenIdsSeed<'_> {
-    type Value = TokenIds;
-    fn deserialize<D: de::Deserializer<'de>>(self, _d: D) -> Result<TokenIds, D::Error> {
-        let ctx = self.ctx;
-        let start = ctx.pos.get();
-        if start >= ctx.buf.len() {
-            return Err(ctx.error(DecodeErrorKind::Truncated, "unexpected end of input".into(), Some(start)));
+        Err(err) => {
+            let kind = if err.truncated { DecodeErrorKind::Truncated } else { DecodeErrorKind::TypeMismatch };
+            let fail = Fail::at(err.offset, kind, err.message);
+            Err(match err.item {
+                Some(i) => fail.within(err.offset, Seg::Index(i)),
+                None => fail,
+            })
         }
-        match count_token_ids(ctx.buf, start) {
-            Ok(counted) => {
-                ctx.pos.set(counted.end);
-                Ok(TokenIds {
-                    count: counted.count,
-                    is_bigram: counted.is_bigram,
-                    span: start as u32..counted.end as u32,
-                    outside_u32: counted.outside_u32,
-                })
-            }
-            Err(err) => {
-                let kind = if err.truncated { DecodeErrorKind::Truncated } else { DecodeErrorKind::TypeMismatch };
-                let e = ctx.error(kind, err.message, Some(err.offset));
-                if let Some(i) = err.item {
-                    ctx.fail_at(err.offset, Seg::Index(i));
-                }
-                Err(e)
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Scalars
-
-/// A non-negative integer that fits u32, or nil.
-struct OptU32 {
-    what: &'static str,
-}
-
-impl<'de> DeserializeSeed<'de> for OptU32 {
-    type Value = Option<u32>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<u32>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OptU32 {
-    type Value = Option<u32>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "u32 or nil for {}", self.what)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
-        u32::try_from(v)
-            .map(Some)
-            .map_err(|_| E::custom(format!("expected u32 for {}, found {v}", self.what)))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
-        u32::try_from(v)
-            .map(Some)
-            .map_err(|_| E::custom(format!("expected u32 for {}, found {v}", self.what)))
-    }
-}
-
-struct OptI64 {
-    what: &'static str,
-}
-
-impl<'de> DeserializeSeed<'de> for OptI64 {
-    type Value = Option<i64>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<i64>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OptI64 {
-    type Value = Option<i64>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "int or nil for {}", self.what)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<i64>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<i64>, E> {
-        i64::try_from(v)
-            .map(Some)
-            .map_err(|_| E::custom(format!("expected i64 for {}, found {v}", self.what)))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<i64>, E> {
-        Ok(Some(v))
-    }
-}
-
-struct OptString {
-    what: &'static str,
-}
-
-impl<'de> DeserializeSeed<'de> for OptString {
-    type Value = Option<String>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OptString {
-    type Value = Option<String>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "string or nil for {}", self.what)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<String>, E> {
-        Ok(None)
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<String>, E> {
-        Ok(Some(v.to_owned()))
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Cache namespace: extra_keys and SGLang's position-7 map
 
-/// True when the value at the reader's position starts with an array marker. The reader has not
-/// read the value's marker yet when a seed is called (see the module docs), so this peeks at it.
-fn next_is(ctx: &Ctx<'_>, array: bool) -> bool {
-    match ctx.buf.get(ctx.pos.get()) {
-        Some(0x90..=0x9f | 0xdc | 0xdd) => array,
-        Some(0x80..=0x8f | 0xde | 0xdf) => !array,
-        _ => false,
-    }
+fn is_array(marker: u8) -> bool {
+    matches!(marker, 0x90..=0x9f | 0xdc | 0xdd)
+}
+
+fn is_map(marker: u8) -> bool {
+    matches!(marker, 0x80..=0x8f | 0xde | 0xdf)
+}
+
+fn is_str(marker: u8) -> bool {
+    matches!(marker, 0xa0..=0xbf | 0xd9..=0xdb)
 }
 
 /// `extra_keys`: per block, nil or a list of keys. Only the first block's string items are kept
 /// (that is where vLLM puts the LoRA name and a tagged cache salt). Any other shape is skipped,
 /// not rejected: kvscope never depended on this field, and an engine's own changes to it must
 /// not cost a batch.
-struct ExtraKeysSeed<'c> {
-    ctx: &'c Ctx<'c>,
-}
-
-impl<'de> DeserializeSeed<'de> for ExtraKeysSeed<'_> {
-    type Value = Option<Vec<String>>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        if next_is(self.ctx, true) {
-            d.deserialize_any(self)
-        } else {
-            Ignore.deserialize(d).map(|()| None)
-        }
+fn extra_keys(c: &mut Cursor<'_>) -> Result<Option<Vec<String>>, Fail> {
+    if !is_array(c.peek()?) {
+        c.skip(MAX_DEPTH - EVENT_DEPTH)?;
+        return Ok(None);
     }
-}
-
-impl<'de> Visitor<'de> for ExtraKeysSeed<'_> {
-    type Value = Option<Vec<String>>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("array of per-block extra keys")
+    let blocks = c.array(&"array of per-block extra keys")?;
+    if blocks == 0 {
+        return Ok(None);
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let first = seq.next_element_seed(FirstBlockKeys { ctx: self.ctx })?.flatten();
-        while seq.next_element_seed(Ignore)?.is_some() {}
-        Ok(first)
-    }
-}
-
-/// The first block's keys: its string items, or `None` when the block is not a list.
-struct FirstBlockKeys<'c> {
-    ctx: &'c Ctx<'c>,
-}
-
-impl<'de> DeserializeSeed<'de> for FirstBlockKeys<'_> {
-    type Value = Option<Vec<String>>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        if next_is(self.ctx, true) {
-            d.deserialize_any(self)
-        } else {
-            Ignore.deserialize(d).map(|()| None)
-        }
-    }
-}
-
-impl<'de> Visitor<'de> for FirstBlockKeys<'_> {
-    type Value = Option<Vec<String>>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("array of extra keys")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+    let first = if is_array(c.peek()?) {
+        let items = c.array(&"array of extra keys")?;
         let mut strings = Vec::new();
-        while let Some(item) = seq.next_element_seed(StringItem { ctx: self.ctx })? {
-            strings.extend(item);
-        }
-        Ok(Some(strings))
-    }
-}
-
-/// A string item, or `None` for an item of any other type (skipped).
-struct StringItem<'c> {
-    ctx: &'c Ctx<'c>,
-}
-
-impl<'de> DeserializeSeed<'de> for StringItem<'_> {
-    type Value = Option<String>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        match self.ctx.buf.get(self.ctx.pos.get()) {
-            Some(0xa0..=0xbf | 0xd9..=0xdb) => d.deserialize_any(self),
-            _ => Ignore.deserialize(d).map(|()| None),
-        }
-    }
-}
-
-impl<'de> Visitor<'de> for StringItem<'_> {
-    type Value = Option<String>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("string extra key")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Some(v.to_owned()))
-    }
-}
-
-/// Position 7 of an array-encoded `BlockStored`.
-enum LoraOrSalt {
-    /// vLLM: the LoRA name, a string or nil.
-    LoraName(Option<String>),
-    /// SGLang: a map whose `cache_salt` is the namespace (`None` when the map has none).
-    Salt(Option<String>),
-}
-
-struct LoraNameOrSalt<'c> {
-    ctx: &'c Ctx<'c>,
-}
-
-impl<'de> DeserializeSeed<'de> for LoraNameOrSalt<'_> {
-    type Value = LoraOrSalt;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<LoraOrSalt, D::Error> {
-        if next_is(self.ctx, false) {
-            d.deserialize_any(self)
-        } else {
-            OptString { what: "lora_name" }.deserialize(d).map(LoraOrSalt::LoraName)
-        }
-    }
-}
-
-impl<'de> Visitor<'de> for LoraNameOrSalt<'_> {
-    type Value = LoraOrSalt;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("map with cache_salt")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LoraOrSalt, A::Error> {
-        let mut salt = None;
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            if key == Key::CacheSalt {
-                salt = map.next_value_seed(at(self.ctx, Seg::Field("cache_salt"), OptString { what: "cache_salt" }))?;
+        for _ in 0..items {
+            if is_str(c.peek()?) {
+                strings.push(c.str(&"string extra key")?.to_owned());
             } else {
-                map.next_value_seed(Ignore)?;
+                c.skip(MAX_DEPTH - EVENT_DEPTH - 2)?;
             }
         }
-        Ok(LoraOrSalt::Salt(salt))
+        Some(strings)
+    } else {
+        c.skip(MAX_DEPTH - EVENT_DEPTH - 1)?;
+        None
+    };
+    for _ in 1..blocks {
+        c.skip(MAX_DEPTH - EVENT_DEPTH - 1)?;
     }
+    Ok(first)
+}
+
+/// Position 7 of an array-encoded `BlockStored`: vLLM's LoRA name (a string or nil), or SGLang's
+/// map whose `cache_salt` is the namespace.
+fn lora_name_or_salt(c: &mut Cursor<'_>, s: &mut BlockStored) -> Result<(), Fail> {
+    if !is_map(c.peek()?) {
+        s.lora_name = c.opt_str("lora_name")?;
+        return Ok(());
+    }
+    let len = match c.container(&"map with cache_salt")? {
+        Container::Map(len) => len,
+        Container::Array(_) => return Err(c.mismatch(&"map with cache_salt")),
+    };
+    let mut salt = None;
+    for _ in 0..len {
+        let key = c.key()?;
+        if key == b"cache_salt" {
+            let start = c.pos;
+            salt = c.opt_str("cache_salt").within(start, Seg::Field("cache_salt"))?;
+        } else {
+            Cursor::check_utf8(key)?;
+            c.skip(MAX_DEPTH - EVENT_DEPTH - 1)?;
+        }
+    }
+    s.cache_salt = salt;
+    Ok(())
 }

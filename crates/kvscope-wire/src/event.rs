@@ -3,9 +3,20 @@
 //! Field names follow vLLM's `kv_events.py`; a field the event did not carry is `None`, so a
 //! consumer can tell "absent" from "zero". Token ids are kept as a count and a byte span, not a
 //! `Vec`: they are most of a payload's bytes and the normalizer only needs how many there were.
+//!
+//! Sizes matter: a batch of millions of tiny events must not cost hundreds of bytes each.
+//! Strings are [`WireStr`] (inline up to 24 bytes, so `medium`, `kind`, `locality` and the like
+//! never allocate), a store's hashes are [`Hashes`] (two inline before spilling to the heap),
+//! and the two big variants are boxed, so a [`KvEvent`] is 40 bytes.
 
 use std::fmt;
 use std::ops::Range;
+
+/// A string from the wire: owned, kept inline up to 24 bytes (every medium, kind, locality and
+/// ownership engines write), on the heap beyond.
+pub type WireStr = compact_str::CompactString;
+
+pub use crate::hashes::Hashes;
 
 /// One decoded payload: the batch an engine published under one sequence number.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +30,26 @@ pub struct EventBatch {
     pub dp_rank: Option<u32>,
     /// How the batch itself was laid out.
     pub layout: BatchLayout,
+}
+
+/// What a batch says about itself: everything but its events. The streaming decoder
+/// ([`crate::decode_each`]) hands it over before the first event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchHeader {
+    /// Publish time in seconds since the epoch, as the engine wrote it.
+    pub ts: f64,
+    /// As [`EventBatch::dp_rank`].
+    pub dp_rank: Option<u32>,
+    pub layout: BatchLayout,
+    /// How many events the batch holds.
+    pub events: u32,
+}
+
+impl EventBatch {
+    /// The batch without its events.
+    pub fn header(&self) -> BatchHeader {
+        BatchHeader { ts: self.ts, dp_rank: self.dp_rank, layout: self.layout, events: self.events.len() as u32 }
+    }
 }
 
 /// The outer shape of a batch.
@@ -48,17 +79,22 @@ pub enum EventEncoding {
 /// One event of a batch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KvEvent {
-    BlockStored(BlockStored),
-    BlockRemoved(BlockRemoved),
+    /// Boxed: a store is ten times the size of the other variants.
+    BlockStored(Box<BlockStored>),
+    /// Boxed, like stores.
+    BlockRemoved(Box<BlockRemoved>),
     AllBlocksCleared {
         encoding: EventEncoding,
         /// `ownership` of a map-encoded clear (vLLM 0.29 on); `None` when absent or nil.
-        ownership: Option<String>,
+        ownership: Option<WireStr>,
     },
     /// A tag this decoder does not know. Kept, not dropped, so the normalizer can count it as
     /// `ignored_event` and the inspector can show it.
     Unknown(UnknownEvent),
 }
+
+/// 40 bytes: a collected batch of tiny events costs 40 bytes an event, not 300.
+const _: () = assert!(std::mem::size_of::<KvEvent>() <= 40);
 
 impl KvEvent {
     pub fn event_type(&self) -> EventType {
@@ -220,29 +256,29 @@ pub struct TokenIds {
 /// `BlockStored`: blocks entered a cache.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct BlockStored {
-    pub block_hashes: Vec<BlockHash>,
+    pub block_hashes: Hashes,
     pub parent_block_hash: Option<BlockHash>,
     pub token_ids: TokenIds,
     pub block_size: Option<u32>,
     pub lora_id: Option<i64>,
-    pub medium: Option<String>,
-    pub lora_name: Option<String>,
+    pub medium: Option<WireStr>,
+    pub lora_name: Option<WireStr>,
     pub group_idx: Option<u32>,
-    pub kv_cache_spec_kind: Option<String>,
+    pub kv_cache_spec_kind: Option<WireStr>,
     pub kv_cache_spec_sliding_window: Option<u32>,
     /// `LOCAL` or `REMOTE` on secondary tiers (vLLM 0.26 on).
-    pub locality: Option<String>,
+    pub locality: Option<WireStr>,
     /// Which component owns the block on a shared tier (vLLM 0.29 on).
-    pub ownership: Option<String>,
+    pub ownership: Option<WireStr>,
     /// The cache namespace (salt): the `cache_salt` map key, or the `cache_salt` of the map
     /// SGLang writes at array position 7 instead of `lora_name`. Kept as sent (`""` included).
-    pub cache_salt: Option<String>,
+    pub cache_salt: Option<WireStr>,
     /// The string items of the first block's `extra_keys`, in order (vLLM puts the LoRA name and
     /// a tagged cache salt there; the other blocks repeat or omit them). Other items are not
     /// kept. `None` when `extra_keys` is absent, nil, not an array, or its first block is nil.
     pub extra_key_strings: Option<Vec<String>>,
     /// The session that triggered the store (map key `session_id`, vLLM 0.29 on).
-    pub session_id: Option<String>,
+    pub session_id: Option<WireStr>,
     pub hash_reprs: HashReprs,
     pub encoding: Option<EventEncoding>,
 }
@@ -250,14 +286,14 @@ pub struct BlockStored {
 /// `BlockRemoved`: blocks left a cache.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct BlockRemoved {
-    pub block_hashes: Vec<BlockHash>,
-    pub medium: Option<String>,
+    pub block_hashes: Hashes,
+    pub medium: Option<WireStr>,
     pub group_idx: Option<u32>,
     /// Map-encoded removals may name their kind like stores do; array-encoded ones never do.
-    pub kv_cache_spec_kind: Option<String>,
+    pub kv_cache_spec_kind: Option<WireStr>,
     pub kv_cache_spec_sliding_window: Option<u32>,
-    pub locality: Option<String>,
-    pub ownership: Option<String>,
+    pub locality: Option<WireStr>,
+    pub ownership: Option<WireStr>,
     pub hash_reprs: HashReprs,
     pub encoding: Option<EventEncoding>,
 }
@@ -265,6 +301,6 @@ pub struct BlockRemoved {
 /// An event whose tag this decoder does not know.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnknownEvent {
-    pub tag: String,
+    pub tag: WireStr,
     pub encoding: EventEncoding,
 }

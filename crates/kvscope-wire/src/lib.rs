@@ -8,20 +8,26 @@
 //! - [`frame`] splits a live message (`[topic, seq, payload]`) and a replay reply.
 //! - [`decode_batch`] decodes a payload: tagged arrays (vLLM up to 0.23) and tagged maps
 //!   (vLLM 0.24 on, SGLang), 2- and 3-element batches and map-shaped batches.
+//! - [`decode_each`] decodes the same payloads but hands the events to an [`EventSink`] one at
+//!   a time, in memory that does not grow with the batch.
 //! - Every malformed input yields a [`DecodeError`] naming the byte offset, what was expected
 //!   and where in the batch (`events[3].block_hashes[0]`); nothing panics.
 
+mod cursor;
 mod decode;
 mod error;
 mod event;
 pub mod frame;
+mod hashes;
 mod skip;
+mod stream;
 
 pub use decode::{decode_batch, DecodeOptions};
+pub use stream::{decode_each, EventSink, STREAM_CHUNK};
 pub use error::{DecodeError, DecodeErrorKind, FrameError};
 pub use event::{
-    BatchLayout, BlockHash, BlockRemoved, BlockStored, EventBatch, EventEncoding, EventType,
-    HashReprs, KvEvent, TokenIds, UnknownEvent,
+    BatchHeader, BatchLayout, BlockHash, BlockRemoved, BlockStored, EventBatch, EventEncoding, EventType,
+    HashReprs, Hashes, KvEvent, TokenIds, UnknownEvent, WireStr,
 };
 pub use frame::{LiveMessage, ReplayReply};
 pub use skip::skip_value;

@@ -1,7 +1,7 @@
-//! Hand-rolled msgpack walking for the two places serde is the wrong tool.
+//! Msgpack walks that build nothing.
 //!
 //! `token_ids` is most of a payload's bytes and the normalizer only needs its length, so
-//! [`count_token_ids`] walks it in a tight loop instead of visiting each item through serde.
+//! [`count_token_ids`] walks it in a tight loop instead of reading each item as a value.
 //! [`skip_value`] walks any value without building it: it is the floor a decoder of this format
 //! can approach, and the benchmarks compare against it.
 
@@ -231,21 +231,56 @@ fn walk_pairs(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), Sk
 ///
 /// Depth is capped at `max_depth`; every length prefix is checked against the bytes left.
 pub fn skip_value(buf: &[u8], pos: usize, max_depth: usize) -> Result<usize, String> {
+    skip_raw(buf, pos, max_depth).map_err(|e| match e.kind {
+        RawSkipKind::Truncated => format!("byte {}: unexpected end of input", e.offset),
+        RawSkipKind::TooDeep => format!("byte {}: nesting deeper than {max_depth}", e.offset),
+        RawSkipKind::Reserved => format!("byte {}: reserved marker 0xc1", e.offset),
+    })
+}
+
+/// Why [`skip_raw`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RawSkipKind {
+    Truncated,
+    TooDeep,
+    Reserved,
+}
+
+/// Where and why [`skip_raw`] stopped; no message is built, the decoder writes its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RawSkipError {
+    pub kind: RawSkipKind,
+    pub offset: usize,
+}
+
+/// Containers tracked on the stack; deeper walks (only callers passing a larger `max_depth` can
+/// reach them) spill into a `Vec`.
+const INLINE_DEPTH: usize = 64;
+
+/// [`skip_value`] without the message: the decoder skips every unknown key's value with it, so
+/// it allocates nothing (the stack of open containers lives in an array).
+#[inline]
+pub(crate) fn skip_raw(buf: &[u8], pos: usize, max_depth: usize) -> Result<usize, RawSkipError> {
     // An explicit stack of "values still to skip" keeps deep nesting off the call stack.
-    let mut pending: Vec<usize> = Vec::with_capacity(8);
+    let mut inline = [0usize; INLINE_DEPTH];
+    let mut spill: Vec<usize> = Vec::new();
+    let mut depth = 0usize;
     let mut at = pos;
     let mut left = 1usize;
+    let fail = |kind, offset| Err(RawSkipError { kind, offset });
     loop {
         while left == 0 {
-            match pending.pop() {
-                Some(outer) => left = outer,
-                None => return Ok(at),
+            if depth == 0 {
+                return Ok(at);
             }
+            depth -= 1;
+            left = if depth < INLINE_DEPTH { inline[depth] } else { spill.pop().unwrap_or(0) };
         }
         left -= 1;
-        let Some(&m) = buf.get(at) else { return Err(format!("byte {at}: unexpected end of input")) };
-        let take = |n: usize, at: usize| -> Result<usize, String> {
-            let bytes = buf.get(at + 1..at + 1 + n).ok_or_else(|| format!("byte {at}: unexpected end of input"))?;
+        let Some(&m) = buf.get(at) else { return fail(RawSkipKind::Truncated, at) };
+        let take = |n: usize, at: usize| -> Result<usize, RawSkipError> {
+            let bytes =
+                buf.get(at + 1..at + 1 + n).ok_or(RawSkipError { kind: RawSkipKind::Truncated, offset: at })?;
             Ok(bytes.iter().fold(0usize, |acc, &b| (acc << 8) | b as usize))
         };
         let (header, body, children) = match m {
@@ -272,18 +307,23 @@ pub fn skip_value(buf: &[u8], pos: usize, max_depth: usize) -> Result<usize, Str
             0x80..=0x8f => (1, 0, 2 * (m & 0x0f) as usize),
             0xde => (3, 0, 2 * take(2, at)?),
             0xdf => (5, 0, 2 * take(4, at)?),
-            0xc1 => return Err(format!("byte {at}: reserved marker 0xc1")),
+            0xc1 => return fail(RawSkipKind::Reserved, at),
         };
         let end = at + header + body;
         if end > buf.len() || children > buf.len() - end.min(buf.len()) {
-            return Err(format!("byte {at}: unexpected end of input"));
+            return fail(RawSkipKind::Truncated, at);
         }
         at = end;
         if children > 0 {
-            if pending.len() + 1 >= max_depth {
-                return Err(format!("byte {at}: nesting deeper than {max_depth}"));
+            if depth + 1 >= max_depth {
+                return fail(RawSkipKind::TooDeep, at);
             }
-            pending.push(left);
+            if depth < INLINE_DEPTH {
+                inline[depth] = left;
+            } else {
+                spill.push(left);
+            }
+            depth += 1;
             left = children;
         }
     }

@@ -45,7 +45,7 @@ fn map_store(w: &mut Buf, extra: u32, rest: impl FnOnce(&mut Buf)) {
 
 fn stored(bytes: &[u8], i: usize) -> kvscope_wire::BlockStored {
     match &decode_batch(bytes).unwrap().events[i] {
-        KvEvent::BlockStored(s) => s.clone(),
+        KvEvent::BlockStored(s) => (**s).clone(),
         other => panic!("expected a store, got {other:?}"),
     }
 }

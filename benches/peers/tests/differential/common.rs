@@ -118,7 +118,7 @@ impl Fields {
 /// kvscope's event in the comparable shape. Locality is folded the way Dynamo folds it (`LOCAL`,
 /// `REMOTE`, anything else `unknown`) because Dynamo keeps no other value to compare with.
 pub fn ours(event: &KvEvent) -> Fields {
-    let fold_locality = |l: &Option<String>| {
+    let fold_locality = |l: &Option<kvscope_wire::WireStr>| {
         l.as_deref().map(|l| match l {
             "LOCAL" | "REMOTE" => l.to_owned(),
             _ => "unknown".to_owned(),
@@ -146,19 +146,19 @@ pub fn ours(event: &KvEvent) -> Fields {
             token_count: Some(s.token_ids.count as usize),
             is_bigram: Some(s.token_ids.is_bigram),
             block_size: s.block_size.map(u64::from),
-            medium: s.medium.clone(),
-            lora_name: s.lora_name.clone(),
+            medium: s.medium.as_deref().map(str::to_owned),
+            lora_name: s.lora_name.as_deref().map(str::to_owned),
             group_idx: s.group_idx,
-            kv_cache_spec_kind: s.kv_cache_spec_kind.clone(),
+            kv_cache_spec_kind: s.kv_cache_spec_kind.as_deref().map(str::to_owned),
             kv_cache_spec_sliding_window: s.kv_cache_spec_sliding_window,
             locality: fold_locality(&s.locality),
             cache_namespace: dynamo_namespace(s),
             ..base
         },
         KvEvent::BlockRemoved(r) => Fields {
-            medium: r.medium.clone(),
+            medium: r.medium.as_deref().map(str::to_owned),
             group_idx: r.group_idx,
-            kv_cache_spec_kind: r.kv_cache_spec_kind.clone(),
+            kv_cache_spec_kind: r.kv_cache_spec_kind.as_deref().map(str::to_owned),
             kv_cache_spec_sliding_window: r.kv_cache_spec_sliding_window,
             locality: fold_locality(&r.locality),
             ..base
@@ -174,8 +174,8 @@ pub fn ours(event: &KvEvent) -> Fields {
 /// something after it, skipping the first item equal to a non-empty `lora_name`.
 pub fn dynamo_namespace(s: &kvscope_wire::BlockStored) -> Option<String> {
     let salt = match s.encoding {
-        Some(kvscope_wire::EventEncoding::Map) => s.cache_salt.clone(),
-        _ => s.cache_salt.clone().filter(|salt| !salt.is_empty()),
+        Some(kvscope_wire::EventEncoding::Map) => s.cache_salt.as_deref().map(str::to_owned),
+        _ => s.cache_salt.as_deref().filter(|salt| !salt.is_empty()).map(str::to_owned),
     };
     salt.or_else(|| {
         let mut lora = s.lora_name.as_deref().filter(|name| !name.is_empty());

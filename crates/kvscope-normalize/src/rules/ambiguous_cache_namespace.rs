@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(own_namespace(s), Some("tenant"));
         // A map's empty cache_salt stops the fallback; an array's does not.
         s.extra_key_strings = Some(vec!["dynamo-cache-salt:x".into()]);
-        s.cache_salt = Some(String::new());
+        s.cache_salt = Some("".into());
         assert_eq!(own_namespace(s), None);
         s.encoding = Some(EventEncoding::Array { len: 12 });
         assert_eq!(own_namespace(s), Some("x"));

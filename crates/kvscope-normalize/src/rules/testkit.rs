@@ -25,31 +25,31 @@ pub fn stored(
     group_idx: Option<u32>,
     kind: Option<&str>,
 ) -> KvEvent {
-    KvEvent::BlockStored(BlockStored {
+    KvEvent::BlockStored(Box::new(BlockStored {
         block_hashes: hashes.iter().map(|&h| BlockHash(h)).collect(),
         parent_block_hash: parent.map(BlockHash),
         token_ids: TokenIds { count: tokens, is_bigram: false, span: 0..0, outside_u32: false },
         block_size: Some(block_size),
-        medium: medium.map(str::to_owned),
+        medium: medium.map(Into::into),
         group_idx,
-        kv_cache_spec_kind: kind.map(str::to_owned),
+        kv_cache_spec_kind: kind.map(Into::into),
         encoding: Some(EventEncoding::Map),
         ..Default::default()
-    })
+    }))
 }
 
 pub fn removed(hashes: &[u64], medium: Option<&str>, group_idx: Option<u32>) -> KvEvent {
-    KvEvent::BlockRemoved(BlockRemoved {
+    KvEvent::BlockRemoved(Box::new(BlockRemoved {
         block_hashes: hashes.iter().map(|&h| BlockHash(h)).collect(),
-        medium: medium.map(str::to_owned),
+        medium: medium.map(Into::into),
         group_idx,
         encoding: Some(EventEncoding::Map),
         ..Default::default()
-    })
+    }))
 }
 
 pub fn unknown(tag: &str) -> KvEvent {
-    KvEvent::Unknown(UnknownEvent { tag: tag.to_owned(), encoding: EventEncoding::Map })
+    KvEvent::Unknown(UnknownEvent { tag: tag.into(), encoding: EventEncoding::Map })
 }
 
 /// What a source remembers between events.

@@ -1,0 +1,127 @@
+//! Decoding a payload one event at a time, in memory that does not grow with the batch.
+//!
+//! A server must classify a hostile 12 MB batch of six million two-byte events without holding
+//! six million decoded events (and their verdicts). [`decode_each`] hands each event to an
+//! [`EventSink`] by reference and drops it; what it holds at once is bounded by
+//! [`STREAM_CHUNK`] events, whatever the batch size.
+//!
+//! A sink sees events only from a payload that decodes completely, as with [`crate::decode_batch`]:
+//! a payload that fails at its last byte must not have taught a normalizer anything. So the
+//! payload is decoded once, keeping up to [`STREAM_CHUNK`] events (every engine batch fits), and
+//! the kept events are handed over once the last byte is read. A bigger batch is decoded a
+//! second time to hand its events over: twice the work, but only for batches no engine sends.
+
+use crate::decode::{decode_into, Sink};
+use crate::error::DecodeError;
+use crate::event::{BatchHeader, KvEvent};
+
+/// Events kept while a payload is checked before they are handed over; a batch with more is
+/// decoded twice instead.
+pub const STREAM_CHUNK: usize = 256;
+
+/// Receives one payload's events from [`decode_each`].
+pub trait EventSink {
+    /// Called for every event, in order, while the payload is being checked, before [`begin`]:
+    /// a sink that must know whole-batch facts before it judges the first event (a decoder
+    /// that rejects the batch for its last event) gathers them here. Called also for a payload
+    /// that then fails to decode.
+    ///
+    /// [`begin`]: EventSink::begin
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        let _ = (index, event);
+    }
+
+    /// Called once the whole payload decoded, before the first [`EventSink::event`].
+    fn begin(&mut self, header: &BatchHeader) {
+        let _ = header;
+    }
+
+    /// Called for every event, in order, after [`EventSink::begin`].
+    fn event(&mut self, index: u32, event: &KvEvent);
+}
+
+/// Every sink of the slice sees every call, in slice order: one decode feeds several consumers
+/// (the server classifies each payload under several policies).
+impl<S: EventSink> EventSink for [S] {
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        self.iter_mut().for_each(|s| s.inspect(index, event));
+    }
+    fn begin(&mut self, header: &BatchHeader) {
+        self.iter_mut().for_each(|s| s.begin(header));
+    }
+    fn event(&mut self, index: u32, event: &KvEvent) {
+        self.iter_mut().for_each(|s| s.event(index, event));
+    }
+}
+
+impl<S: EventSink + ?Sized> EventSink for &mut S {
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        (**self).inspect(index, event);
+    }
+    fn begin(&mut self, header: &BatchHeader) {
+        (**self).begin(header);
+    }
+    fn event(&mut self, index: u32, event: &KvEvent) {
+        (**self).event(index, event);
+    }
+}
+
+/// Decodes `payload` and hands its events to `sink` one at a time: [`EventSink::inspect`] for
+/// each while checking, then, only if the whole payload decoded, [`EventSink::begin`] with the
+/// header and [`EventSink::event`] for each. Returns the header, or the error `decode_batch`
+/// would return. Holds at most [`STREAM_CHUNK`] decoded events at once.
+pub fn decode_each<S: EventSink + ?Sized>(payload: &[u8], sink: &mut S) -> Result<BatchHeader, DecodeError> {
+    let mut check = Check { sink: &mut *sink, kept: Vec::new(), overflowed: false };
+    let header = decode_into(payload, &mut check)?;
+    let Check { kept, overflowed, .. } = check;
+    sink.begin(&header);
+    if overflowed {
+        drop(kept);
+        decode_into(payload, &mut Deliver { sink })?;
+    } else {
+        for (i, event) in kept.iter().enumerate() {
+            sink.event(i as u32, event);
+        }
+    }
+    Ok(header)
+}
+
+/// The first pass: inspects every event and keeps the first [`STREAM_CHUNK`].
+struct Check<'s, S: ?Sized> {
+    sink: &'s mut S,
+    kept: Vec<KvEvent>,
+    /// More than [`STREAM_CHUNK`] events: `kept` is dropped and the payload decoded again.
+    overflowed: bool,
+}
+
+impl<S: EventSink + ?Sized> Sink for Check<'_, S> {
+    fn reserve(&mut self, n: usize) {
+        self.kept.reserve(n.min(STREAM_CHUNK));
+    }
+
+    #[inline]
+    fn event(&mut self, index: u32, event: KvEvent) {
+        self.sink.inspect(index, &event);
+        if self.overflowed {
+            return;
+        }
+        if self.kept.len() < STREAM_CHUNK {
+            self.kept.push(event);
+        } else {
+            self.overflowed = true;
+            self.kept = Vec::new();
+        }
+    }
+}
+
+/// The second pass of a big batch: hands each event over as it is decoded.
+struct Deliver<'s, S: ?Sized> {
+    sink: &'s mut S,
+}
+
+impl<S: EventSink + ?Sized> Sink for Deliver<'_, S> {
+    #[inline]
+    fn event(&mut self, index: u32, event: KvEvent) {
+        self.sink.event(index, &event);
+    }
+}

@@ -1,0 +1,110 @@
+//! `decode_each` hands over exactly what `decode_batch` collects, only once the whole payload
+//! decoded, in bounded memory.
+
+use kvscope_wire::{decode_batch, decode_each, BatchHeader, EventSink, KvEvent, STREAM_CHUNK};
+
+#[derive(Default)]
+struct Record {
+    inspected: Vec<KvEvent>,
+    header: Option<BatchHeader>,
+    events: Vec<KvEvent>,
+}
+
+impl EventSink for Record {
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        assert_eq!(index as usize, self.inspected.len());
+        assert!(self.header.is_none(), "inspect after begin");
+        self.inspected.push(event.clone());
+    }
+    fn begin(&mut self, header: &BatchHeader) {
+        assert!(self.header.replace(*header).is_none(), "begin twice");
+    }
+    fn event(&mut self, index: u32, event: &KvEvent) {
+        assert_eq!(index as usize, self.events.len());
+        assert!(self.header.is_some(), "event before begin");
+        self.events.push(event.clone());
+    }
+}
+
+fn streamed(bytes: &[u8]) -> (Result<BatchHeader, kvscope_wire::DecodeError>, Record) {
+    let mut r = Record::default();
+    (decode_each(bytes, &mut r), r)
+}
+
+#[test]
+fn every_corpus_payload_streams_as_it_collects() {
+    for entry in kvscope_corpus::manifest() {
+        let batch = decode_batch(entry.payload()).unwrap();
+        let (header, r) = streamed(entry.payload());
+        assert_eq!(header.unwrap(), batch.header(), "{}", entry.file);
+        assert_eq!(r.header, Some(batch.header()));
+        assert_eq!((&r.inspected, &r.events), (&batch.events, &batch.events), "{}", entry.file);
+    }
+}
+
+/// `[1.5, [[tag] x n], 0]`.
+fn batch_of_cleared(n: usize) -> Vec<u8> {
+    let mut out = vec![0x93, 0xcb];
+    out.extend_from_slice(&1.5f64.to_be_bytes());
+    out.push(0xdc);
+    out.extend_from_slice(&(n as u16).to_be_bytes());
+    for _ in 0..n {
+        out.push(0x91);
+        out.push(0xb0);
+        out.extend_from_slice(b"AllBlocksCleared");
+    }
+    out.push(0x07);
+    out
+}
+
+#[test]
+fn batches_past_the_chunk_stream_as_they_collect_and_failures_hand_over_nothing() {
+    for n in [0, 1, STREAM_CHUNK, STREAM_CHUNK + 1, 3 * STREAM_CHUNK] {
+        let bytes = batch_of_cleared(n);
+        let batch = decode_batch(&bytes).unwrap();
+        let (header, r) = streamed(&bytes);
+        assert_eq!(header.unwrap(), batch.header());
+        assert_eq!((r.inspected.len(), r.events.len()), (n, n));
+        assert_eq!(r.events, batch.events);
+        // Cut the last byte: the same error, and no event handed over.
+        let cut = &bytes[..bytes.len() - 1];
+        let (err, r) = streamed(cut);
+        assert_eq!(err.unwrap_err(), decode_batch(cut).unwrap_err());
+        assert!(r.header.is_none() && r.events.is_empty(), "n = {n}");
+    }
+}
+
+/// A map batch that names `events` twice keeps the last, like any duplicated key: only its events
+/// are handed over, though both are checked.
+#[test]
+fn a_map_batch_with_two_events_keys_keeps_the_last() {
+    let cleared = |out: &mut Vec<u8>| {
+        out.push(0x91);
+        out.push(0xb0);
+        out.extend_from_slice(b"AllBlocksCleared");
+    };
+    let mut bytes = vec![0x83, 0xa2, b't', b's', 0x01, 0xa6];
+    bytes.extend_from_slice(b"events");
+    bytes.push(0x92);
+    cleared(&mut bytes);
+    cleared(&mut bytes);
+    bytes.push(0xa6);
+    bytes.extend_from_slice(b"events");
+    bytes.push(0x91);
+    bytes.extend_from_slice(&[0x92, 0xa5]);
+    bytes.extend_from_slice(b"Other");
+    bytes.push(0x01);
+    let batch = decode_batch(&bytes).unwrap();
+    assert_eq!(batch.events.len(), 1);
+    assert!(matches!(&batch.events[0], KvEvent::Unknown(u) if u.tag == "Other"));
+    let (header, r) = streamed(&bytes);
+    assert_eq!(header.unwrap().events, 1);
+    assert_eq!(r.events, batch.events);
+    assert_eq!(r.inspected, batch.events);
+}
+
+#[test]
+fn events_are_small() {
+    assert!(std::mem::size_of::<KvEvent>() <= 40, "{}", std::mem::size_of::<KvEvent>());
+    assert!(std::mem::size_of::<Option<kvscope_wire::WireStr>>() == 24);
+}
