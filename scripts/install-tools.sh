@@ -50,11 +50,17 @@ if [ "$want_trunk" = 1 ]; then
   }
 fi
 
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-  log "installing chromium and chromium-driver from Debian"
+# Debian's packages: the browser and its driver for the page tests, Prometheus (promtool and
+# the server) for the /metrics tests.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} from Debian"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq chromium chromium-driver >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # The real peers' Python side, in a virtualenv of its own (scripts/peers/README.md):

@@ -73,6 +73,7 @@ pub fn config_from(settings: &Settings, server: Option<&kvscope_protocol::Defaul
         block_size: settings.block_size.or(server.map(|s| s.block_size)).unwrap_or(d.block_size),
         trees: settings.trees_side(),
         retain_bytes: settings.retain_bytes(),
+        max_frame_bytes: settings.max_frame_bytes(),
     }
 }
 

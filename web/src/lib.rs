@@ -31,9 +31,18 @@ pub fn start() {
 }
 
 /// Prints panics to the browser console (as `console.error`, so the end-to-end tests' console
-/// check sees them) instead of wasm's bare "unreachable".
+/// check sees them) instead of wasm's bare "unreachable", and has the page say that it stopped
+/// (`window.kvscopeCrashed` in `index.html`, which also catches traps and failed allocations):
+/// after a panic the wasm instance is gone, and a page still showing "connected" would lie.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        web_sys::console::error_1(&format!("kvscope panicked: {info}").into());
+        let text = format!("kvscope panicked: {info}");
+        web_sys::console::error_1(&text.clone().into());
+        if let Some(window) = web_sys::window()
+            && let Ok(crashed) = js_sys::Reflect::get(&window, &"kvscopeCrashed".into())
+            && let Some(crashed) = wasm_bindgen::JsCast::dyn_ref::<js_sys::Function>(&crashed)
+        {
+            let _ = crashed.call1(&wasm_bindgen::JsValue::NULL, &text.into());
+        }
     }));
 }

@@ -99,11 +99,23 @@ fn number(el: &web_sys::Element) -> u64 {
     el.text_content().unwrap_or_default().trim().parse().unwrap_or_else(|_| panic!("not a number: {:?}", el.text_content()))
 }
 
+fn verdict_count_css(policy: &str, kind: &str, reason: &str) -> String {
+    format!("[data-testid=\"verdict-count\"][data-policy=\"{policy}\"][data-kind=\"{kind}\"][data-reason=\"{reason}\"]")
+}
+
+/// The count a card shows; a missing cell fails the test (it must never read as 0).
 fn verdict_count(card: &web_sys::Element, policy: &str, kind: &str, reason: &str) -> u64 {
-    let css = format!(
-        "[data-testid=\"verdict-count\"][data-policy=\"{policy}\"][data-kind=\"{kind}\"][data-reason=\"{reason}\"]"
-    );
-    card.query_selector(&css).unwrap().map_or(0, |e| number(&e))
+    let css = verdict_count_css(policy, kind, reason);
+    number(&card.query_selector(&css).unwrap().unwrap_or_else(|| panic!("no {css} on the card")))
+}
+
+/// Asserts what a card shows for a class: `want` in its cell, or, for `want == 0` only, no cell
+/// at all (cards list the classes that occurred).
+fn assert_verdict_count(card: &web_sys::Element, policy: &str, kind: &str, reason: &str, want: u64, what: &str) {
+    match card.query_selector(&verdict_count_css(policy, kind, reason)).unwrap() {
+        Some(cell) => assert_eq!(number(&cell), want, "{what}"),
+        None => assert_eq!(want, 0, "{what}: no cell on the card, but {want} events expected"),
+    }
 }
 
 fn tier_count(card: &web_sys::Element, tier: &str) -> u64 {
@@ -133,14 +145,14 @@ async fn cards_show_the_kimi_counts_under_both_policies() {
             for tier in StorageTier::ALL {
                 let applied: u64 =
                     VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Apply).map(|l| r.verdicts(Some(tier), *l)).sum();
-                assert_eq!(verdict_count(&c, side, "applied", tier.label()), applied, "w{w} {policy} {tier}");
+                assert_verdict_count(&c, side, "applied", tier.label(), applied, &format!("w{w} {policy} {tier}"));
                 checked += 1;
             }
             for label in VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Skip) {
-                assert_eq!(verdict_count(&c, side, "skipped", label.as_str()), r.verdicts_by_label(*label), "w{w} {policy} {label}");
+                assert_verdict_count(&c, side, "skipped", label.as_str(), r.verdicts_by_label(*label), &format!("w{w} {policy} {label}"));
                 checked += 1;
             }
-            assert_eq!(verdict_count(&c, side, "fatal", "block_size_mismatch"), r.fatal_count, "w{w} {policy}");
+            assert_verdict_count(&c, side, "fatal", "block_size_mismatch", r.fatal_count, &format!("w{w} {policy}"));
         }
         // Legacy: the cpu stores are fatal; fixed: the same stores skipped on host_pinned.
         let fatal_a = verdict_count(&c, "a", "fatal", "block_size_mismatch");
@@ -199,4 +211,50 @@ async fn the_inspector_shows_fields_bytes_and_both_rules() {
     assert!(fields.contains("\"cpu\"") && fields.contains("12288 tokens"), "{fields}");
     let hex = text("[data-testid=\"inspector-hex\"]");
     assert!(hex.starts_with("00000000  "), "{hex}");
+}
+
+/// A valid batch of `n` one-element events (`[""]`, 2 bytes each): the hostile frame of issue 10.
+fn hostile_batch(n: u32) -> Vec<u8> {
+    let mut b = vec![0x93, 0xcb];
+    b.extend_from_slice(&1.0f64.to_be_bytes());
+    b.push(0xdd);
+    b.extend_from_slice(&n.to_be_bytes());
+    for _ in 0..n {
+        b.extend_from_slice(&[0x91, 0xa0]);
+    }
+    b.push(0x00);
+    b
+}
+
+#[wasm_bindgen_test]
+async fn a_hostile_frame_is_classified_and_every_frame_after_it_counted() {
+    // 6 million events, 12 MB: the page classifies them as they are decoded.
+    const N: u32 = 6_000_000;
+    let (root, fleet, _handle) = mount();
+    let stream = kvscope_corpus::kimi_k3_stream(0);
+    let mut messages = vec![proto::encode(&hello(1, 1536))];
+    let frame = |seq: u64, payload: Vec<u8>| {
+        proto::encode(&proto::Message::Frame(proto::Frame {
+            source: 0,
+            seq,
+            recv_time_nanos: 1_000_000_000 + seq,
+            replayed: false,
+            topic: vec![],
+            payload,
+        }))
+    };
+    messages.push(frame(0, stream[0].payload.to_vec()));
+    messages.push(frame(1, hostile_batch(N)));
+    for (i, m) in stream.iter().enumerate().skip(1) {
+        messages.push(frame(i as u64 + 1, m.payload.to_vec()));
+    }
+    feed(fleet, &messages).await;
+    let c = card(&root, 0, 0);
+    let frames = c.query_selector("[data-testid=\"frames\"]").unwrap().expect("a frames cell").text_content().unwrap();
+    assert_eq!(frames.replace(',', ""), format!("{} frames", stream.len() + 1));
+    for side in ["a", "b"] {
+        assert_eq!(verdict_count(&c, side, "skipped", "ignored_event"), u64::from(N), "{side}");
+    }
+    assert!(verdict_count(&c, "b", "skipped", "offload_block_size_mismatch") > 0, "frames after the hostile one were classified");
+    assert!(root.query_selector("[data-testid=\"crashed\"]").unwrap().is_none());
 }

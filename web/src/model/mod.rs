@@ -23,10 +23,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use kvscope_protocol as proto;
 use kvscope_normalize::{Outcome, StorageTier};
-use kvscope_wire::{EventBatch, KvEvent};
+use kvscope_wire::KvEvent;
 
 use classes::{ClassCode, ClassTable, Reason, TierShown};
-use policy_run::{Classified, PolicyRun};
+use policy_run::{BothPolicies, Classified, PolicyRun};
 use rate::RateMeter;
 use settings::{EventRef, Side};
 use timeline::Lane;
@@ -47,6 +47,8 @@ pub struct Config {
     pub trees: Side,
     /// Bound on retained frames and events, in bytes.
     pub retain_bytes: usize,
+    /// Larger payloads are refused before decoding, as a frame error.
+    pub max_frame_bytes: usize,
 }
 
 impl Default for Config {
@@ -57,6 +59,7 @@ impl Default for Config {
             block_size: 16,
             trees: Side::B,
             retain_bytes: settings::DEFAULT_RETAIN_MIB as usize * 1024 * 1024,
+            max_frame_bytes: settings::DEFAULT_MAX_FRAME_MIB as usize * 1024 * 1024,
         }
     }
 }
@@ -353,8 +356,6 @@ pub struct Model {
     pub dirty: bool,
     /// Events per (class under A, class under B) where the two differ, over every event seen.
     differences: BTreeMap<(ClassCode, ClassCode), u64>,
-    /// Scratch buffers, kept to avoid an allocation per frame.
-    scratch: [Vec<Classified>; 2],
 }
 
 impl Model {
@@ -390,7 +391,6 @@ impl Model {
             last_protocol_error: None,
             dirty: true,
             differences: BTreeMap::new(),
-            scratch: Default::default(),
         }
     }
 
@@ -678,6 +678,22 @@ impl Model {
         now_ms: f64,
     ) {
         self.ensure_source(source);
+        if payload.len() > self.config.max_frame_bytes {
+            // Refused before decoding (the server does the same with --max-frame-bytes); only
+            // the frame's topic and seq are kept, not its bytes.
+            let key = &self.sources[source as usize].key;
+            let text = format!(
+                "{key} seq {seq}: payload of {} bytes is larger than this page's bound of {} bytes ({}); \
+                 refused before decoding (raise it with ?maxframe=MiB)",
+                payload.len(),
+                self.config.max_frame_bytes,
+                proto::FRAME_TOO_LARGE
+            );
+            self.sources[source as usize].seq.see(seq, replayed);
+            self.apply_malformed(source, recv_time_nanos, replayed, vec![topic, seq.to_be_bytes().to_vec()], text);
+            self.dirty = true;
+            return;
+        }
         let id = self.next_frame_id;
         self.next_frame_id += 1;
         let mut frame = RetainedFrame {
@@ -706,65 +722,72 @@ impl Model {
 
     /// Decodes a frame and runs both policies over it; records verdicts, marks and log lines.
     /// Returns the number of events.
+    ///
+    /// Events are classified as the decoder hands them over (`decode_each`), so a frame costs
+    /// O(1) memory beyond what is retained per event: a hostile batch of millions of tiny
+    /// events never builds a `Vec` of decoded events or of verdicts.
     fn classify_frame(&mut self, frame: &mut RetainedFrame) -> usize {
         let Some(payload) = frame.payload() else { return 0 };
         let source = frame.source;
-        let batch: EventBatch = match kvscope_wire::decode_batch(payload) {
-            Ok(b) => b,
-            Err(e) => {
-                let src = &mut self.sources[source as usize];
-                src.decode_errors += 1;
-                let text = format!("{} seq {}: {e}", src.key, frame.seq);
-                src.last_error = Some(text.clone());
-                frame.decode_error = Some(text);
-                return 0;
-            }
-        };
-        let t0 = *self.t0_nanos.get_or_insert(frame.recv_time_nanos);
-        self.last_nanos = self.last_nanos.max(frame.recv_time_nanos);
+        let t0 = self.t0_nanos.unwrap_or(frame.recv_time_nanos);
         let time_ms = frame.recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
         let (worker_id, dp_rank) = {
             let s = &self.sources[source as usize];
             (s.worker_id.clone(), s.dp_rank)
         };
-        let mut scratch = std::mem::take(&mut self.scratch);
-        for side in [Side::A, Side::B] {
-            let out = &mut scratch[side as usize];
-            out.clear();
-            self.runs[side as usize].classify(source, &worker_id, dp_rank, frame.seq, &batch, out);
-        }
-        let n = batch.events.len();
-        let tree_side = self.config.trees as usize;
-        for i in 0..n {
-            let mut codes = [0 as ClassCode; 2];
-            for side in 0..2 {
-                let Some(outcome) = scratch[side].get(i) else { continue };
-                let code = self.classes.intern(outcome.class);
-                codes[side] = code;
-                let counts = &mut self.sources[source as usize].counts[side];
-                counts.events += 1;
-                *counts.by_class.entry(code).or_default() += 1;
-                if outcome.class.kind == Outcome::Fatal && counts.first_fatal.is_none() {
-                    counts.first_fatal = Some((frame.seq, outcome.rule()));
-                }
-                if outcome.blocks > 0
-                    && let Some(t) = outcome.verdict.tier.map(StorageTier::label) {
+        let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
+        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, config, .. } = self;
+        let [run_a, run_b] = runs;
+        let tree_side = config.trees as usize;
+        let (frame_id, seq) = (frame.id, frame.seq);
+        let mut n = 0usize;
+        let mut sink = BothPolicies {
+            a: run_a.sink(source, &worker_id, dp_rank, seq, &verdicts[0]),
+            b: run_b.sink(source, &worker_id, dp_rank, seq, &verdicts[1]),
+            ts: 0.0,
+            each: |i: u32, event: &KvEvent, ts: f64| {
+                n += 1;
+                let mut codes = [0 as ClassCode; 2];
+                for side in 0..2 {
+                    let Some(verdict) = verdicts[side].take() else { continue };
+                    let outcome = Classified::from_verdict(verdict);
+                    let code = classes.intern(outcome.class);
+                    codes[side] = code;
+                    let counts = &mut sources[source as usize].counts[side];
+                    counts.events += 1;
+                    *counts.by_class.entry(code).or_default() += 1;
+                    if outcome.class.kind == Outcome::Fatal && counts.first_fatal.is_none() {
+                        counts.first_fatal = Some((seq, outcome.rule()));
+                    }
+                    if outcome.blocks > 0
+                        && let Some(t) = outcome.verdict.tier.map(StorageTier::label)
+                    {
                         *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
                     }
-                if side == tree_side {
-                    self.trees.apply(source, &batch.events[i], outcome, batch.ts);
+                    if side == tree_side {
+                        trees.apply(source, event, &outcome, ts);
+                    }
                 }
-            }
-            if codes[0] != codes[1] {
-                *self.differences.entry((codes[0], codes[1])).or_default() += 1;
-            }
-            let event_id = self.next_event_id;
-            self.next_event_id += 1;
-            self.events.push_back(EventLoc { frame: frame.id, index: i as u32, source, class: codes });
-            self.lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
+                if codes[0] != codes[1] {
+                    *differences.entry((codes[0], codes[1])).or_default() += 1;
+                }
+                let event_id = *next_event_id;
+                *next_event_id += 1;
+                events.push_back(EventLoc { frame: frame_id, index: i, source, class: codes });
+                lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
+            },
+        };
+        if let Err(e) = kvscope_wire::decode_each(payload, &mut sink) {
+            let src = &mut self.sources[source as usize];
+            src.decode_errors += 1;
+            let text = format!("{} seq {}: {e}", src.key, frame.seq);
+            src.last_error = Some(text.clone());
+            frame.decode_error = Some(text);
+            return 0;
         }
+        self.t0_nanos = Some(t0);
+        self.last_nanos = self.last_nanos.max(frame.recv_time_nanos);
         frame.num_events = n as u32;
-        self.scratch = scratch;
         n
     }
 

@@ -6,8 +6,10 @@
 //! event (see `Model::event_detail`). The normalizer's own per-source counters (warning budgets
 //! and their log lines, the first fatal) are read directly for the indexer log view.
 
+use std::cell::Cell;
+
 use kvscope_normalize::{Normalizer, Policy, SourceId, Verdict};
-use kvscope_wire::EventBatch;
+use kvscope_wire::{BatchHeader, EventBatch, EventSink, KvEvent};
 
 use super::classes::Class;
 
@@ -23,7 +25,7 @@ pub struct Classified {
 }
 
 impl Classified {
-    fn from_verdict(v: Verdict) -> Classified {
+    pub(super) fn from_verdict(v: Verdict) -> Classified {
         Classified { class: Class::of(&v), blocks: v.blocks_applied(), verdict: v }
     }
 
@@ -79,6 +81,20 @@ impl PolicyRun {
         self.ids.get(source as usize).copied().flatten()
     }
 
+    /// A sink that classifies a payload's events as they are decoded, leaving each event's
+    /// verdict in `verdict` for whoever reads it next (see [`BothPolicies`]).
+    pub fn sink<'a>(
+        &'a mut self,
+        source: u32,
+        worker_id: &str,
+        dp_rank: u32,
+        seq: u64,
+        verdict: &'a Cell<Option<Verdict>>,
+    ) -> impl EventSink + 'a {
+        let id = self.id(source, worker_id, dp_rank);
+        self.normalizer.payload_sink(id, seq, move |_: &KvEvent, v: Verdict| verdict.set(Some(v)))
+    }
+
     /// Classifies every event of a batch, appending one outcome per event to `out`.
     #[allow(clippy::too_many_arguments)]
     pub fn classify(&mut self, source: u32, worker_id: &str, dp_rank: u32, seq: u64, batch: &EventBatch, out: &mut Vec<Classified>) {
@@ -86,5 +102,40 @@ impl PolicyRun {
         self.verdicts.clear();
         self.normalizer.normalize_batch(id, seq, batch, &mut self.verdicts);
         out.extend(self.verdicts.iter().copied().map(Classified::from_verdict));
+    }
+}
+
+/// One decode, both policies: each event goes to policy A's sink and policy B's, then to `each`
+/// with the batch's timestamp, once both verdicts are in.
+pub struct BothPolicies<A, B, F> {
+    pub a: A,
+    pub b: B,
+    /// The batch's `ts`, known at [`EventSink::begin`].
+    pub ts: f64,
+    pub each: F,
+}
+
+impl<A, B, F> std::fmt::Debug for BothPolicies<A, B, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BothPolicies").field("ts", &self.ts).finish_non_exhaustive()
+    }
+}
+
+impl<A: EventSink, B: EventSink, F: FnMut(u32, &KvEvent, f64)> EventSink for BothPolicies<A, B, F> {
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        self.a.inspect(index, event);
+        self.b.inspect(index, event);
+    }
+
+    fn begin(&mut self, header: &BatchHeader) {
+        self.ts = header.ts;
+        self.a.begin(header);
+        self.b.begin(header);
+    }
+
+    fn event(&mut self, index: u32, event: &KvEvent) {
+        self.a.event(index, event);
+        self.b.event(index, event);
+        (self.each)(index, event, self.ts);
     }
 }

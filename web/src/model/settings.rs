@@ -83,6 +83,9 @@ pub struct Settings {
     pub selected: Option<EventRef>,
     /// Memory bound for retained frames, in MiB.
     pub retain_mib: Option<u32>,
+    /// Payloads larger than this many MiB are refused before decoding (`?maxframe=`), as the
+    /// server's `--max-frame-bytes` does: a capture opened from disk has no server in front.
+    pub max_frame_mib: Option<u32>,
     /// The timeline's visible window, in milliseconds since the first frame; `None` follows live.
     pub window_ms: Option<(f64, f64)>,
     /// Open a WebSocket to this URL instead of the page's own `/ws`.
@@ -94,10 +97,16 @@ pub struct Settings {
 pub const DEFAULT_POLICY_A: &str = "legacy";
 pub const DEFAULT_POLICY_B: &str = "fixed";
 pub const DEFAULT_RETAIN_MIB: u32 = 128;
+/// As the server's `--max-frame-bytes` default.
+pub const DEFAULT_MAX_FRAME_MIB: u32 = 16;
 
 impl Settings {
     pub fn retain_bytes(&self) -> usize {
         self.retain_mib.unwrap_or(DEFAULT_RETAIN_MIB) as usize * 1024 * 1024
+    }
+
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame_mib.unwrap_or(DEFAULT_MAX_FRAME_MIB) as usize * 1024 * 1024
     }
 
     pub fn lanes_side(&self) -> Side {
@@ -127,6 +136,7 @@ impl Settings {
                 "hash" => s.hash = v,
                 "ev" => s.selected = EventRef::parse(&v),
                 "mem" => s.retain_mib = v.parse().ok().filter(|&n| n > 0),
+                "maxframe" => s.max_frame_mib = v.parse().ok().filter(|&n| n > 0),
                 "t" => {
                     s.window_ms = v.split_once('-').and_then(|(a, b)| {
                         let (a, b) = (a.parse::<f64>().ok()?, b.parse::<f64>().ok()?);
@@ -183,6 +193,9 @@ impl Settings {
         }
         if let Some(v) = self.retain_mib {
             put("mem", &v.to_string());
+        }
+        if let Some(v) = self.max_frame_mib {
+            put("maxframe", &v.to_string());
         }
         if let Some((a, b)) = self.window_ms {
             put("t", &format!("{}-{}", a.round(), b.round()));
@@ -255,6 +268,7 @@ mod tests {
             hash: "00ff".into(),
             selected: Some(EventRef { source: "w0:0".into(), seq: 17, index: 3 }),
             retain_mib: Some(64),
+            max_frame_mib: Some(32),
             window_ms: Some((10.0, 2000.0)),
             ws: Some("ws://127.0.0.1:9/ws?token=a&b".into()),
             offline: true,

@@ -271,3 +271,69 @@ fn every_policy_preset_can_be_chosen_for_either_side() {
     assert_eq!(m.policy_name(Side::A), "legacy", "an unknown name falls back to the default");
     assert!(m.config_error.as_deref().unwrap_or_default().contains("unknown policy \"nope\""));
 }
+
+/// A valid batch of `n` one-element events (`[""]`, 2 bytes each).
+fn hostile_batch(n: u32) -> Vec<u8> {
+    let mut b = vec![0x93, 0xcb];
+    b.extend_from_slice(&1.0f64.to_be_bytes());
+    b.push(0xdd);
+    b.extend_from_slice(&n.to_be_bytes());
+    for _ in 0..n {
+        b.extend_from_slice(&[0x91, 0xa0]);
+    }
+    b.push(0x00);
+    b
+}
+
+fn frame(source: u32, seq: u64, payload: Vec<u8>) -> proto::Message {
+    proto::Message::Frame(proto::Frame { source, seq, recv_time_nanos: 1_000_000_000 + seq, replayed: false, topic: vec![], payload })
+}
+
+#[test]
+fn a_hostile_batch_of_a_million_tiny_events_is_classified_and_the_stream_goes_on() {
+    const N: u32 = 1_000_000;
+    let mut m = Model::new(config(1536));
+    m.apply_message(hello(3, 1536), 0.0);
+    let kimi = kvscope_corpus::kimi_k3_stream(0);
+    m.apply_message(frame(0, 0, kimi[0].payload.to_vec()), 0.0);
+    m.apply_message(frame(0, 1, hostile_batch(N)), 0.0);
+    for (i, f) in kimi.iter().enumerate().skip(1).take(5) {
+        m.apply_message(frame(0, i as u64 + 1, f.payload.to_vec()), 0.0);
+    }
+    let s = m.source(0).unwrap();
+    assert_eq!(s.frames, 7);
+    assert_eq!(s.decode_errors, 0);
+    let kimi_events: u64 = kimi.iter().take(6).map(|f| kvscope_wire::decode_batch(f.payload).unwrap().events.len() as u64).sum();
+    for side in [Side::A, Side::B] {
+        assert_eq!(s.counts(side).events, kimi_events + u64::from(N), "{side:?}");
+        assert_eq!(count(&m, 0, side, Outcome::Skip, Reason::Label(VerdictLabel::IgnoredEvent)), u64::from(N), "{side:?}");
+    }
+}
+
+#[test]
+fn a_payload_over_the_bound_is_a_frame_error_not_decoded() {
+    let mut m = Model::new(Config { max_frame_bytes: 1000, ..config(1536) });
+    m.apply_message(hello(1, 1536), 0.0);
+    m.apply_message(frame(0, 0, hostile_batch(600)), 0.0);
+    m.apply_message(frame(0, 1, hostile_batch(10)), 0.0);
+    let s = m.source(0).unwrap();
+    assert_eq!((s.frames, s.frame_errors, s.counts(Side::B).events), (1, 1, 10));
+    let error = s.last_error.clone().unwrap();
+    assert!(error.starts_with("0:0 seq 0: payload of 1216 bytes is larger than this page's bound of 1000 bytes (frame_too_large)"), "{error}");
+}
+
+#[test]
+fn the_recording_status_is_kept_for_the_fleet_bar() {
+    let mut m = Model::new(config(1536));
+    m.apply_message(hello(1, 1536), 0.0);
+    let status = proto::RecordingStatus {
+        path: "x.kvcap".into(),
+        state: proto::RecordingState::Failed,
+        error: Some("x.kvcap: No space left on device (os error 28)".into()),
+        records: 10,
+        bytes: 100,
+        dropped_records: 3,
+    };
+    m.apply_message(proto::Message::RecordingStatus(status.clone()), 0.0);
+    assert_eq!(m.recording.as_ref().unwrap().summary(), "recording stopped: x.kvcap: No space left on device (os error 28) (3 later frames are not in the capture; the relay and this page go on)");
+}
