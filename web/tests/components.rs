@@ -213,17 +213,8 @@ async fn the_inspector_shows_fields_bytes_and_both_rules() {
     assert!(hex.starts_with("00000000  "), "{hex}");
 }
 
-/// A valid batch of `n` one-element events (`[""]`, 2 bytes each): the hostile frame of issue 10.
 fn hostile_batch(n: u32) -> Vec<u8> {
-    let mut b = vec![0x93, 0xcb];
-    b.extend_from_slice(&1.0f64.to_be_bytes());
-    b.push(0xdd);
-    b.extend_from_slice(&n.to_be_bytes());
-    for _ in 0..n {
-        b.extend_from_slice(&[0x91, 0xa0]);
-    }
-    b.push(0x00);
-    b
+    kvscope_encode::raw::unknown_event_flood(n as usize)
 }
 
 #[wasm_bindgen_test]

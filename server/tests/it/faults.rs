@@ -220,14 +220,7 @@ async fn a_hostile_12_mb_frame_between_real_ones_is_classified_in_bounded_memory
     read_preamble(&mut ws).await;
     // A valid batch of 6 million one-element events ([""], 2 bytes each): 12 MB.
     const EVENTS: u32 = 6_000_000;
-    let mut hostile = vec![0x93, 0xcb];
-    hostile.extend_from_slice(&1.0f64.to_be_bytes());
-    hostile.push(0xdd);
-    hostile.extend_from_slice(&EVENTS.to_be_bytes());
-    for _ in 0..EVENTS {
-        hostile.extend_from_slice(&[0x91, 0xa0]);
-    }
-    hostile.push(0x00);
+    let hostile = kvscope_encode::raw::unknown_event_flood(EVENTS as usize);
     engine.publish(&topic(), payload(0, 16)).await;
     engine.publish(&topic(), Bytes::from(hostile)).await;
     for seq in 2..10 {
@@ -251,32 +244,13 @@ async fn a_hostile_12_mb_frame_between_real_ones_is_classified_in_bounded_memory
 
 #[test]
 fn receive_times_that_go_backwards_replay_and_check_in_full() {
-    use proto::capture::{self, CaptureHeader, CaptureRecord};
     const N: u64 = 50;
     let file = scratch("backwards").join("backwards.kvcap");
-    let info = proto::SourceInfo {
-        index: 0,
-        key: "0:0".into(),
-        worker_id: "0".into(),
-        dp_rank: 0,
-        endpoint: "tcp://127.0.0.1:1".into(),
-        replay_endpoint: None,
-    };
-    let mut bytes = Vec::new();
-    capture::write_header(&mut bytes, &CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: vec![info], note: None })
-        .unwrap();
-    for seq in 0..N {
-        // Every other record claims to be 10 s older than the one before (a clock stepped back).
-        let recv = 1_700_000_000_000_000_000 + if seq % 2 == 0 { seq * 1_000_000 } else { 0 } - (seq % 2) * 10_000_000_000;
-        let frames = vec![b"kv-events".to_vec(), seq.to_be_bytes().to_vec(), payload(seq, 16).to_vec()];
-        bytes.extend(capture::encode_record(&CaptureRecord {
-            source: 0,
-            recv_time_nanos: recv,
-            replayed: false,
-            frames: frames.into_iter().map(serde_bytes::ByteBuf::from).collect(),
-        }));
-    }
-    std::fs::write(&file, bytes).unwrap();
+    // Every other record claims to be 10 s older than the one before (a clock stepped back).
+    write_capture(
+        &file,
+        (0..N).map(|seq| (seq, 1_700_000_000_000_000_000 + if seq % 2 == 0 { seq * 1_000_000 } else { 0 } - (seq % 2) * 10_000_000_000)),
+    );
     let out = Command::new(BIN).args(["check", file.to_str().unwrap(), "--block-size", "16", "--json"]).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let s = &json["sources"][0];

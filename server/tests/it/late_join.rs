@@ -106,33 +106,11 @@ fn a_late_join_recovers_what_vllms_own_publisher_still_buffers() {
 
 #[test]
 fn a_late_join_recovers_what_kvscope_publish_still_buffers() {
-    use kvscope_protocol::capture::{self, CaptureHeader, CaptureRecord};
     const N: u64 = 40;
     // A capture of one source: 40 batches 50 ms apart, published as an engine would.
     let dir = scratch("late_join_publish");
     let source_file = dir.join("source.kvcap");
-    let mut bytes = Vec::new();
-    let info = kvscope_protocol::SourceInfo {
-        index: 0,
-        key: "0:0".into(),
-        worker_id: "0".into(),
-        dp_rank: 0,
-        endpoint: "tcp://127.0.0.1:1".into(),
-        replay_endpoint: None,
-    };
-    let header = CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: vec![info], note: None };
-    capture::write_header(&mut bytes, &header).unwrap();
-    for seq in 0..N {
-        let frames = vec![b"kv-events".to_vec(), seq.to_be_bytes().to_vec(), payload(seq, 16).to_vec()];
-        let record = CaptureRecord {
-            source: 0,
-            recv_time_nanos: seq * 50_000_000,
-            replayed: false,
-            frames: frames.into_iter().map(serde_bytes::ByteBuf::from).collect(),
-        };
-        bytes.extend(capture::encode_record(&record));
-    }
-    std::fs::write(&source_file, bytes).unwrap();
+    write_capture(&source_file, (0..N).map(|seq| (seq, seq * 50_000_000)));
 
     let (pub_port, replay_port) = (free_port(), free_port());
     let pub_ep = format!("tcp://127.0.0.1:{pub_port}");

@@ -354,3 +354,30 @@ pub fn assert_every_batch_once(records: &[(u32, u64, bool)], source: u32, n: u64
     }
     first_live
 }
+
+/// Writes a capture of one source (`0:0`, no replay endpoint) holding a live frame per
+/// `(seq, recv_time_nanos)`, each a one-store batch ([`payload`]).
+pub fn write_capture(path: &std::path::Path, records: impl IntoIterator<Item = (u64, u64)>) {
+    use proto::capture::{self, CaptureHeader, CaptureRecord};
+    let info = proto::SourceInfo {
+        index: 0,
+        key: "0:0".into(),
+        worker_id: "0".into(),
+        dp_rank: 0,
+        endpoint: "tcp://127.0.0.1:1".into(),
+        replay_endpoint: None,
+    };
+    let header = CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: vec![info], note: None };
+    let mut bytes = Vec::new();
+    capture::write_header(&mut bytes, &header).unwrap();
+    for (seq, recv_time_nanos) in records {
+        let frames = [b"kv-events".to_vec(), seq.to_be_bytes().to_vec(), payload(seq, 16).to_vec()];
+        bytes.extend(capture::encode_record(&CaptureRecord {
+            source: 0,
+            recv_time_nanos,
+            replayed: false,
+            frames: frames.into_iter().map(serde_bytes::ByteBuf::from).collect(),
+        }));
+    }
+    std::fs::write(path, bytes).unwrap();
+}

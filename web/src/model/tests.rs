@@ -272,17 +272,8 @@ fn every_policy_preset_can_be_chosen_for_either_side() {
     assert!(m.config_error.as_deref().unwrap_or_default().contains("unknown policy \"nope\""));
 }
 
-/// A valid batch of `n` one-element events (`[""]`, 2 bytes each).
 fn hostile_batch(n: u32) -> Vec<u8> {
-    let mut b = vec![0x93, 0xcb];
-    b.extend_from_slice(&1.0f64.to_be_bytes());
-    b.push(0xdd);
-    b.extend_from_slice(&n.to_be_bytes());
-    for _ in 0..n {
-        b.extend_from_slice(&[0x91, 0xa0]);
-    }
-    b.push(0x00);
-    b
+    kvscope_encode::raw::unknown_event_flood(n as usize)
 }
 
 fn frame(source: u32, seq: u64, payload: Vec<u8>) -> proto::Message {
@@ -319,7 +310,7 @@ fn a_payload_over_the_bound_is_a_frame_error_not_decoded() {
     let s = m.source(0).unwrap();
     assert_eq!((s.frames, s.frame_errors, s.counts(Side::B).events), (1, 1, 10));
     let error = s.last_error.clone().unwrap();
-    assert!(error.starts_with("0:0 seq 0: payload of 1216 bytes is larger than this page's bound of 1000 bytes (frame_too_large)"), "{error}");
+    assert!(error.starts_with("0:0 seq 0: payload of 1214 bytes is larger than this page's bound of 1000 bytes (frame_too_large)"), "{error}");
 }
 
 #[test]
