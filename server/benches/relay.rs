@@ -16,6 +16,9 @@
 //! the real one (`kvscope::app::App`, intake, classification under two policies, relay, axum).
 //! Clients decode every message with `kvscope_protocol::decode`, as the browser does.
 
+// Benchmark code: a failed unwrap aborts the measurement, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -139,7 +139,7 @@ impl fmt::Display for Truncation {
 
 /// Writes the magic, version and header.
 pub fn write_header(out: &mut impl Write, header: &CaptureHeader) -> io::Result<()> {
-    let body = rmp_serde::to_vec_named(header).expect("capture headers always serialize");
+    let body = rmp_serde::to_vec_named(header).map_err(io::Error::other)?;
     out.write_all(&KVCAP_MAGIC)?;
     out.write_all(&FORMAT_VERSION.to_be_bytes())?;
     out.write_all(&(body.len() as u32).to_be_bytes())?;
@@ -148,15 +148,12 @@ pub fn write_header(out: &mut impl Write, header: &CaptureHeader) -> io::Result<
 
 /// Encodes one record with its length prefix, ready to append to a capture.
 pub fn encode_record(record: &CaptureRecord) -> Vec<u8> {
-    let mut out = vec![0u8; 4];
-    rmp_serde::encode::write(&mut out, record).expect("capture records always serialize");
-    let len = (out.len() - 4) as u32;
-    out[..4].copy_from_slice(&len.to_be_bytes());
-    out
+    encode_record_parts(record.source, record.recv_time_nanos, record.replayed, &record.frames)
 }
 
 /// Encodes one record from borrowed frames (what a recorder holds), byte-identical to
 /// [`encode_record`].
+#[allow(clippy::expect_used, reason = "rmp's writers only fail when the io::Write does, and a Vec's never does")]
 pub fn encode_record_parts<F: AsRef<[u8]>>(
     source: u32,
     recv_time_nanos: u64,
@@ -166,7 +163,6 @@ pub fn encode_record_parts<F: AsRef<[u8]>>(
     let body_hint: usize = frames.iter().map(|f| f.as_ref().len() + 5).sum::<usize>() + 24;
     let mut out = Vec::with_capacity(4 + body_hint);
     out.extend_from_slice(&[0; 4]);
-    // rmp's writers cannot fail on a Vec.
     rmp::encode::write_array_len(&mut out, 4).expect("vec write");
     rmp::encode::write_uint(&mut out, u64::from(source)).expect("vec write");
     rmp::encode::write_uint(&mut out, recv_time_nanos).expect("vec write");

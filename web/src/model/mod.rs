@@ -22,7 +22,7 @@ pub mod trees;
 use std::collections::{BTreeMap, VecDeque};
 
 use kvscope_protocol as proto;
-use kvscope_normalize::{Outcome, StorageTier};
+use kvscope_normalize::{Outcome, Policy, StorageTier};
 use kvscope_wire::KvEvent;
 
 use classes::{ClassCode, ClassTable, Reason, TierShown};
@@ -1056,15 +1056,16 @@ impl Model {
 
 fn make_runs(config: &Config) -> ([PolicyRun; 2], Option<String>) {
     let mut error = None;
-    let mut make = |name: &str, fallback: &str| match PolicyRun::new(name, config.block_size) {
+    let mut make = |name: &str, fallback: Policy| match PolicyRun::new(name, config.block_size) {
         Ok(r) => r,
         Err(e) => {
             error = Some(e);
-            PolicyRun::new(fallback, config.block_size).expect("the default policies exist")
+            PolicyRun::of(fallback, config.block_size)
         }
     };
-    let a = make(&config.policy_a, settings::DEFAULT_POLICY_A);
-    let b = make(&config.policy_b, settings::DEFAULT_POLICY_B);
+    // The presets settings::DEFAULT_POLICY_A and _B name (a test checks they agree).
+    let a = make(&config.policy_a, Policy::LEGACY);
+    let b = make(&config.policy_b, Policy::FIXED);
     ([a, b], error)
 }
 
