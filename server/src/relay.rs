@@ -399,17 +399,18 @@ fn deliver_notice(client: &mut ClientSlot, statuses: &[Option<Bytes>], queue_bou
     let Some(loss) = client.loss.take() else { return Offer::Sent };
     let notice = Bytes::from(proto::encode(&loss.notice(queue_bound)));
     let result = offer(client, notice, queue_bound, metrics);
-    if !matches!(result, Offer::Sent) {
+    let Offer::Sent = result else {
+        // Not delivered: the client still owes this notice.
         client.loss = Some(loss);
-    } else {
-        client.lossy.store(false, Ordering::Relaxed);
-        metrics.lag_notices.inc();
-        // Statuses are "latest state": resend the current ones after a loss so the client is
-        // not left with a stale view.
-        if loss.statuses {
-            for status in statuses.iter().flatten() {
-                let _ = offer(client, status.clone(), u64::MAX, metrics);
-            }
+        return result;
+    };
+    client.lossy.store(false, Ordering::Relaxed);
+    metrics.lag_notices.inc();
+    // Statuses are "latest state": resend the current ones after a loss so the client is
+    // not left with a stale view.
+    if loss.statuses {
+        for status in statuses.iter().flatten() {
+            let _ = offer(client, status.clone(), u64::MAX, metrics);
         }
     }
     result
