@@ -44,7 +44,7 @@ fn small_payload() -> Bytes {
         .extra_keys_nil_per_block()
         .group_idx(Some(0))
         .kind(Some("full_attention"));
-    Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.7e9, events: vec![e.into()], dp_rank: Some(0) }))
+    Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.7e9, events: vec![e.into()], dp_rank: Some(0) }).unwrap())
 }
 
 fn kimi_payload() -> Bytes {

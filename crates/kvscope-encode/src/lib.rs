@@ -28,9 +28,6 @@
 //! assert!(encode_batch(&old.layout, &batch).is_err());
 //! ```
 
-// Test support (tests, the demo, benches): its expects are on writes into a Vec, which never fail.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod builder;
 pub mod decoded;
 mod error;

@@ -331,7 +331,13 @@ impl Fleet {
                     let ts = crate::time::unix_nanos() as f64 / 1e9;
                     let dp_rank = Some(0).filter(|_| release != Release::Sglang0523);
                     let batch = Batch { ts, events: generator.next_batch(), dp_rank };
-                    let payload = payload::encode_batch(release, &batch);
+                    let payload = match payload::encode_batch(release, &batch) {
+                        Ok(payload) => payload,
+                        Err(e) => {
+                            tracing::error!("demo: batch not published: {e}");
+                            continue;
+                        }
+                    };
                     engine.publish(&topic, Bytes::from(payload)).await;
                     sent += 1;
                 }
@@ -367,10 +373,10 @@ mod tests {
         for _ in 0..batches {
             let batch = Batch { ts: 1.0, events: g.next_batch(), dp_rank: Some(0) };
             for release in scenario.releases() {
-                let payload = payload::encode_batch(*release, &batch);
+                let payload = payload::encode_batch(*release, &batch).unwrap();
                 kvscope_wire::decode_batch(&payload).expect("demo payloads decode");
             }
-            let payload = payload::encode_batch(scenario.default_release(), &batch);
+            let payload = payload::encode_batch(scenario.default_release(), &batch).unwrap();
             n.push_payload(id, 0, &payload, &mut out).unwrap();
         }
         n.counters(id).clone()
