@@ -42,14 +42,17 @@ step "native tests (workspace)"
 # KVSCOPE_REQUIRE_WEB makes the server build fail, naming the command, if dist/ were missing.
 KVSCOPE_REQUIRE_WEB=1 run cargo test --workspace --exclude kvscope-e2e
 
+step "lints: clippy on every target, warnings are errors (no unwrap/expect outside tests)"
+cargo clippy --workspace --all-targets -- -D warnings
+
 step "fuzzing: every cargo-fuzz target for 45 s from the fixture seeds (scripts/fuzz.sh)"
 # About 3 minutes plus the fuzz build; fails on any crash, naming the saved input.
 scripts/fuzz.sh "${KVSCOPE_FUZZ_SECONDS:-45}"
 
-step "browser-side crates: no Instant::now, threads or std::fs on wasm32 (clippy)"
+step "browser-side crates: no Instant::now, threads, std::fs or unwrap on wasm32 (clippy)"
 CLIPPY_CONF_DIR=scripts/clippy_wasm cargo clippy --target wasm32-unknown-unknown \
   -p kvscope-wire -p kvscope-normalize -p kvscope-tiers -p kvscope-protocol -p kvscope-wasm -p kvscope-web \
-  -- -D clippy::disallowed_methods -D clippy::disallowed_types
+  -- -D warnings
 
 # The wasm test runner prefers geckodriver when one is on PATH; name chromedriver explicitly.
 export CHROMEDRIVER=/usr/bin/chromedriver

@@ -10,7 +10,8 @@ use std::path::Path;
 fn main() {
     // Read at run time, not baked in with env!(): a build script binary can be reused for a
     // checkout at another path (worktrees sharing a target dir), and must look at that one's dist/.
-    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR for build scripts");
+    // Cargo sets it, and also runs build scripts in the package's directory: "." is the fallback.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| ".".into());
     let dist = Path::new(&manifest_dir).join("../dist");
     let index = dist.join("index.html");
     println!("cargo:rerun-if-env-changed=KVSCOPE_REQUIRE_WEB");

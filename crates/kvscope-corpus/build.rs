@@ -4,32 +4,38 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-fn main() {
-    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let corpus = manifest_dir.join("../../tests/fixtures/kv-events").canonicalize().expect(
-        "tests/fixtures/kv-events is missing: copy the shared fixture corpus into the repository",
-    );
+/// A failed build script prints this error and fails the build.
+fn main() -> Result<(), String> {
+    // Cargo sets it, and also runs build scripts in the package's directory: "." is the fallback.
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| ".".into()));
+    let corpus = manifest_dir
+        .join("../../tests/fixtures/kv-events")
+        .canonicalize()
+        .map_err(|_| "tests/fixtures/kv-events is missing: copy the shared fixture corpus into the repository".to_owned())?;
     let manifest_path = corpus.join("manifest.json");
     println!("cargo:rerun-if-changed={}", manifest_path.display());
-    let manifest = std::fs::read_to_string(&manifest_path).expect("read manifest.json");
+    let manifest = std::fs::read_to_string(&manifest_path).map_err(|e| format!("read manifest.json: {e}"))?;
 
     // The manifest is an array of objects with a "file" key; a tiny scan avoids a JSON
     // build-dependency.
-    let mut files: Vec<String> = manifest
-        .split("\"file\":")
-        .skip(1)
-        .map(|rest| {
-            let rest = rest.trim_start().strip_prefix('"').expect("file is a string");
-            rest[..rest.find('"').expect("closing quote")].to_owned()
-        })
-        .collect();
+    let mut files: Vec<String> = Vec::new();
+    for rest in manifest.split("\"file\":").skip(1) {
+        let file = rest
+            .trim_start()
+            .strip_prefix('"')
+            .and_then(|rest| rest.split_once('"'))
+            .map(|(file, _)| file.to_owned())
+            .ok_or_else(|| format!("{}: a \"file\" value is not a string", manifest_path.display()))?;
+        files.push(file);
+    }
     let mut streams = Vec::new();
-    for dir in std::fs::read_dir(&corpus).expect("list corpus") {
-        let streams_dir = dir.expect("dir entry").path().join("streams");
+    let list_err = |e: std::io::Error| format!("list {}: {e}", corpus.display());
+    for dir in std::fs::read_dir(&corpus).map_err(list_err)? {
+        let streams_dir = dir.map_err(list_err)?.path().join("streams");
         if let Ok(entries) = std::fs::read_dir(&streams_dir) {
             println!("cargo:rerun-if-changed={}", streams_dir.display());
             for e in entries {
-                let path = e.expect("stream entry").path();
+                let path = e.map_err(|e| format!("list {}: {e}", streams_dir.display()))?.path();
                 if path.extension().is_some_and(|x| x == "jsonl") {
                     streams.push(rel(&corpus, &path));
                 }
@@ -39,22 +45,25 @@ fn main() {
     files.sort();
     streams.sort();
 
+    // fmt::Write for String never fails: the results are discarded.
     let mut out = String::new();
-    writeln!(out, "pub(crate) static MANIFEST_JSON: &str = include_str!({:?});", manifest_path.display().to_string()).unwrap();
-    writeln!(out, "pub(crate) static PAYLOADS: &[(&str, &[u8])] = &[").unwrap();
+    let _ = writeln!(out, "pub(crate) static MANIFEST_JSON: &str = include_str!({:?});", manifest_path.display().to_string());
+    let _ = writeln!(out, "pub(crate) static PAYLOADS: &[(&str, &[u8])] = &[");
     for f in &files {
-        writeln!(out, "    ({f:?}, include_bytes!({:?})),", corpus.join(f).display().to_string()).unwrap();
+        let _ = writeln!(out, "    ({f:?}, include_bytes!({:?})),", corpus.join(f).display().to_string());
     }
-    writeln!(out, "];").unwrap();
-    writeln!(out, "pub(crate) static STREAMS: &[(&str, &str)] = &[").unwrap();
+    let _ = writeln!(out, "];");
+    let _ = writeln!(out, "pub(crate) static STREAMS: &[(&str, &str)] = &[");
     for s in &streams {
-        writeln!(out, "    ({s:?}, include_str!({:?})),", corpus.join(s).display().to_string()).unwrap();
+        let _ = writeln!(out, "    ({s:?}, include_str!({:?})),", corpus.join(s).display().to_string());
     }
-    writeln!(out, "];").unwrap();
-    let dest = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("embedded.rs");
-    std::fs::write(dest, out).expect("write embedded.rs");
+    let _ = writeln!(out, "];");
+    let out_dir = std::env::var_os("OUT_DIR").ok_or("cargo did not set OUT_DIR")?;
+    let dest = PathBuf::from(out_dir).join("embedded.rs");
+    std::fs::write(&dest, out).map_err(|e| format!("write {}: {e}", dest.display()))
 }
 
+/// `path` relative to `base` (read_dir under `base` yields only such paths), with `/`.
 fn rel(base: &Path, path: &Path) -> String {
-    path.strip_prefix(base).expect("under corpus").to_string_lossy().replace('\\', "/")
+    path.strip_prefix(base).unwrap_or(path).to_string_lossy().replace('\\', "/")
 }

@@ -16,6 +16,9 @@
 //! the real one (`kvscope::app::App`, intake, classification under two policies, relay, axum).
 //! Clients decode every message with `kvscope_protocol::decode`, as the browser does.
 
+// Benchmark code: a failed unwrap aborts the measurement, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -41,7 +44,7 @@ fn small_payload() -> Bytes {
         .extra_keys_nil_per_block()
         .group_idx(Some(0))
         .kind(Some("full_attention"));
-    Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.7e9, events: vec![e.into()], dp_rank: Some(0) }))
+    Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.7e9, events: vec![e.into()], dp_rank: Some(0) }).unwrap())
 }
 
 fn kimi_payload() -> Bytes {

@@ -67,9 +67,14 @@ pub async fn serve(uri: Uri, headers: HeaderMap) -> Response {
     let cache = if name == "index.html" { "no-cache" } else { "public, max-age=3600" };
     let mut response = Response::new(Body::from(file.data.into_owned()));
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(&content_type(&name)).expect("ascii mime"));
+    // Both are ASCII (a MIME essence, quoted hex); one that were not would just go unsent.
+    if let Ok(v) = HeaderValue::from_str(&content_type(&name)) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
-    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("hex etag"));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }

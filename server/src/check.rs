@@ -80,7 +80,10 @@ pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOption
     ));
     let mut notes = Vec::new();
     for (info, p) in infos.iter().zip(&pipelines) {
-        let (normalizer, id) = p.classifier().expect("check pipelines classify").normalizer(0);
+        let Some(classifier) = p.classifier() else {
+            return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
+        };
+        let (normalizer, id) = classifier.normalizer(0);
         let c = normalizer.counters(id);
         let sc = p.counters();
         let mut applied = Map::new();

@@ -403,7 +403,10 @@ fn command_line() -> String {
 
 /// Prints where the dashboard is; tests read the `listening on` line.
 fn announce(app: &App, server: &ServerArgs, what: &str) {
-    let addr = app.addr.expect("serving");
+    let Some(addr) = app.addr else {
+        let _ = writeln!(std::io::stdout().lock(), "kvscope {what}: not listening on any address");
+        return;
+    };
     let token = server.token.as_deref().filter(|t| !t.is_empty()).map(|t| format!("?token={t}")).unwrap_or_default();
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "kvscope {what}");
@@ -652,7 +655,12 @@ fn check(args: CheckArgs) -> ExitCode {
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&report.json).expect("json"));
+        match serde_json::to_string_pretty(&report.json) {
+            Ok(json) => {
+                let _ = writeln!(out, "{json}");
+            }
+            Err(e) => return failure(&format!("check --json: {e}")),
+        }
     } else {
         let _ = write!(out, "{}", report.table);
     }

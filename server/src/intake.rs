@@ -271,7 +271,8 @@ async fn replay<O: Output>(pipeline: &mut Pipeline<O>, held: &mut Held, endpoint
         Err(_) => return Err(format!("replay endpoint {endpoint}: connect timed out; is the engine's replay socket enabled on that port?")),
     }
     let [delimiter, seq] = kvscope_wire::frame::replay_request(held.from_seq);
-    let request = ZmqMessage::try_from(vec![Bytes::from(delimiter), Bytes::from(seq)]).expect("two frames");
+    let mut request = ZmqMessage::from(Bytes::from(delimiter));
+    request.push_back(Bytes::from(seq));
     dealer.send(request).await.map_err(|e| format!("replay endpoint {endpoint}: send failed: {e}"))?;
     let mut replies = 0u64;
     loop {

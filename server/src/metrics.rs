@@ -137,7 +137,7 @@ impl Metrics {
             recording_dropped_records: Gauge::default(),
         };
         {
-            let mut r = m.registry.lock().expect("metrics registry");
+            let mut r = m.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             r.register("frames", "Engine frames relayed, live and replayed", m.frames.clone());
             r.register("payload_bytes", "Engine payload bytes relayed", m.payload_bytes.clone());
             r.register("replayed_frames", "Frames recovered from an engine's replay socket", m.replayed_frames.clone());
@@ -186,8 +186,12 @@ impl Metrics {
     /// The OpenMetrics text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let registry = self.registry.lock().expect("metrics registry");
-        prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String");
+        let registry = self.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // fmt::Write for String never fails; an error could only come from an encoder, and would
+        // leave a truncated exposition that Prometheus rejects, naming the line.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+            tracing::error!("rendering /metrics failed: {e}");
+        }
         out
     }
 

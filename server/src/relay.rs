@@ -284,7 +284,7 @@ impl Hub {
     /// Offers a message to the history (frames and errors) and to every client. Never waits.
     pub fn publish(&self, bytes: Bytes, kind: Kind) {
         let entry = Entry { bytes, kind };
-        let mut guard = self.state.lock().expect("hub lock");
+        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let state = &mut *guard;
         match kind {
             Kind::Status { source } => {
@@ -323,7 +323,8 @@ impl Hub {
             match deliver_notice(client, statuses, queue_bound, &self.metrics) {
                 Offer::Sent => {}
                 Offer::Full => {
-                    client.loss.as_mut().expect("owes a notice").add(&entry);
+                    // A notice that did not fit means the client still owes one: count into it.
+                    client.loss.get_or_insert_with(Loss::default).add(&entry);
                     count_lost(&entry, &self.metrics);
                     return true;
                 }
@@ -347,7 +348,7 @@ impl Hub {
     pub fn subscribe(&self) -> Subscription {
         let (tx, rx) = mpsc::channel(CLIENT_CHANNEL_MESSAGES);
         let queued = Arc::new(AtomicU64::new(0));
-        let mut state = self.state.lock().expect("hub lock");
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let id = state.next_client_id;
         state.next_client_id += 1;
         let lossy = Arc::new(AtomicBool::new(false));
@@ -369,7 +370,7 @@ impl Hub {
     /// A writer whose queue ran dry calls this when it owes a lag notice, so the notice does not
     /// wait for the next published message (there may be none for a while).
     pub fn deliver_pending_notice(&self, id: u64) {
-        let mut guard = self.state.lock().expect("hub lock");
+        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let state = &mut *guard;
         let queue_bound = self.config.client_queue_bytes as u64;
         if let Some(client) = state.clients.iter_mut().find(|c| c.id == id) {
@@ -379,7 +380,7 @@ impl Hub {
 
     /// Forgets a client (its socket closed). Its queued bytes leave the gauge.
     pub fn unsubscribe(&self, id: u64) {
-        let mut state = self.state.lock().expect("hub lock");
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(pos) = state.clients.iter().position(|c| c.id == id) {
             let slot = state.clients.swap_remove(pos);
             self.metrics.client_queued_bytes.dec_by(slot.queued.load(Ordering::Relaxed) as i64);
@@ -389,25 +390,27 @@ impl Hub {
 
     /// Clients connected now.
     pub fn client_count(&self) -> usize {
-        self.state.lock().expect("hub lock").clients.len()
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clients.len()
     }
 }
 
 /// Queues the lag notice a client owes, if any; `Sent` also when it owed none.
 fn deliver_notice(client: &mut ClientSlot, statuses: &[Option<Bytes>], queue_bound: u64, metrics: &Metrics) -> Offer {
-    let Some(loss) = &client.loss else { return Offer::Sent };
+    let Some(loss) = client.loss.take() else { return Offer::Sent };
     let notice = Bytes::from(proto::encode(&loss.notice(queue_bound)));
     let result = offer(client, notice, queue_bound, metrics);
-    if let Offer::Sent = result {
-        let loss = client.loss.take().expect("checked");
-        client.lossy.store(false, Ordering::Relaxed);
-        metrics.lag_notices.inc();
-        // Statuses are "latest state": resend the current ones after a loss so the client is
-        // not left with a stale view.
-        if loss.statuses {
-            for status in statuses.iter().flatten() {
-                let _ = offer(client, status.clone(), u64::MAX, metrics);
-            }
+    let Offer::Sent = result else {
+        // Not delivered: the client still owes this notice.
+        client.loss = Some(loss);
+        return result;
+    };
+    client.lossy.store(false, Ordering::Relaxed);
+    metrics.lag_notices.inc();
+    // Statuses are "latest state": resend the current ones after a loss so the client is
+    // not left with a stale view.
+    if loss.statuses {
+        for status in statuses.iter().flatten() {
+            let _ = offer(client, status.clone(), u64::MAX, metrics);
         }
     }
     result

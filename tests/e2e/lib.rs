@@ -10,6 +10,9 @@
 //! What it is not: a test of the server's or the core crates' logic; those have their own
 //! tests. Here the page's numbers are compared with `kvscope check --json` on the same frames.
 
+// Test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -100,11 +100,12 @@ impl Fleet {
         self.model.with_value(f)
     }
 
-    /// Changes the model, then schedules a flush.
-    pub fn update_model<R>(&self, f: impl FnOnce(&mut Model) -> R) -> R {
-        let r = self.model.try_update_value(f).expect("the model lives as long as the app");
+    /// Changes the model, then schedules a flush; `None`, changing nothing, once the app (and
+    /// with it the model) is gone.
+    pub fn update_model<R>(&self, f: impl FnOnce(&mut Model) -> R) -> Option<R> {
+        let r = self.model.try_update_value(f)?;
         self.schedule_flush();
-        r
+        Some(r)
     }
 
     /// Tracks the global generation (use in reactive closures that read the whole model).

@@ -7,6 +7,9 @@
 //! the proposal; it has no error messages and returns `None` for anything it does not expect.
 //!
 //! `cargo run --release -p kvscope-peer-bench --example decoder_sketch`
+
+// Benchmark code: a failed unwrap aborts the measurement, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use kvscope_wire::*;
 use std::hint::black_box;
 use std::time::Instant;

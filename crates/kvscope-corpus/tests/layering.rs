@@ -4,6 +4,9 @@
 //! the protocol crate stays free of the core so server and viewer can evolve it alone; peers we
 //! benchmark against never enter the product. A violation prints the dependency path.
 
+// Test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::process::Command;
 

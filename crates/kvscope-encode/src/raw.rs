@@ -5,14 +5,13 @@
 //! position 5, a bin where a string belongs). Each call is one of rmp's writers, so markers are
 //! msgpack's shortest, as msgspec's are.
 
-use rmp::encode as enc;
-
-const INFALLIBLE: &str = "writing msgpack to a Vec cannot fail";
+use rmp::encode::{self as enc, ByteBuf};
 
 /// Appends msgpack values to a byte vector; every method chains.
 #[derive(Debug, Default, Clone)]
 pub struct Writer {
-    buf: Vec<u8>,
+    // rmp's ByteBuf cannot fail (its error type is Infallible): every `let Ok(_)` is irrefutable.
+    buf: ByteBuf,
 }
 
 impl Writer {
@@ -21,59 +20,61 @@ impl Writer {
     }
 
     pub fn into_bytes(self) -> Vec<u8> {
-        self.buf
+        self.buf.into_vec()
     }
 
     pub fn nil(&mut self) -> &mut Self {
-        enc::write_nil(&mut self.buf).expect(INFALLIBLE);
+        let Ok(_) = enc::write_nil(&mut self.buf);
         self
     }
 
     pub fn bool(&mut self, v: bool) -> &mut Self {
-        enc::write_bool(&mut self.buf, v).expect(INFALLIBLE);
+        let Ok(_) = enc::write_bool(&mut self.buf, v);
         self
     }
 
     /// The shortest unsigned form.
     pub fn uint(&mut self, v: u64) -> &mut Self {
-        enc::write_uint(&mut self.buf, v).expect(INFALLIBLE);
+        let Ok(_) = enc::write_uint(&mut self.buf, v);
         self
     }
 
     /// The shortest form: unsigned markers for non-negative values, signed ones below zero.
     pub fn int(&mut self, v: i64) -> &mut Self {
-        enc::write_sint(&mut self.buf, v).expect(INFALLIBLE);
+        let Ok(_) = enc::write_sint(&mut self.buf, v);
         self
     }
 
     pub fn f64(&mut self, v: f64) -> &mut Self {
-        enc::write_f64(&mut self.buf, v).expect(INFALLIBLE);
+        let Ok(_) = enc::write_f64(&mut self.buf, v);
         self
     }
 
     pub fn str(&mut self, s: &str) -> &mut Self {
-        enc::write_str(&mut self.buf, s).expect(INFALLIBLE);
+        let Ok(_) = enc::write_str(&mut self.buf, s);
         self
     }
 
     pub fn bin(&mut self, b: &[u8]) -> &mut Self {
-        enc::write_bin(&mut self.buf, b).expect(INFALLIBLE);
+        let Ok(_) = enc::write_bin(&mut self.buf, b);
         self
     }
 
+    #[allow(clippy::expect_used, reason = "a test input of 2^32 items is a bug in the test")]
     pub fn array(&mut self, len: usize) -> &mut Self {
-        enc::write_array_len(&mut self.buf, u32::try_from(len).expect("at most u32::MAX items")).expect(INFALLIBLE);
+        let Ok(_) = enc::write_array_len(&mut self.buf, u32::try_from(len).expect("at most u32::MAX items"));
         self
     }
 
+    #[allow(clippy::expect_used, reason = "a test input of 2^32 entries is a bug in the test")]
     pub fn map(&mut self, len: usize) -> &mut Self {
-        enc::write_map_len(&mut self.buf, u32::try_from(len).expect("at most u32::MAX entries")).expect(INFALLIBLE);
+        let Ok(_) = enc::write_map_len(&mut self.buf, u32::try_from(len).expect("at most u32::MAX entries"));
         self
     }
 
     /// Bytes already encoded, spliced in as they are.
     pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
-        self.buf.extend_from_slice(bytes);
+        self.buf.as_mut_vec().extend_from_slice(bytes);
         self
     }
 }

@@ -14,27 +14,49 @@ use crate::event::{Batch, Event};
 use crate::layout::{BatchForm, EventForm, Field, Layout, MapHeader, Presence};
 use crate::slot::{self, Slot};
 
-/// Writing to a `Vec` cannot fail; a failure here is a bug in this crate.
-const INFALLIBLE: &str = "writing msgpack to a Vec cannot fail";
-
-struct Out(Serializer<Vec<u8>>);
+/// Writes into a `Vec`; the first failure (a length msgpack cannot hold, a value serde refuses)
+/// is kept and ends the encoding with an error, and what follows it is not written.
+struct Out {
+    ser: Serializer<Vec<u8>>,
+    failed: Option<String>,
+}
 
 impl Out {
+    fn fail(&mut self, message: String) {
+        self.failed.get_or_insert(message);
+    }
+
     fn array(&mut self, len: usize) {
-        let len = u32::try_from(len).expect("msgpack arrays hold at most u32::MAX items");
-        rmp::encode::write_array_len(self.0.get_mut(), len).expect(INFALLIBLE);
+        if self.failed.is_some() {
+            return;
+        }
+        let Ok(len) = u32::try_from(len) else {
+            return self.fail(format!("an array of {len} items: msgpack arrays hold at most u32::MAX"));
+        };
+        if let Err(e) = rmp::encode::write_array_len(self.ser.get_mut(), len) {
+            self.fail(format!("array header: {e}"));
+        }
     }
 
     fn map(&mut self, len: usize, header: MapHeader) {
+        if self.failed.is_some() {
+            return;
+        }
         match header {
             MapHeader::Shortest => {
-                let len = u32::try_from(len).expect("msgpack maps hold at most u32::MAX entries");
-                rmp::encode::write_map_len(self.0.get_mut(), len).expect(INFALLIBLE);
+                let Ok(len) = u32::try_from(len) else {
+                    return self.fail(format!("a map of {len} entries: msgpack maps hold at most u32::MAX"));
+                };
+                if let Err(e) = rmp::encode::write_map_len(self.ser.get_mut(), len) {
+                    self.fail(format!("map header: {e}"));
+                }
             }
             MapHeader::Map16 => {
                 // rmp has no "map16 whatever the length" writer: marker, then the u16 count.
-                let len = u16::try_from(len).expect("a map16 header holds at most 65535 entries");
-                let buf = self.0.get_mut();
+                let Ok(len) = u16::try_from(len) else {
+                    return self.fail(format!("a map of {len} entries: a map16 header holds at most 65535"));
+                };
+                let buf = self.ser.get_mut();
                 buf.push(rmp::Marker::Map16.to_u8());
                 buf.extend_from_slice(&len.to_be_bytes());
             }
@@ -42,21 +64,27 @@ impl Out {
     }
 
     fn value<T: Serialize + ?Sized>(&mut self, v: &T) {
-        v.serialize(&mut self.0).expect(INFALLIBLE);
+        if self.failed.is_some() {
+            return;
+        }
+        if let Err(e) = v.serialize(&mut self.ser) {
+            self.fail(e.to_string());
+        }
     }
 }
 
 /// Encodes `batch` in `layout`, or says which field the layout has no place for.
 pub fn encode_batch(layout: &Layout, batch: &Batch) -> Result<Vec<u8>, EncodeError> {
     check(layout, batch)?;
-    Ok(encode_batch_lossy(layout, batch))
+    encode_batch_lossy(layout, batch)
 }
 
 /// Encodes `batch` in `layout`, leaving out whatever the layout has no place for (as an engine
 /// of that release would never have set it). For the demo, which publishes one simulated
-/// engine's events in several releases' layouts.
-pub fn encode_batch_lossy(layout: &Layout, batch: &Batch) -> Vec<u8> {
-    let mut out = Out(Serializer::new(Vec::with_capacity(64 + 64 * batch.events.len())));
+/// engine's events in several releases' layouts. Fails only on what msgpack cannot hold (more
+/// than u32::MAX events, say).
+pub fn encode_batch_lossy(layout: &Layout, batch: &Batch) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Out { ser: Serializer::new(Vec::with_capacity(64 + 64 * batch.events.len())), failed: None };
     match layout.batch {
         BatchForm::Array { len } => {
             out.array(len as usize);
@@ -79,7 +107,10 @@ pub fn encode_batch_lossy(layout: &Layout, batch: &Batch) -> Vec<u8> {
             out.value(&batch.dp_rank);
         }
     }
-    out.0.into_inner()
+    match out.failed {
+        None => Ok(out.ser.into_inner()),
+        Some(message) => Err(EncodeError { layout: layout.name, at: "batch".into(), message }),
+    }
 }
 
 fn events(out: &mut Out, layout: &Layout, events: &[Event]) {

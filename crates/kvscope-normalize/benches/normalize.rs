@@ -10,6 +10,9 @@
 //! pre-decoded batches (`normalize_only`, the normalizer's own cost). Run:
 //! `cargo bench -p kvscope-normalize -- --warm-up-time 1 --measurement-time 3`.
 
+// Benchmark code: a failed unwrap aborts the measurement, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

@@ -238,7 +238,7 @@ impl Normalizer {
         counters.batches += 1;
         if let Some(r) = rejection {
             counters.batches_rejected += 1;
-            counters.notices.push(LogLevel::Warn, seq, 0, || batch_decode_rejected::notice(&*key, seq, &r));
+            counters.notices.push(LogLevel::Warn, seq, 0, || batch_decode_rejected::notice(&*key, seq, r));
         }
     }
 

@@ -77,6 +77,7 @@ pub fn encode_ref(message: MessageRef<'_>) -> Vec<u8> {
     encode_body(&message, hint)
 }
 
+#[allow(clippy::expect_used, reason = "a Vec never fails to write, and every message type here serializes (golden tests)")]
 fn encode_body(message: &impl Serialize, capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(capacity);
     out.extend_from_slice(&WS_MAGIC);

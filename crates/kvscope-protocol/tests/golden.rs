@@ -4,6 +4,9 @@
 //! wire format changed: bump `PROTOCOL_VERSION` in `src/lib.rs`, then re-bless with
 //! `KVSCOPE_BLESS=1 cargo test -p kvscope-protocol --test golden` and commit the new files.
 
+// Test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use kvscope_protocol as proto;

@@ -3,6 +3,9 @@
 //! - `vectors`: the shared normalizer vector table, run with trees, checking tree sizes too;
 //! - `bounds`: the memory bound and a million live blocks.
 
+// Test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod host_tier {
     use kvscope_corpus::vectors::{encode_batch, EventSpec};
     use kvscope_normalize::{Normalizer, Policy, StorageTier};

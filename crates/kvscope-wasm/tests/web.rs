@@ -5,6 +5,9 @@
 //! host (Rust side, compiled to wasm), and the JS-facing API (the `#[wasm_bindgen]` methods,
 //! whose `JsValue` results are read back and compared). Each asserts how many cases it ran. The
 //! corpus check decodes every real-release payload in the browser.
+
+// Test code (wasm_bindgen_test, which clippy does not count as #[test]): a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_arch = "wasm32")]
 
 use kvscope_corpus::vectors::{case_count, run_vectors, NativeHost, VectorCase, VectorHost, VectorOutput};

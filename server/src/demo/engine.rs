@@ -101,7 +101,7 @@ impl Engine {
     /// Publishes with a given sequence number (re-publishing a capture keeps its seqs).
     pub async fn publish_with_seq(&mut self, topic: &Bytes, seq: u64, payload: Bytes) {
         {
-            let mut buffer = self.buffer.lock().expect("replay buffer");
+            let mut buffer = self.buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if buffer.len() == REPLAY_BUFFER_MESSAGES {
                 buffer.pop_front();
             }
@@ -113,7 +113,8 @@ impl Engine {
 
     /// Sends frames as they are (tests use it for malformed messages).
     pub async fn send(&mut self, frames: Vec<Bytes>) {
-        let message = ZmqMessage::try_from(frames).expect("at least one frame");
+        // A ZMQ message has at least one frame; no frames is nothing to send.
+        let Ok(message) = ZmqMessage::try_from(frames) else { return };
         match &mut self.publisher {
             Publisher::Pub(socket) => {
                 let _ = socket.send(message).await;
@@ -133,7 +134,7 @@ impl Engine {
 
     /// Drops the oldest `n` messages from the replay buffer (a test makes a gap unrecoverable).
     pub fn forget_oldest(&mut self, n: usize) {
-        let mut buffer = self.buffer.lock().expect("replay buffer");
+        let mut buffer = self.buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for _ in 0..n {
             buffer.pop_front();
         }
@@ -144,7 +145,7 @@ impl Engine {
     pub fn buffer_only(&mut self, topic: &Bytes, payload: Bytes) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let mut buffer = self.buffer.lock().expect("replay buffer");
+        let mut buffer = self.buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         buffer.push_back((seq, topic.clone(), payload));
     }
 }
@@ -164,7 +165,7 @@ async fn serve_replay(mut router: RouterSocket, buffer: Buffer, replay_topic: bo
         let Ok(start) = <[u8; 8]>::try_from(start.as_ref()) else { continue };
         let start = u64::from_be_bytes(start);
         let replies: Vec<(u64, Bytes, Bytes)> = {
-            let buffer = buffer.lock().expect("replay buffer");
+            let buffer = buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             buffer.iter().filter(|(seq, _, _)| *seq >= start).cloned().collect()
         };
         for item in replies.into_iter().map(Some).chain([None]) {
@@ -185,7 +186,9 @@ async fn serve_replay(mut router: RouterSocket, buffer: Buffer, replay_topic: bo
                     out.push(Bytes::new());
                 }
             }
-            if router.send(ZmqMessage::try_from(out).expect("frames")).await.is_err() {
+            // `out` starts with the identity frame, so it is never empty.
+            let Ok(reply) = ZmqMessage::try_from(out) else { break };
+            if router.send(reply).await.is_err() {
                 break;
             }
         }

@@ -36,7 +36,11 @@ impl Scenario {
         [("kimi-k3", Scenario::KimiK3), ("sglang-tiers", Scenario::SglangTiers), ("lmcache-relay", Scenario::LmcacheRelay)];
 
     pub fn name(self) -> &'static str {
-        Scenario::ALL.iter().find(|(_, s)| *s == self).map(|(n, _)| *n).expect("listed")
+        match self {
+            Scenario::KimiK3 => "kimi-k3",
+            Scenario::SglangTiers => "sglang-tiers",
+            Scenario::LmcacheRelay => "lmcache-relay",
+        }
     }
 
     pub fn parse(s: &str) -> Result<Scenario, String> {
@@ -190,14 +194,16 @@ impl Generator {
                 Some(Stored::new([Hash::U64(hash)], 12288).tokens(token_ids).medium(Some("cpu")).group_idx(Some(3)));
             self.offload_live.push_back(hash);
         }
-        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 16 {
-            let old = self.gpu_live.pop_front().expect("len > 16");
+        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 16
+            && let Some(old) = self.gpu_live.pop_front()
+        {
             for group in 0..4u32 {
                 events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(group)).into());
             }
         }
-        if self.tick.is_multiple_of(11) && self.offload_live.len() > 4 {
-            let old = self.offload_live.pop_front().expect("len > 4");
+        if self.tick.is_multiple_of(11) && self.offload_live.len() > 4
+            && let Some(old) = self.offload_live.pop_front()
+        {
             events.push(Removed::new([Hash::U64(old)]).medium(Some("cpu")).group_idx(Some(3)).into());
         }
         events
@@ -220,8 +226,9 @@ impl Generator {
             self.tiers_live[tier].push_back(hash);
         }
         for (tier, every) in [(0usize, 3u64), (1, 5), (2, 9), (3, 17)] {
-            if self.tick.is_multiple_of(every) && self.tiers_live[tier].len() > 8 {
-                let old = self.tiers_live[tier].pop_front().expect("len > 8");
+            if self.tick.is_multiple_of(every) && self.tiers_live[tier].len() > 8
+                && let Some(old) = self.tiers_live[tier].pop_front()
+            {
                 events.push(Removed::new([signed(old)]).medium(Some(SGLANG_MEDIA[tier])).into());
             }
         }
@@ -253,8 +260,9 @@ impl Generator {
             events.push(Stored::new([Hash::I64(chunk)], 256).parent(parent).tokens(token_ids).medium(Some("cpu")).into());
             self.offload_live.push_back(chunk as u64);
         }
-        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 32 {
-            let old = self.gpu_live.pop_front().expect("len > 32");
+        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 32
+            && let Some(old) = self.gpu_live.pop_front()
+        {
             events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(0)).into());
         }
         events
@@ -323,7 +331,13 @@ impl Fleet {
                     let ts = crate::time::unix_nanos() as f64 / 1e9;
                     let dp_rank = Some(0).filter(|_| release != Release::Sglang0523);
                     let batch = Batch { ts, events: generator.next_batch(), dp_rank };
-                    let payload = payload::encode_batch(release, &batch);
+                    let payload = match payload::encode_batch(release, &batch) {
+                        Ok(payload) => payload,
+                        Err(e) => {
+                            tracing::error!("demo: batch not published: {e}");
+                            continue;
+                        }
+                    };
                     engine.publish(&topic, Bytes::from(payload)).await;
                     sent += 1;
                 }
@@ -359,10 +373,10 @@ mod tests {
         for _ in 0..batches {
             let batch = Batch { ts: 1.0, events: g.next_batch(), dp_rank: Some(0) };
             for release in scenario.releases() {
-                let payload = payload::encode_batch(*release, &batch);
+                let payload = payload::encode_batch(*release, &batch).unwrap();
                 kvscope_wire::decode_batch(&payload).expect("demo payloads decode");
             }
-            let payload = payload::encode_batch(scenario.default_release(), &batch);
+            let payload = payload::encode_batch(scenario.default_release(), &batch).unwrap();
             n.push_payload(id, 0, &payload, &mut out).unwrap();
         }
         n.counters(id).clone()

@@ -50,7 +50,7 @@ impl Release {
 }
 
 /// Encodes one batch in `release`'s layout, leaving out the fields that release does not have.
-pub fn encode_batch(release: Release, batch: &Batch) -> Vec<u8> {
+pub fn encode_batch(release: Release, batch: &Batch) -> Result<Vec<u8>, kvscope_encode::EncodeError> {
     encode_batch_lossy(release.layout(), batch)
 }
 
@@ -71,9 +71,9 @@ mod tests {
     fn fields_a_release_lacks_are_left_out() {
         let store = Stored::new([Hash::I64(-5)], 16).tokens(0..16).medium(Some("GPU")).group_idx(Some(0));
         let batch = Batch { ts: 1.0, events: vec![store.into()], dp_rank: None };
-        let decoded = kvscope_wire::decode_batch(&encode_batch(Release::Sglang0523, &batch)).unwrap();
+        let decoded = kvscope_wire::decode_batch(&encode_batch(Release::Sglang0523, &batch).unwrap()).unwrap();
         assert_eq!(decoded.events[0].group_idx(), None);
-        let decoded = kvscope_wire::decode_batch(&encode_batch(Release::Vllm023, &batch)).unwrap();
+        let decoded = kvscope_wire::decode_batch(&encode_batch(Release::Vllm023, &batch).unwrap()).unwrap();
         assert_eq!(decoded.events[0].group_idx(), Some(0));
     }
 }

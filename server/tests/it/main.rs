@@ -2,6 +2,9 @@
 //! one module per area (ripgrep's layout), each saying what belongs there. Every test picks free
 //! ports and waits for conditions with deadlines; none sleeps and hopes.
 
+// Test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod capture;
 mod cli;
 mod corpus;

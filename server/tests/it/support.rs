@@ -288,7 +288,7 @@ pub fn payload(seq: u64, tokens: usize) -> bytes::Bytes {
         .extra_keys_nil_per_block()
         .group_idx(Some(0))
         .kind(Some("full_attention"));
-    bytes::Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.0, events: vec![event.into()], dp_rank: Some(0) }))
+    bytes::Bytes::from(encode_batch(Release::Vllm033, &Batch { ts: 1.0, events: vec![event.into()], dp_rank: Some(0) }).unwrap())
 }
 
 impl Server {

@@ -251,7 +251,7 @@ mod tests {
     fn reasons_and_tiers_sort_as_they_are_shown() {
         let fell_back = TierShown { tier: StorageTier::Device, fell_back: Some(SmallStr::new("cpu")) };
         assert_eq!(fell_back.to_string(), "device (medium \"cpu\" fell back)");
-        let mut tiers = vec![TierShown { tier: StorageTier::HostPinned, fell_back: None }, fell_back];
+        let mut tiers = [TierShown { tier: StorageTier::HostPinned, fell_back: None }, fell_back];
         tiers.sort();
         assert_eq!(tiers[0], fell_back);
         assert!(Reason::Label(VerdictLabel::BlockSizeMismatch) < Reason::Tier(StorageTier::Device));

@@ -8,13 +8,22 @@
 //! bytes ([`Model::retain_bytes`]); past the bound the oldest are evicted and
 //! [`Model::bound_reached`] says so.
 //!
+//! This file holds the state and applies messages; the rest of `Model` is split by job:
+//! `classify.rs` (each frame through both policies, re-classification), `retention.rs`
+//! (retained frames, their cost and eviction), `inspector.rs` (an event's detail, event
+//! references, the log) and `export.rs` (the `.kvcap` and JSON-lines downloads).
+//!
 //! It is tested natively (`cargo test -p kvscope-web`). The views read it through
 //! `contexts::Fleet`; the only things that notify them are generation counters the Fleet bumps
 //! after the model marked a source dirty (a signal never holds a frame).
 
 pub mod classes;
+mod classify;
+mod export;
+mod inspector;
 pub mod policy_run;
 pub mod rate;
+mod retention;
 pub mod settings;
 pub mod timeline;
 pub mod trees;
@@ -22,20 +31,18 @@ pub mod trees;
 use std::collections::{BTreeMap, VecDeque};
 
 use kvscope_protocol as proto;
-use kvscope_normalize::{Outcome, StorageTier};
-use kvscope_wire::KvEvent;
+use kvscope_normalize::Outcome;
 
 use classes::{ClassCode, ClassTable, Reason, TierShown};
-use policy_run::{BothPolicies, Classified, PolicyRun};
+use policy_run::PolicyRun;
 use rate::RateMeter;
-use settings::{EventRef, Side};
+use settings::Side;
 use timeline::Lane;
 use trees::Trees;
+use classify::make_runs;
 
-/// Bytes a retained event costs besides its frame (index entry and timeline mark).
-const EVENT_OVERHEAD_BYTES: usize = 48;
-/// Bytes a retained frame costs besides its payload and topic.
-const FRAME_OVERHEAD_BYTES: usize = 96;
+pub use inspector::{EventDetail, LogLine};
+pub use retention::{EventLoc, FrameBody, MemoryUse, RetainedFrame};
 
 /// The settings the classification depends on; changing any re-classifies retained history.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,104 +213,6 @@ impl Source {
     }
 }
 
-/// What a retained frame holds.
-#[derive(Clone, Debug)]
-pub enum FrameBody {
-    /// A well-formed `[topic, seq, payload]` message.
-    Message { topic: Vec<u8>, payload: Vec<u8> },
-    /// A message that was not shaped like an engine's; its frames as received.
-    Malformed { frames: Vec<Vec<u8>>, error: String },
-}
-
-/// A frame kept for the inspector, for re-classification and for download.
-#[derive(Clone, Debug)]
-pub struct RetainedFrame {
-    pub id: u64,
-    pub source: u32,
-    pub seq: u64,
-    pub recv_time_nanos: u64,
-    pub replayed: bool,
-    pub body: FrameBody,
-    /// Id of its first event; its events are `first_event..first_event + num_events`.
-    pub first_event: u64,
-    pub num_events: u32,
-    /// The decode error, when the payload did not decode.
-    pub decode_error: Option<String>,
-}
-
-impl RetainedFrame {
-    fn cost_bytes(&self) -> usize {
-        let body = match &self.body {
-            FrameBody::Message { topic, payload } => topic.len() + payload.len(),
-            FrameBody::Malformed { frames, error } => frames.iter().map(Vec::len).sum::<usize>() + error.len(),
-        };
-        FRAME_OVERHEAD_BYTES + body + self.num_events as usize * EVENT_OVERHEAD_BYTES
-    }
-
-    pub fn payload(&self) -> Option<&[u8]> {
-        match &self.body {
-            FrameBody::Message { payload, .. } => Some(payload),
-            FrameBody::Malformed { .. } => None,
-        }
-    }
-}
-
-/// Where an event id points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventLoc {
-    pub frame: u64,
-    pub index: u32,
-    pub source: u32,
-    pub class: [ClassCode; 2],
-}
-
-/// One indexer log line.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LogLine {
-    pub source: u32,
-    /// `u64::MAX` for the "counted, not logged" summary lines.
-    pub seq: u64,
-    pub event_index: u32,
-    /// `WARN w0:0 seq 8 event 4: ...`.
-    pub text: String,
-    /// The line of the first fatal verdict: a real indexer exits after printing it.
-    pub fatal: bool,
-    /// A line after that fatal one, which a real indexer would never have printed.
-    pub after_exit: bool,
-}
-
-/// An event opened in the inspector.
-#[derive(Clone, Debug)]
-pub struct EventDetail {
-    pub id: u64,
-    pub source_key: String,
-    pub seq: u64,
-    pub index: u32,
-    pub recv_time_nanos: u64,
-    pub replayed: bool,
-    pub topic: Vec<u8>,
-    pub payload: Vec<u8>,
-    pub event: Option<KvEvent>,
-    pub batch_ts: Option<f64>,
-    pub batch_dp_rank: Option<u32>,
-    /// Per policy: policy name, class, and the rule sentence.
-    pub verdicts: [(String, Option<classes::Class>, String); 2],
-}
-
-/// Memory and bound figures for the fleet bar.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct MemoryUse {
-    pub retained_bytes: usize,
-    pub bound_bytes: usize,
-    pub retained_frames: usize,
-    pub retained_events: usize,
-    pub evicted_frames: u64,
-    pub bound_reached: bool,
-    pub tree_blocks: u64,
-    pub tree_bytes: usize,
-    pub tree_bound_reached: bool,
-}
-
 /// Where the frames come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Origin {
@@ -449,73 +358,6 @@ impl Model {
 
     pub fn events_per_second(&self, now_ms: f64) -> f64 {
         self.rate.per_second(now_ms)
-    }
-
-    pub fn memory(&self) -> MemoryUse {
-        MemoryUse {
-            retained_bytes: self.retained_bytes,
-            bound_bytes: self.config.retain_bytes,
-            retained_frames: self.frames.len(),
-            retained_events: self.events.len(),
-            evicted_frames: self.evicted_frames,
-            bound_reached: self.bound_reached,
-            tree_blocks: self.trees.total_blocks(),
-            tree_bytes: self.trees.approx_bytes(),
-            tree_bound_reached: self.trees.bound_reached(),
-        }
-    }
-
-    pub fn bound_reached(&self) -> bool {
-        self.bound_reached
-    }
-
-    /// The lines an indexer following `side`'s policy would print, per source in source order,
-    /// each source's lines in (seq, event) order, with the warnings each budget counted
-    /// silently after its limit.
-    pub fn log(&self, side: Side) -> Vec<LogLine> {
-        let run = &self.runs[side as usize];
-        let mut out = Vec::new();
-        for src in &self.sources {
-            let Some(id) = run.source_id(src.index) else { continue };
-            let counters = run.normalizer().counters(id);
-            let fatal_seq = counters.first_fatal.as_ref().map(|l| (l.seq, l.event_index));
-            for line in counters.log() {
-                let after_exit = fatal_seq.is_some_and(|f| (line.seq, line.event_index) > f);
-                out.push(LogLine {
-                    source: src.index,
-                    seq: line.seq,
-                    event_index: line.event_index,
-                    text: line.to_string(),
-                    fatal: counters.first_fatal.as_ref() == Some(line),
-                    after_exit,
-                });
-            }
-            for (budget, name) in [(&counters.conversion, "conversion"), (&counters.offload, "offload")] {
-                if budget.suppressed > 0 {
-                    out.push(LogLine {
-                        source: src.index,
-                        seq: u64::MAX,
-                        event_index: 0,
-                        text: format!(
-                            "({} more {name} warnings on {} counted, not logged: the budget of {} is spent)",
-                            budget.suppressed, src.key, budget.limit
-                        ),
-                        fatal: false,
-                        after_exit: false,
-                    });
-                }
-            }
-        }
-        out
-    }
-
-    pub fn retained_frames(&self) -> impl Iterator<Item = &RetainedFrame> {
-        self.frames.iter()
-    }
-
-    /// Total events retained.
-    pub fn retained_events(&self) -> usize {
-        self.events.len()
     }
 
     /// Resets everything and sets the sources (a server hello, or a capture header).
@@ -720,154 +562,6 @@ impl Model {
         self.dirty = true;
     }
 
-    /// Decodes a frame and runs both policies over it; records verdicts, marks and log lines.
-    /// Returns the number of events.
-    ///
-    /// Events are classified as the decoder hands them over (`decode_each`), so a frame costs
-    /// O(1) memory beyond what is retained per event: a hostile batch of millions of tiny
-    /// events never builds a `Vec` of decoded events or of verdicts.
-    fn classify_frame(&mut self, frame: &mut RetainedFrame) -> usize {
-        let Some(payload) = frame.payload() else { return 0 };
-        let source = frame.source;
-        let t0 = self.t0_nanos.unwrap_or(frame.recv_time_nanos);
-        let time_ms = frame.recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
-        let (worker_id, dp_rank) = {
-            let s = &self.sources[source as usize];
-            (s.worker_id.clone(), s.dp_rank)
-        };
-        let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
-        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, config, .. } = self;
-        let [run_a, run_b] = runs;
-        let tree_side = config.trees as usize;
-        let (frame_id, seq) = (frame.id, frame.seq);
-        let mut n = 0usize;
-        let mut sink = BothPolicies {
-            a: run_a.sink(source, &worker_id, dp_rank, seq, &verdicts[0]),
-            b: run_b.sink(source, &worker_id, dp_rank, seq, &verdicts[1]),
-            ts: 0.0,
-            each: |i: u32, event: &KvEvent, ts: f64| {
-                n += 1;
-                let mut codes = [0 as ClassCode; 2];
-                for side in 0..2 {
-                    let Some(verdict) = verdicts[side].take() else { continue };
-                    let outcome = Classified::from_verdict(verdict);
-                    let code = classes.intern(outcome.class);
-                    codes[side] = code;
-                    let counts = &mut sources[source as usize].counts[side];
-                    counts.events += 1;
-                    *counts.by_class.entry(code).or_default() += 1;
-                    if outcome.class.kind == Outcome::Fatal && counts.first_fatal.is_none() {
-                        counts.first_fatal = Some((seq, outcome.rule()));
-                    }
-                    if outcome.blocks > 0
-                        && let Some(t) = outcome.verdict.tier.map(StorageTier::label)
-                    {
-                        *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
-                    }
-                    if side == tree_side {
-                        trees.apply(source, event, &outcome, ts);
-                    }
-                }
-                if codes[0] != codes[1] {
-                    *differences.entry((codes[0], codes[1])).or_default() += 1;
-                }
-                let event_id = *next_event_id;
-                *next_event_id += 1;
-                events.push_back(EventLoc { frame: frame_id, index: i, source, class: codes });
-                lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
-            },
-        };
-        if let Err(e) = kvscope_wire::decode_each(payload, &mut sink) {
-            let src = &mut self.sources[source as usize];
-            src.decode_errors += 1;
-            let text = format!("{} seq {}: {e}", src.key, frame.seq);
-            src.last_error = Some(text.clone());
-            frame.decode_error = Some(text);
-            return 0;
-        }
-        self.t0_nanos = Some(t0);
-        self.last_nanos = self.last_nanos.max(frame.recv_time_nanos);
-        frame.num_events = n as u32;
-        n
-    }
-
-    fn retain(&mut self, frame: RetainedFrame) {
-        self.retained_bytes += frame.cost_bytes();
-        self.frames.push_back(frame);
-        if self.retained_bytes > self.config.retain_bytes {
-            self.bound_reached = true;
-            // Evict down to 95% so that eviction (and the lane drains it causes) runs once per
-            // twentieth of the bound, not on every frame, and each run stays short.
-            let target = self.config.retain_bytes / 20 * 19;
-            let mut first_kept_event = self.first_event_id;
-            while self.retained_bytes > target && self.frames.len() > 1 {
-                let Some(old) = self.frames.pop_front() else { break };
-                self.retained_bytes -= old.cost_bytes();
-                self.evicted_frames += 1;
-                first_kept_event = old.first_event + u64::from(old.num_events);
-            }
-            let drop_events = (first_kept_event - self.first_event_id) as usize;
-            self.events.drain(..drop_events.min(self.events.len()));
-            self.first_event_id = first_kept_event;
-            for lane in &mut self.lanes {
-                lane.evict_below(first_kept_event);
-            }
-        }
-    }
-
-    /// Changes what classification depends on and re-classifies every retained frame.
-    /// Counters then cover the retained frames only ([`Model::bound_reached`] says whether
-    /// that is all of them).
-    pub fn reconfigure(&mut self, config: Config) {
-        if config == self.config {
-            return;
-        }
-        let frames = std::mem::take(&mut self.frames);
-        let sources: Vec<proto::SourceInfo> = self
-            .sources
-            .iter()
-            .map(|s| proto::SourceInfo {
-                index: s.index,
-                key: s.key.clone(),
-                worker_id: s.worker_id.clone(),
-                dp_rank: s.dp_rank,
-                endpoint: s.endpoint.clone(),
-                replay_endpoint: None,
-            })
-            .collect();
-        let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
-        let origin = self.origin.clone();
-        let (evicted, bound, lagged, hist_evicted, hist_complete) = (
-            self.evicted_frames,
-            self.bound_reached,
-            self.lagged_frames,
-            self.history_evicted_frames,
-            self.history_complete,
-        );
-        self.config = config;
-        self.reset_with_sources(&sources);
-        self.origin = origin;
-        for (src, status) in self.sources.iter_mut().zip(statuses) {
-            src.status = status;
-        }
-        for f in frames {
-            match f.body {
-                FrameBody::Message { topic, payload } => {
-                    self.apply_frame(f.source, f.seq, f.recv_time_nanos, f.replayed, topic, payload, 0.0)
-                }
-                FrameBody::Malformed { frames, error } => {
-                    self.apply_malformed(f.source, f.recv_time_nanos, f.replayed, frames, error)
-                }
-            }
-        }
-        self.rate = RateMeter::default();
-        self.evicted_frames += evicted;
-        self.bound_reached |= bound;
-        self.lagged_frames = lagged;
-        self.history_evicted_frames = hist_evicted;
-        self.history_complete = hist_complete;
-    }
-
     /// Ids of sources whose cards changed since the last call; clears the flags.
     pub fn take_dirty(&mut self) -> (bool, Vec<u32>) {
         let global = std::mem::take(&mut self.dirty);
@@ -878,194 +572,6 @@ impl Model {
             .collect();
         (global, changed)
     }
-
-    pub fn event_loc(&self, id: u64) -> Option<EventLoc> {
-        if id < self.first_event_id {
-            return None;
-        }
-        self.events.get((id - self.first_event_id) as usize).copied()
-    }
-
-    fn frame_by_id(&self, id: u64) -> Option<&RetainedFrame> {
-        let first = self.frames.front()?.id;
-        let f = self.frames.get(id.checked_sub(first)? as usize)?;
-        (f.id == id).then_some(f)
-    }
-
-    /// The event an [`EventRef`] names, if retained (the latest frame with that source and seq).
-    pub fn find_event(&self, r: &EventRef) -> Option<u64> {
-        let src = self.source_by_key(&r.source)?.index;
-        let f = self.frames.iter().rev().find(|f| f.source == src && f.seq == r.seq)?;
-        (r.index < f.num_events).then(|| f.first_event + u64::from(r.index))
-    }
-
-    pub fn event_ref(&self, id: u64) -> Option<EventRef> {
-        let loc = self.event_loc(id)?;
-        let f = self.frame_by_id(loc.frame)?;
-        Some(EventRef { source: self.sources[f.source as usize].key.clone(), seq: f.seq, index: loc.index })
-    }
-
-    /// The first retained event of the given class severity or above under `side`, after
-    /// `after` (exclusive), optionally on one source.
-    pub fn next_marked(&self, side: Side, after: Option<u64>, min_severity: u8) -> Option<u64> {
-        let start = after.map_or(self.first_event_id, |a| a + 1).max(self.first_event_id);
-        let skip = (start - self.first_event_id) as usize;
-        self.events
-            .iter()
-            .skip(skip)
-            .position(|l| self.classes.severity(l.class[side as usize]) >= min_severity)
-            .map(|p| start + p as u64)
-    }
-
-    /// Everything the inspector shows for one event. The rule sentences come from running
-    /// fresh normalizers over this source's retained frames up to the event: a verdict is
-    /// about 120 bytes, too much to keep for a million events, and the run is the same code
-    /// that decided. If older frames of the source were evicted, the sentence may differ from
-    /// the live verdict (the group metadata learned from them is gone); the stored class is
-    /// shown next to it, so a difference is visible.
-    pub fn event_detail(&self, id: u64) -> Option<EventDetail> {
-        let loc = self.event_loc(id)?;
-        let frame = self.frame_by_id(loc.frame)?;
-        let FrameBody::Message { topic, payload } = &frame.body else { return None };
-        let batch = kvscope_wire::decode_batch(payload).ok();
-        let src = &self.sources[frame.source as usize];
-        let mut verdicts: [(String, Option<classes::Class>, String); 2] = Default::default();
-        for side in [Side::A, Side::B] {
-            let i = side as usize;
-            let mut run = PolicyRun::new(self.runs[i].name(), self.config.block_size).unwrap_or_else(|_| self.runs[i].fresh());
-            let mut out = Vec::new();
-            let mut rule = String::new();
-            for f in self.frames.iter().filter(|f| f.source == frame.source && f.id <= frame.id) {
-                let Some(p) = f.payload() else { continue };
-                let Ok(b) = kvscope_wire::decode_batch(p) else { continue };
-                out.clear();
-                run.classify(f.source, &src.worker_id, src.dp_rank, f.seq, &b, &mut out);
-                if f.id == frame.id {
-                    rule = out.get(loc.index as usize).map(Classified::rule).unwrap_or_default();
-                }
-            }
-            verdicts[i] = (self.runs[i].name().to_owned(), self.classes.get(loc.class[i]).cloned(), rule);
-        }
-        Some(EventDetail {
-            id,
-            source_key: src.key.clone(),
-            seq: frame.seq,
-            index: loc.index,
-            recv_time_nanos: frame.recv_time_nanos,
-            replayed: frame.replayed,
-            topic: topic.clone(),
-            payload: payload.clone(),
-            event: batch.as_ref().and_then(|b| b.events.get(loc.index as usize).cloned()),
-            batch_ts: batch.as_ref().map(|b| b.ts),
-            batch_dp_rank: batch.as_ref().and_then(|b| b.dp_rank),
-            verdicts,
-        })
-    }
-
-    /// The block size of the store that put `hash` in a tree: found in the retained frame with
-    /// that source and seq (the trees keep no block size). `None` when evicted.
-    pub fn block_size_of(&self, source: u32, seq: u64, hash: u64) -> Option<u32> {
-        let f = self.frames.iter().rev().find(|f| f.source == source && f.seq == seq)?;
-        let batch = kvscope_wire::decode_batch(f.payload()?).ok()?;
-        batch.events.iter().find_map(|e| match e {
-            KvEvent::BlockStored(s) if s.block_hashes.iter().any(|h| h.0 == hash) => s.block_size,
-            _ => None,
-        })
-    }
-
-    /// The retained frames as a `.kvcap` file: frames exactly as received.
-    pub fn to_kvcap(&self, created_unix_nanos: u64) -> Vec<u8> {
-        let header = proto::capture::CaptureHeader {
-            created_unix_nanos,
-            kvscope_version: env!("CARGO_PKG_VERSION").to_owned(),
-            sources: self
-                .sources
-                .iter()
-                .map(|s| proto::SourceInfo {
-                    index: s.index,
-                    key: s.key.clone(),
-                    worker_id: s.worker_id.clone(),
-                    dp_rank: s.dp_rank,
-                    endpoint: s.endpoint.clone(),
-                    replay_endpoint: None,
-                })
-                .collect(),
-            note: Some("downloaded from the kvscope dashboard".to_owned()),
-        };
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail.
-        let _ = proto::capture::write_header(&mut out, &header);
-        for f in &self.frames {
-            let rec = match &f.body {
-                FrameBody::Message { topic, payload } => proto::capture::encode_record_parts(
-                    f.source,
-                    f.recv_time_nanos,
-                    f.replayed,
-                    &[topic.as_slice(), &f.seq.to_be_bytes(), payload.as_slice()],
-                ),
-                FrameBody::Malformed { frames, .. } => {
-                    proto::capture::encode_record_parts(f.source, f.recv_time_nanos, f.replayed, frames)
-                }
-            };
-            out.extend_from_slice(&rec);
-        }
-        out
-    }
-
-    /// One JSON object per retained event: where it came from, what it was and what each
-    /// policy decided.
-    pub fn to_jsonl(&self) -> String {
-        let mut out = String::new();
-        for f in &self.frames {
-            let Some(payload) = f.payload() else { continue };
-            let Ok(batch) = kvscope_wire::decode_batch(payload) else { continue };
-            let src = &self.sources[f.source as usize];
-            for (i, ev) in batch.events.iter().enumerate() {
-                let Some(loc) = self.event_loc(f.first_event + i as u64) else { continue };
-                let verdict = |side: usize| {
-                    let c = self.classes.get(loc.class[side]);
-                    serde_json::json!({
-                        "policy": self.runs[side].name(),
-                        "kind": c.map(|c| c.kind.past_tense()),
-                        "reason": c.map(|c| c.reason.as_str()),
-                        "tier": c.and_then(|c| c.tier.map(|t| t.to_string())),
-                    })
-                };
-                let line = serde_json::json!({
-                    "source": src.key,
-                    "worker_id": src.worker_id,
-                    "dp_rank": src.dp_rank,
-                    "seq": f.seq,
-                    "index": i,
-                    "recv_time_nanos": f.recv_time_nanos,
-                    "type": ev.event_type().as_str(),
-                    "medium": ev.medium(),
-                    "group_idx": ev.group_idx(),
-                    "block_size": match ev { KvEvent::BlockStored(s) => s.block_size, _ => None },
-                    "blocks": ev.block_hashes().len(),
-                    "a": verdict(0),
-                    "b": verdict(1),
-                });
-                out.push_str(&line.to_string());
-                out.push('\n');
-            }
-        }
-        out
-    }
-}
-
-fn make_runs(config: &Config) -> ([PolicyRun; 2], Option<String>) {
-    let mut error = None;
-    let mut make = |name: &str, fallback: &str| match PolicyRun::new(name, config.block_size) {
-        Ok(r) => r,
-        Err(e) => {
-            error = Some(e);
-            PolicyRun::new(fallback, config.block_size).expect("the default policies exist")
-        }
-    };
-    let a = make(&config.policy_a, settings::DEFAULT_POLICY_A);
-    let b = make(&config.policy_b, settings::DEFAULT_POLICY_B);
-    ([a, b], error)
 }
 
 #[cfg(test)]

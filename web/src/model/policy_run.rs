@@ -52,7 +52,12 @@ impl PolicyRun {
     /// A run of the named preset at `block_size`; the error names the valid presets.
     pub fn new(policy: &str, block_size: u32) -> Result<PolicyRun, String> {
         let policy: Policy = policy.parse().map_err(|e| format!("{e}"))?;
-        Ok(PolicyRun { normalizer: Normalizer::new(block_size, policy), ids: Vec::new(), verdicts: Vec::new() })
+        Ok(PolicyRun::of(policy, block_size))
+    }
+
+    /// A run of `policy` at `block_size`.
+    pub fn of(policy: Policy, block_size: u32) -> PolicyRun {
+        PolicyRun { normalizer: Normalizer::new(block_size, policy), ids: Vec::new(), verdicts: Vec::new() }
     }
 
     /// A run with the same policy and block size and no state.

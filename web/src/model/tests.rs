@@ -328,3 +328,10 @@ fn the_recording_status_is_kept_for_the_fleet_bar() {
     m.apply_message(proto::Message::RecordingStatus(status.clone()), 0.0);
     assert_eq!(m.recording.as_ref().unwrap().summary(), "recording stopped: x.kvcap: No space left on device (os error 28) (3 later frames are not in the capture; the relay and this page go on)");
 }
+
+#[test]
+fn fallback_policies_are_the_default_settings() {
+    // make_runs falls back to these presets when a setting names an unknown one.
+    assert_eq!(Policy::LEGACY.name, settings::DEFAULT_POLICY_A);
+    assert_eq!(Policy::FIXED.name, settings::DEFAULT_POLICY_B);
+}

@@ -1,0 +1,154 @@
+//! Classification: each frame decoded and run through both policies as it decodes
+//! ([`BothPolicies`]), and re-classification of the retained frames when the config changes.
+
+use kvscope_normalize::{Outcome, Policy, StorageTier};
+use kvscope_protocol as proto;
+use kvscope_wire::KvEvent;
+
+use super::classes::ClassCode;
+use super::policy_run::{BothPolicies, Classified, PolicyRun};
+use super::rate::RateMeter;
+use super::{Config, EventLoc, FrameBody, Model, RetainedFrame};
+
+impl Model {
+    /// Decodes a frame and runs both policies over it; records verdicts, marks and log lines.
+    /// Returns the number of events.
+    ///
+    /// Events are classified as the decoder hands them over (`decode_each`), so a frame costs
+    /// O(1) memory beyond what is retained per event: a hostile batch of millions of tiny
+    /// events never builds a `Vec` of decoded events or of verdicts.
+    pub(super) fn classify_frame(&mut self, frame: &mut RetainedFrame) -> usize {
+        let Some(payload) = frame.payload() else { return 0 };
+        let source = frame.source;
+        let t0 = self.t0_nanos.unwrap_or(frame.recv_time_nanos);
+        let time_ms = frame.recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
+        let (worker_id, dp_rank) = {
+            let s = &self.sources[source as usize];
+            (s.worker_id.clone(), s.dp_rank)
+        };
+        let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
+        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, config, .. } = self;
+        let [run_a, run_b] = runs;
+        let tree_side = config.trees as usize;
+        let (frame_id, seq) = (frame.id, frame.seq);
+        let mut n = 0usize;
+        let mut sink = BothPolicies {
+            a: run_a.sink(source, &worker_id, dp_rank, seq, &verdicts[0]),
+            b: run_b.sink(source, &worker_id, dp_rank, seq, &verdicts[1]),
+            ts: 0.0,
+            each: |i: u32, event: &KvEvent, ts: f64| {
+                n += 1;
+                let mut codes = [0 as ClassCode; 2];
+                for side in 0..2 {
+                    let Some(verdict) = verdicts[side].take() else { continue };
+                    let outcome = Classified::from_verdict(verdict);
+                    let code = classes.intern(outcome.class);
+                    codes[side] = code;
+                    let counts = &mut sources[source as usize].counts[side];
+                    counts.events += 1;
+                    *counts.by_class.entry(code).or_default() += 1;
+                    if outcome.class.kind == Outcome::Fatal && counts.first_fatal.is_none() {
+                        counts.first_fatal = Some((seq, outcome.rule()));
+                    }
+                    if outcome.blocks > 0
+                        && let Some(t) = outcome.verdict.tier.map(StorageTier::label)
+                    {
+                        *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
+                    }
+                    if side == tree_side {
+                        trees.apply(source, event, &outcome, ts);
+                    }
+                }
+                if codes[0] != codes[1] {
+                    *differences.entry((codes[0], codes[1])).or_default() += 1;
+                }
+                let event_id = *next_event_id;
+                *next_event_id += 1;
+                events.push_back(EventLoc { frame: frame_id, index: i, source, class: codes });
+                lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
+            },
+        };
+        if let Err(e) = kvscope_wire::decode_each(payload, &mut sink) {
+            let src = &mut self.sources[source as usize];
+            src.decode_errors += 1;
+            let text = format!("{} seq {}: {e}", src.key, frame.seq);
+            src.last_error = Some(text.clone());
+            frame.decode_error = Some(text);
+            return 0;
+        }
+        self.t0_nanos = Some(t0);
+        self.last_nanos = self.last_nanos.max(frame.recv_time_nanos);
+        frame.num_events = n as u32;
+        n
+    }
+
+    /// Changes what classification depends on and re-classifies every retained frame.
+    /// Counters then cover the retained frames only ([`Model::bound_reached`] says whether
+    /// that is all of them).
+    pub fn reconfigure(&mut self, config: Config) {
+        if config == self.config {
+            return;
+        }
+        let frames = std::mem::take(&mut self.frames);
+        let sources: Vec<proto::SourceInfo> = self
+            .sources
+            .iter()
+            .map(|s| proto::SourceInfo {
+                index: s.index,
+                key: s.key.clone(),
+                worker_id: s.worker_id.clone(),
+                dp_rank: s.dp_rank,
+                endpoint: s.endpoint.clone(),
+                replay_endpoint: None,
+            })
+            .collect();
+        let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
+        let origin = self.origin.clone();
+        let (evicted, bound, lagged, hist_evicted, hist_complete) = (
+            self.evicted_frames,
+            self.bound_reached,
+            self.lagged_frames,
+            self.history_evicted_frames,
+            self.history_complete,
+        );
+        self.config = config;
+        self.reset_with_sources(&sources);
+        self.origin = origin;
+        for (src, status) in self.sources.iter_mut().zip(statuses) {
+            src.status = status;
+        }
+        for f in frames {
+            match f.body {
+                FrameBody::Message { topic, payload } => {
+                    self.apply_frame(f.source, f.seq, f.recv_time_nanos, f.replayed, topic, payload, 0.0)
+                }
+                FrameBody::Malformed { frames, error } => {
+                    self.apply_malformed(f.source, f.recv_time_nanos, f.replayed, frames, error)
+                }
+            }
+        }
+        self.rate = RateMeter::default();
+        self.evicted_frames += evicted;
+        self.bound_reached |= bound;
+        self.lagged_frames = lagged;
+        self.history_evicted_frames = hist_evicted;
+        self.history_complete = hist_complete;
+    }
+}
+
+/// The runs of the two policies `config` names; an unknown name falls back to its side's default
+/// preset, and the error says which.
+pub(super) fn make_runs(config: &Config) -> ([PolicyRun; 2], Option<String>) {
+    let mut error = None;
+    let mut make = |name: &str, fallback: Policy| match PolicyRun::new(name, config.block_size) {
+        Ok(r) => r,
+        Err(e) => {
+            error = Some(e);
+            PolicyRun::of(fallback, config.block_size)
+        }
+    };
+    // The presets settings::DEFAULT_POLICY_A and _B name (a test checks they agree).
+    let a = make(&config.policy_a, Policy::LEGACY);
+    let b = make(&config.policy_b, Policy::FIXED);
+    ([a, b], error)
+}

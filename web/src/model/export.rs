@@ -1,0 +1,88 @@
+//! Downloads: the retained frames as a `.kvcap` capture, and the retained events as JSON lines.
+
+use kvscope_protocol as proto;
+use kvscope_wire::KvEvent;
+
+use super::{FrameBody, Model};
+
+impl Model {
+    /// The retained frames as a `.kvcap` file: frames exactly as received.
+    pub fn to_kvcap(&self, created_unix_nanos: u64) -> Vec<u8> {
+        let header = proto::capture::CaptureHeader {
+            created_unix_nanos,
+            kvscope_version: env!("CARGO_PKG_VERSION").to_owned(),
+            sources: self
+                .sources
+                .iter()
+                .map(|s| proto::SourceInfo {
+                    index: s.index,
+                    key: s.key.clone(),
+                    worker_id: s.worker_id.clone(),
+                    dp_rank: s.dp_rank,
+                    endpoint: s.endpoint.clone(),
+                    replay_endpoint: None,
+                })
+                .collect(),
+            note: Some("downloaded from the kvscope dashboard".to_owned()),
+        };
+        let mut out = Vec::new();
+        // Writing to a Vec cannot fail.
+        let _ = proto::capture::write_header(&mut out, &header);
+        for f in &self.frames {
+            let rec = match &f.body {
+                FrameBody::Message { topic, payload } => proto::capture::encode_record_parts(
+                    f.source,
+                    f.recv_time_nanos,
+                    f.replayed,
+                    &[topic.as_slice(), &f.seq.to_be_bytes(), payload.as_slice()],
+                ),
+                FrameBody::Malformed { frames, .. } => {
+                    proto::capture::encode_record_parts(f.source, f.recv_time_nanos, f.replayed, frames)
+                }
+            };
+            out.extend_from_slice(&rec);
+        }
+        out
+    }
+
+    /// One JSON object per retained event: where it came from, what it was and what each
+    /// policy decided.
+    pub fn to_jsonl(&self) -> String {
+        let mut out = String::new();
+        for f in &self.frames {
+            let Some(payload) = f.payload() else { continue };
+            let Ok(batch) = kvscope_wire::decode_batch(payload) else { continue };
+            let src = &self.sources[f.source as usize];
+            for (i, ev) in batch.events.iter().enumerate() {
+                let Some(loc) = self.event_loc(f.first_event + i as u64) else { continue };
+                let verdict = |side: usize| {
+                    let c = self.classes.get(loc.class[side]);
+                    serde_json::json!({
+                        "policy": self.runs[side].name(),
+                        "kind": c.map(|c| c.kind.past_tense()),
+                        "reason": c.map(|c| c.reason.as_str()),
+                        "tier": c.and_then(|c| c.tier.map(|t| t.to_string())),
+                    })
+                };
+                let line = serde_json::json!({
+                    "source": src.key,
+                    "worker_id": src.worker_id,
+                    "dp_rank": src.dp_rank,
+                    "seq": f.seq,
+                    "index": i,
+                    "recv_time_nanos": f.recv_time_nanos,
+                    "type": ev.event_type().as_str(),
+                    "medium": ev.medium(),
+                    "group_idx": ev.group_idx(),
+                    "block_size": match ev { KvEvent::BlockStored(s) => s.block_size, _ => None },
+                    "blocks": ev.block_hashes().len(),
+                    "a": verdict(0),
+                    "b": verdict(1),
+                });
+                out.push_str(&line.to_string());
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
