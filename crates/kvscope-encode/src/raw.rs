@@ -79,6 +79,19 @@ impl Writer {
     }
 }
 
+/// The hostile frame of the streams work: a valid 3-element batch of `n` one-element events
+/// (`[""]`, an unknown empty tag, 2 bytes each), then dp_rank 0. 6 million of them are 12 MB;
+/// a decoder that kept a few hundred bytes per event would need gigabytes.
+pub fn unknown_event_flood(n: usize) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.array(3).f64(1.0).array(n);
+    for _ in 0..n {
+        w.array(1).str("");
+    }
+    w.uint(0);
+    w.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,17 +115,4 @@ mod tests {
             .concat()
         );
     }
-}
-
-/// The hostile frame of the streams work: a valid 3-element batch of `n` one-element events
-/// (`[""]`, an unknown empty tag, 2 bytes each), then dp_rank 0. 6 million of them are 12 MB;
-/// a decoder that kept a few hundred bytes per event would need gigabytes.
-pub fn unknown_event_flood(n: usize) -> Vec<u8> {
-    let mut w = Writer::new();
-    w.array(3).f64(1.0).array(n);
-    for _ in 0..n {
-        w.array(1).str("");
-    }
-    w.uint(0);
-    w.into_bytes()
 }
