@@ -8,7 +8,7 @@ use kvscope_wire::KvEvent;
 use super::classes::ClassCode;
 use super::policy_run::{BothPolicies, Classified, PolicyRun};
 use super::rate::RateMeter;
-use super::{Config, EventLoc, FrameBody, Model, RetainedFrame};
+use super::{Config, EventLoc, FrameBody, Model, RetainedFrame, Source};
 
 impl Model {
     /// Decodes a frame and runs both policies over it; records verdicts, marks and log lines.
@@ -93,14 +93,7 @@ impl Model {
         let sources: Vec<proto::SourceInfo> = self
             .sources
             .iter()
-            .map(|s| proto::SourceInfo {
-                index: s.index,
-                key: s.key.clone(),
-                worker_id: s.worker_id.clone(),
-                dp_rank: s.dp_rank,
-                endpoint: s.endpoint.clone(),
-                replay_endpoint: None,
-            })
+            .map(Source::info)
             .collect();
         let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
         let origin = self.origin.clone();

@@ -3,7 +3,7 @@
 use kvscope_protocol as proto;
 use kvscope_wire::KvEvent;
 
-use super::{FrameBody, Model};
+use super::{FrameBody, Model, Source};
 
 impl Model {
     /// The retained frames as a `.kvcap` file: frames exactly as received.
@@ -14,14 +14,7 @@ impl Model {
             sources: self
                 .sources
                 .iter()
-                .map(|s| proto::SourceInfo {
-                    index: s.index,
-                    key: s.key.clone(),
-                    worker_id: s.worker_id.clone(),
-                    dp_rank: s.dp_rank,
-                    endpoint: s.endpoint.clone(),
-                    replay_endpoint: None,
-                })
+                .map(Source::info)
                 .collect(),
             note: Some("downloaded from the kvscope dashboard".to_owned()),
         };

@@ -172,6 +172,19 @@ pub struct Source {
 }
 
 impl Source {
+    /// The source as a capture header lists it (a page's export or re-classification keeps no
+    /// replay endpoint: it cannot replay).
+    pub fn info(&self) -> proto::SourceInfo {
+        proto::SourceInfo {
+            index: self.index,
+            key: self.key.clone(),
+            worker_id: self.worker_id.clone(),
+            dp_rank: self.dp_rank,
+            endpoint: self.endpoint.clone(),
+            replay_endpoint: None,
+        }
+    }
+
     fn new(info: &proto::SourceInfo) -> Source {
         Source {
             index: info.index,
