@@ -96,7 +96,7 @@ fn crate_layers_point_one_way() {
     let graph = Graph::load();
     let mut violations = Vec::new();
     let io_and_ui = ["tokio", "zeromq", "zmq", "leptos", "web-sys", "axum", "dynamo-kv-router"];
-    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-protocol"] {
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-protocol"] {
         forbid(&graph, core, &io_and_ui, "core crates do no I/O and build for wasm32", &mut violations);
     }
     forbid(
@@ -114,7 +114,7 @@ fn crate_layers_point_one_way() {
     // Test support: the encoder of engine bytes and the corpus (with the vector table) are
     // dev-dependencies of the core, never normal ones, so what the product decodes cannot depend
     // on how the tests encode. The server's demo publishes simulated engines and may encode.
-    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-protocol"] {
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-protocol"] {
         forbid(&graph, core, &["kvscope-encode", "kvscope-corpus"], "test support stays out of the core", &mut violations);
     }
     for product in ["kvscope-web", "kvscope-wasm"] {
