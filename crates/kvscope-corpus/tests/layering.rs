@@ -102,12 +102,14 @@ fn crate_layers_point_one_way() {
     forbid(
         &graph,
         "kvscope-protocol",
-        &["kvscope-wire", "kvscope-normalize", "kvscope-tiers"],
+        &["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router"],
         "the protocol carries payloads as opaque bytes",
         &mut violations,
     );
     forbid(&graph, "kvscope-wire", &["kvscope-normalize", "kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
     forbid(&graph, "kvscope-normalize", &["kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
+    forbid(&graph, "kvscope-wire", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
+    forbid(&graph, "kvscope-normalize", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
     for product in ["kvscope", "kvscope-web", "kvscope-wasm"] {
         forbid(&graph, product, &["dynamo-kv-router", "kvscope-peer-bench"], "peers stay in benches/", &mut violations);
     }
