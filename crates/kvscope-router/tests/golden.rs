@@ -100,3 +100,133 @@ fn two_runs_name_another_worker_than_the_readme_says() {
         assert_eq!((report.totals.received, report.totals.unexpected), (9, 9), "{tag}");
     }
 }
+
+fn nats_map() -> (Vec<dynamo_plane::SentBatch>, Vec<Envelope>) {
+    (dynamo_plane::sent("nats_map").unwrap(), envelopes("nats_map"))
+}
+
+/// Feeds nats_map's engine batches and the given envelopes, interleaved: the plane first, then
+/// the engine stream, so alignment runs with the plane ahead.
+fn reconcile_plane_first(envs: &[Envelope]) -> RouterReport {
+    let (sent, _) = nats_map();
+    let mut r = Reconciler::new(ReconcilerConfig::default());
+    let id = r.add_source("42", RelayConfig::dynamo_1_6_1(WORKER_ID, DP_RANK, KV_BLOCK_SIZE));
+    for e in envs {
+        r.push_envelope(e).unwrap();
+    }
+    for b in sent {
+        r.push_engine(id, b.seq, &b.payload).unwrap();
+    }
+    r.finish();
+    r.report()
+}
+
+fn counts(report: &RouterReport) -> (u64, u64, u64, u64, u64, u64) {
+    let c = &report.sources[0].router;
+    (c.expected, c.received, c.matched, c.missing, c.unexpected, c.mismatched)
+}
+
+#[test]
+fn interleavings_do_not_change_the_counts() {
+    let (sent, envs) = nats_map();
+    assert_eq!(counts(&reconcile_plane_first(&envs)), (9, 9, 9, 0, 0, 0));
+    // Alternating, the plane one message behind.
+    let mut r = Reconciler::new(ReconcilerConfig::default());
+    let id = r.add_source("42", RelayConfig::dynamo_1_6_1(WORKER_ID, DP_RANK, KV_BLOCK_SIZE));
+    let mut plane = envs.iter();
+    for b in &sent {
+        r.push_engine(id, b.seq, &b.payload).unwrap();
+        if b.seq > 0 {
+            r.push_envelope(plane.next().unwrap()).unwrap();
+        }
+    }
+    let before_finish = r.report();
+    assert_eq!(before_finish.sources[0].router.matched, 9);
+    r.finish();
+    assert_eq!(counts(&r.report()), (9, 9, 9, 0, 0, 0));
+}
+
+#[test]
+fn a_lost_message_is_one_missing_and_one_gap() {
+    let (_, mut envs) = nats_map();
+    let lost = envs.remove(4);
+    let report = reconcile_plane_first(&envs);
+    assert_eq!(counts(&report), (9, 8, 8, 1, 0, 0));
+    let d = &report.sources[0].differences[0];
+    assert_eq!(d.origin.unwrap().seq, 4, "the placeholder's batch");
+    assert_eq!(report.publishers[0].gaps, 1);
+    assert_eq!(report.publishers[0].missed_messages, 1);
+    assert_eq!(lost.sequence, 4);
+}
+
+#[test]
+fn a_duplicated_message_is_one_unexpected_and_out_of_order() {
+    let (_, mut envs) = nats_map();
+    envs.insert(3, envs[2].clone());
+    let report = reconcile_plane_first(&envs);
+    assert_eq!(counts(&report), (9, 10, 9, 0, 1, 0));
+    assert_eq!(report.publishers[0].out_of_order, 1);
+}
+
+#[test]
+fn a_flipped_tokens_hash_is_one_mismatch_naming_the_field() {
+    let (_, mut envs) = nats_map();
+    let mut events = kvscope_router::decode_router_events(&envs[1].payload).unwrap();
+    let kvscope_router::EventData::Stored(s) = &mut events[0].event.data else { panic!("seq 1 is a store") };
+    s.blocks[1].tokens_hash ^= 1;
+    envs[1].payload = kvscope_encode::router::encode_router_events(&events).unwrap();
+    let report = reconcile_plane_first(&envs);
+    assert_eq!(counts(&report), (9, 9, 8, 0, 0, 1));
+    let c = &report.sources[0].router;
+    assert_eq!(c.mismatched_fields.tokens_hash, 1);
+    let d = &report.sources[0].differences[0];
+    assert_eq!(d.fields, [kvscope_router::MismatchField::TokensHash]);
+    assert_eq!(d.origin.unwrap(), kvscope_router::EngineEventRef { seq: 1, event_index: 0 });
+}
+
+#[test]
+fn a_router_event_for_worker_43_is_an_unknown_worker() {
+    let (_, mut envs) = nats_map();
+    let mut events = kvscope_router::decode_router_events(&envs[0].payload).unwrap();
+    events[0].worker_id = 43;
+    let mut extra = envs[0].clone();
+    extra.sequence = envs.len() as u64;
+    extra.payload = kvscope_encode::router::encode_router_events(&events).unwrap();
+    envs.push(extra);
+    let report = reconcile_plane_first(&envs);
+    assert_eq!(counts(&report), (9, 9, 9, 0, 0, 0));
+    assert_eq!(report.unknown_workers.len(), 1);
+    assert_eq!((report.unknown_workers[0].worker_id, report.unknown_workers[0].events), (43, 1));
+    assert_eq!((report.totals.received, report.totals.unexpected), (10, 1));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["unknown_workers"][0]["worker_id"], 43);
+    assert_eq!(json["sources"][0]["router"]["dropped_by_policy"]["unknown_medium"], 1);
+    assert_eq!(json["totals"]["matched"], 9);
+}
+
+#[test]
+fn a_restarted_publisher_is_a_restart_not_a_gap() {
+    let (_, envs) = nats_map();
+    let mut r = Reconciler::new(ReconcilerConfig::default());
+    for e in envs.iter().take(3).chain(envs.iter().take(2)) {
+        r.push_envelope(e).unwrap();
+    }
+    let p = &r.report().publishers[0];
+    assert_eq!((p.messages, p.gaps, p.restarts, p.out_of_order), (5, 0, 1, 0));
+}
+
+#[test]
+fn pending_queues_are_bounded_and_overflow_is_counted() {
+    let (sent, _) = nats_map();
+    let mut r = Reconciler::new(ReconcilerConfig { max_pending: 3, ..ReconcilerConfig::default() });
+    let id = r.add_source("42", RelayConfig::dynamo_1_6_1(WORKER_ID, DP_RANK, KV_BLOCK_SIZE));
+    for b in sent {
+        r.push_engine(id, b.seq, &b.payload).unwrap();
+    }
+    let c = r.report().sources[0].router.clone();
+    assert_eq!((c.expected, c.pending_expected, c.overflowed_expected), (9, 3, 6));
+    r.finish();
+    let c = r.report().sources[0].router.clone();
+    assert_eq!((c.missing, c.overflowed_expected, c.pending_expected), (3, 6, 0));
+    assert!(!c.is_clean());
+}
