@@ -335,6 +335,20 @@ struct Received {
     event: RouterEvent,
 }
 
+impl Expected {
+    /// A difference with no reception.
+    fn difference(self, kind: DifferenceKind) -> Difference {
+        Difference { kind, fields: Vec::new(), origin: Some(self.origin), expected: Some(self.event), received_at: None, received: None }
+    }
+}
+
+impl Received {
+    /// A difference with no prediction.
+    fn difference(self, kind: DifferenceKind) -> Difference {
+        Difference { kind, fields: Vec::new(), origin: None, expected: None, received_at: Some(self.at), received: Some(self.event) }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Source {
     name: String,
@@ -359,26 +373,12 @@ impl Source {
 
     fn missing(&mut self, e: Expected, kept: usize) {
         self.counts.missing += 1;
-        self.note(kept, || Difference {
-            kind: DifferenceKind::Missing,
-            fields: Vec::new(),
-            origin: Some(e.origin),
-            expected: Some(e.event),
-            received_at: None,
-            received: None,
-        });
+        self.note(kept, || e.difference(DifferenceKind::Missing));
     }
 
     fn unexpected(&mut self, r: Received, kept: usize) {
         self.counts.unexpected += 1;
-        self.note(kept, || Difference {
-            kind: DifferenceKind::Unexpected,
-            fields: Vec::new(),
-            origin: None,
-            expected: None,
-            received_at: Some(r.at),
-            received: Some(r.event),
-        });
+        self.note(kept, || r.difference(DifferenceKind::Unexpected));
     }
 
     fn pair(&mut self, e: Expected, r: Received, kept: usize) {
@@ -455,27 +455,13 @@ impl Source {
         while self.expected.len() > cfg.max_pending {
             if let Some(e) = self.expected.pop_front() {
                 self.counts.overflowed_expected += 1;
-                self.note(kept, || Difference {
-                    kind: DifferenceKind::OverflowedExpected,
-                    fields: Vec::new(),
-                    origin: Some(e.origin),
-                    expected: Some(e.event),
-                    received_at: None,
-                    received: None,
-                });
+                self.note(kept, || e.difference(DifferenceKind::OverflowedExpected));
             }
         }
         while self.received.len() > cfg.max_pending {
             if let Some(r) = self.received.pop_front() {
                 self.counts.overflowed_received += 1;
-                self.note(kept, || Difference {
-                    kind: DifferenceKind::OverflowedReceived,
-                    fields: Vec::new(),
-                    origin: None,
-                    expected: None,
-                    received_at: Some(r.at),
-                    received: Some(r.event),
-                });
+                self.note(kept, || r.difference(DifferenceKind::OverflowedReceived));
             }
         }
     }
