@@ -24,6 +24,8 @@ fn info(replay: bool) -> proto::SourceInfo {
         dp_rank: 0,
         endpoint: "tcp://127.0.0.1:1".into(),
         replay_endpoint: replay.then(|| "tcp://127.0.0.1:2".into()),
+        kind: proto::SourceKind::Engine,
+        event_plane: None,
     }
 }
 
