@@ -30,6 +30,7 @@ pub mod demo;
 pub mod http;
 pub mod intake;
 pub mod metrics;
+pub mod plane;
 pub mod publish;
 pub mod relay;
 pub mod rules;

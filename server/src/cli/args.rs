@@ -9,6 +9,7 @@ use clap::Args;
 use kvscope_normalize::Policy;
 
 use crate::http::HttpConfig;
+use crate::plane::{PlaneSource, parse_planes};
 use crate::sources::{Source, parse_sources};
 use crate::stream::StreamOptions;
 
@@ -73,6 +74,26 @@ pub struct SourceArgs {
 impl SourceArgs {
     pub(crate) fn sources(&self) -> Result<Vec<Source>, String> {
         parse_sources(&self.workers, self.replay.as_deref(), self.dp_size).map_err(|e| e.to_string())
+    }
+}
+
+/// Dynamo's event plane: what the router receives from each worker's relay, read-only.
+#[derive(Debug, Args)]
+pub struct PlaneArgs {
+    /// Also read Dynamo's event plane: nats://HOST:PORT (a NATS core subscription, never
+    /// JetStream; credentials from NATS_AUTH_* as for Dynamo's workers) or zmq://HOST:PORT (one
+    /// publisher of Dynamo's ZMQ plane). Repeatable; each URL is one source.
+    #[arg(long = "event-plane", env = "KVSCOPE_EVENT_PLANE", value_delimiter = ',', value_name = "URL")]
+    pub event_plane: Vec<String>,
+    /// The NATS subject to subscribe to (default namespace.>, every namespace); only subjects
+    /// ending in .kv-events are taken.
+    #[arg(long, env = "KVSCOPE_EVENT_PLANE_SUBJECT", value_name = "SUBJECT")]
+    pub event_plane_subject: Option<String>,
+}
+
+impl PlaneArgs {
+    pub(crate) fn planes(&self) -> Result<Vec<PlaneSource>, String> {
+        parse_planes(&self.event_plane, self.event_plane_subject.as_deref())
     }
 }
 
@@ -160,6 +181,8 @@ impl ServerArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub plane: PlaneArgs,
     /// The indexer's --block-size: Device stores at another size are fatal (vLLM's default is 16).
     #[arg(long, env = "KVSCOPE_BLOCK_SIZE", default_value_t = 16, value_name = "N")]
     pub block_size: u32,
@@ -192,6 +215,14 @@ pub struct DemoArgs {
     /// Stop each worker after this many batches (default: run until stopped).
     #[arg(long, value_name = "N")]
     pub batches: Option<u64>,
+    /// Dynamo's event plane for the simulated relays: by default each worker's relay binds an
+    /// embedded ZMQ-plane PUB on loopback; nats://HOST:PORT publishes onto that NATS server
+    /// instead. kvscope subscribes to it either way.
+    #[arg(long = "event-plane", value_name = "URL")]
+    pub event_plane: Option<String>,
+    /// Do not simulate Dynamo's relay (engines only).
+    #[arg(long)]
+    pub no_event_plane: bool,
     /// Block size to classify at (default: the scenario's main block size, 1536 for kimi-k3).
     #[arg(long, value_name = "N")]
     pub block_size: Option<u32>,
@@ -210,6 +241,8 @@ pub struct DemoArgs {
 pub struct RecordArgs {
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub plane: PlaneArgs,
     /// The capture to write (replaced if it exists).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,

@@ -19,6 +19,7 @@ use crate::sources::Source;
 fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, block_size: u32, policy: &PolicyArgs) -> AppConfig {
     AppConfig {
         sources,
+        planes: Vec::new(),
         mode: proto::ServerMode::Live,
         mode_detail: String::new(),
         block_size,
@@ -65,8 +66,16 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
+    let planes = match args.plane.planes() {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
     let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
-    config.mode_detail = format!("{} endpoint(s)", config.sources.len());
+    config.mode_detail = match planes.len() {
+        0 => format!("{} endpoint(s)", config.sources.len()),
+        n => format!("{} endpoint(s), {n} event plane(s)", config.sources.len()),
+    };
+    config.planes = planes;
     config.record = args.record.map(|p| (p, command_line()));
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
@@ -176,8 +185,13 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
+    let planes = match args.plane.planes() {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
     let config = AppConfig {
         sources,
+        planes,
         mode: proto::ServerMode::Live,
         mode_detail: String::new(),
         block_size: 16,
@@ -236,8 +250,16 @@ pub(super) async fn replay(args: ReplayArgs) -> ExitCode {
         Ok(r) => r.header().clone(),
         Err(e) => return failure(&e),
     };
-    let sources: Vec<Source> = header
-        .sources
+    let num_engines = header.sources.iter().take_while(|s| s.kind == proto::SourceKind::Engine).count();
+    let planes: Option<Vec<_>> = header.sources[num_engines..].iter().map(crate::plane::PlaneSource::from_info).collect();
+    let Some(planes) = planes else {
+        return failure(&format!(
+            "{}: the header lists an engine source after an event-plane source, or an event plane kvscope cannot read; \
+             this build writes engines first",
+            args.file.display()
+        ));
+    };
+    let sources: Vec<Source> = header.sources[..num_engines]
         .iter()
         .map(|s| Source {
             worker_id: s.worker_id.clone(),
@@ -247,6 +269,7 @@ pub(super) async fn replay(args: ReplayArgs) -> ExitCode {
         })
         .collect();
     let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
+    config.planes = planes;
     config.mode = proto::ServerMode::Replay;
     config.mode_detail = format!(
         "{} at {}",
