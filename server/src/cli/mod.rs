@@ -53,7 +53,7 @@ pub enum Command {
 
 fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KVSCOPE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},zeromq=warn")));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},zeromq=warn,async_nats=warn")));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
