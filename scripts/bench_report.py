@@ -193,27 +193,20 @@ md.append("  token is first buffered as a `serde::Content` value (allocated, mat
 md.append("  is built, and the XXH3 of each block's tokens follows. That is why kvscope is an order of magnitude")
 md.append("  ahead here.")
 md.append(f"- **Small events (`small_gpu`, `cpu_offload`, `sglang`):** kvscope's decode takes {s[2] / s[3]:.1f}x")
-md.append(f"  (`small_gpu`) and {c[2] / c[3]:.1f}x (`cpu_offload`) the floor's time. The profile names the cost:")
-md.append("  rmp-serde's reader copies every string (each map key, each tag, each medium) into a scratch buffer")
-md.append("  (`default_read_to_end`, `memmove`) and validates it (`from_utf8`) because the decoder hands it an")
-md.append("  `io::Read` rather than a slice; `KeySeed`/`TagSeed`/`OptString` then allocate a `String` for each")
-md.append("  (`malloc`/`free`), and every value goes through `deserialize_any` and the `At` path wrapper. None of")
+md.append(f"  (`small_gpu`) and {c[2] / c[3]:.1f}x (`cpu_offload`) the floor's time. kvscope's")
+md.append("  decoder is a hand-written cursor over the payload slice (`crates/kvscope-wire/src/decode/`):")
+md.append("  keys and tags are compared as raw bytes, strings land in inline `WireStr`s (the mediums and kinds")
+md.append("  engines repeat come from constants), one or two hashes stay inline, and token ids are counted, not")
+md.append("  built. What is left per event is the walk itself, the dispatch on each map key (by its length), the")
+md.append("  writes of a store's or removal's fields, and one allocation, the boxed event (`malloc`, `free`,")
 small = [headline[n] for n in ("small_gpu", "cpu_offload", "sglang")]
 ms_vs = [h[2] / h[5] for h in small if h[5]]
 dy_vs = [h[4] / h[2] for h in small]
-md.append("  that is needed to recognise a dozen known keys. On these three workloads kvscope's decode is only")
-md.append(f"  {min(dy_vs):.1f}-{max(dy_vs):.1f}x faster than Dynamo's, and msgspec (a C decoder called from Python)")
+md.append("  and its drop). On these three workloads kvscope's decode is")
+md.append(f"  {min(dy_vs):.1f}-{max(dy_vs):.1f}x as fast as Dynamo's, and msgspec (a C decoder called from Python)")
 if ms_vs:
     md.append(f"  decodes them in {1 / max(ms_vs):.2f}-{1 / min(ms_vs):.2f}x kvscope's time (below 1: msgspec is faster).")
-md.append("- **What would get small events to the floor** (proposals for `crates/kvscope-wire/src/decode.rs`,")
-md.append("  owned by the lead): decode with a hand-written cursor over the payload slice, as `skip.rs` already")
-md.append("  does for `token_ids`: read the map/array header, compare each key's raw bytes against the known")
-md.append("  field names (no `String`, no UTF-8 check for keys), borrow `medium`/`kind`/`lora_name`/`locality`")
-md.append("  from the payload (or copy into an inline small string) instead of allocating, keep the path")
-md.append("  segments only on the error path, and read hashes with one branch on the marker; `skip_value` shows")
-md.append("  what the walk alone costs. A 256-entry length table for int markers would also speed up")
-md.append("  `count_token_ids`, the Kimi-K3 hot loop.")
-md.append("- **A sketch of that decoder** (`benches/peers/examples/decoder_sketch.rs`: map events in a 3-element")
+md.append("- **The cursor-decoder sketch** (`benches/peers/examples/decoder_sketch.rs`: map events in a 3-element")
 md.append("  batch only, the same `EventBatch` as `decode_batch`, asserted equal on every input), timed in this")
 md.append("  run with `std::time::Instant`, best of 7 x 20 passes:\n")
 md.append("| workload | current decode | sketch | speed-up | sketch / skip floor (time) |")
@@ -225,9 +218,8 @@ for line in (run / "sketch.log").read_text().splitlines():
         md.append(f"| `{r['workload']}` | {r['current_s']*1e3:.2f} ms | {r['sketch_s']*1e3:.2f} ms | "
                   f"{r['current_s']/r['sketch_s']:.2f}x | {r['sketch_s']/r['floor_s']:.2f}x |")
 md.append("")
-md.append("  What is left between the sketch and the floor on `cpu_offload` is allocation: a `String` per")
-md.append("  `medium`, a `Vec` per `block_hashes`, for events of about 110 bytes; an inline small string and a")
-md.append("  hash list that keeps one hash inline would remove most of it.")
+md.append("  The sketch predates the cursor decoder in `kvscope-wire` and is kept as a reference point: it")
+md.append("  decodes only map events in a 3-element batch, into the same `EventBatch`.")
 md.append("")
 # ---- 2. Tier trees ----------------------------------------------------------------------------
 t2 = ["## 2. Tier trees: stores and removes applied, 1 and 64 workers, up to 1 M live blocks each\n"]

@@ -1,9 +1,10 @@
 //! msgpack payload -> events, by a hand-written cursor over the payload slice.
 //!
 //! One recursive-descent reader accepts both event encodings (tagged arrays and tagged maps) and
-//! every hash representation. Keys and tags are compared as raw bytes, known strings are copied
-//! into inline [`WireStr`](crate::WireStr)s, `token_ids` is counted by `skip.rs`, and unknown values are skipped
-//! without being built: a small event costs a few branches per field and no allocation.
+//! every hash representation. Keys and tags are compared as raw bytes, strings are kept in inline
+//! [`WireStr`](crate::WireStr)s (the ones engines repeat, such as `GPU`, come from constants),
+//! `token_ids` is counted by `skip.rs`, and unknown values are skipped without being built: a
+//! small event costs a few branches per field and one allocation, its boxed store or removal.
 //!
 //! Error positions cost nothing until something fails: a reader that fails returns a [`Fail`]
 //! without an offset, and each enclosing value adds its start offset (innermost wins) and its
