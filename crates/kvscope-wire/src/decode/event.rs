@@ -125,7 +125,24 @@ fn map_event(c: &mut Cursor<'_>, start: usize, len: usize) -> Result<KvEvent, Fa
                 Cursor::check_utf8(key)?;
                 c.skip(MAX_DEPTH - EVENT_DEPTH)?;
             }
-            known => read_field(c, known, &mut fields)?,
+            // One arm per key, each with its key as a constant: the reader is specialised per
+            // field, so each key costs one dispatch (on its bytes), not a second one on `Key`.
+            Key::BlockHashes => read_field(c, Key::BlockHashes, &mut fields)?,
+            Key::ParentBlockHash => read_field(c, Key::ParentBlockHash, &mut fields)?,
+            Key::TokenIds => read_field(c, Key::TokenIds, &mut fields)?,
+            Key::BlockSize => read_field(c, Key::BlockSize, &mut fields)?,
+            Key::LoraId => read_field(c, Key::LoraId, &mut fields)?,
+            Key::Medium => read_field(c, Key::Medium, &mut fields)?,
+            Key::LoraName => read_field(c, Key::LoraName, &mut fields)?,
+            Key::ExtraKeys => read_field(c, Key::ExtraKeys, &mut fields)?,
+            Key::GroupIdx => read_field(c, Key::GroupIdx, &mut fields)?,
+            Key::KvCacheSpecKind => read_field(c, Key::KvCacheSpecKind, &mut fields)?,
+            Key::KvCacheSpecSlidingWindow => read_field(c, Key::KvCacheSpecSlidingWindow, &mut fields)?,
+            Key::Locality => read_field(c, Key::Locality, &mut fields)?,
+            Key::Ownership => read_field(c, Key::Ownership, &mut fields)?,
+            Key::CacheSalt => read_field(c, Key::CacheSalt, &mut fields)?,
+            Key::SessionId => read_field(c, Key::SessionId, &mut fields)?,
+            Key::LoraNameOrSalt => read_field(c, Key::LoraNameOrSalt, &mut fields)?,
         }
     }
     let Some(tag) = tag_seen else {
@@ -156,13 +173,13 @@ impl Fields {
 }
 
 /// Reads the value of field `key` into `fields`; fields of no interest are skipped.
-#[inline]
+#[inline(always)]
 fn read_field(c: &mut Cursor<'_>, key: Key, fields: &mut Fields) -> Result<(), Fail> {
     let start = c.pos;
     read_value(c, key, fields).within(start, Seg::Field(key.name()))
 }
 
-#[inline]
+#[inline(always)]
 fn read_value(c: &mut Cursor<'_>, key: Key, f: &mut Fields) -> Result<(), Fail> {
     match key {
         Key::BlockHashes => {
