@@ -9,7 +9,7 @@
 use std::fmt;
 
 use crate::error::{DecodeError, DecodeErrorKind};
-use crate::event::{BlockHash, HashReprs, WireStr};
+use crate::event::{known_wire_str, BlockHash, HashReprs, WireStr};
 
 /// Deeper than any engine writes; caps what unknown values may nest.
 pub(crate) const MAX_DEPTH: usize = 32;
@@ -294,7 +294,7 @@ impl<'a> Cursor<'a> {
             return Ok(None);
         }
         match self.str_bytes()? {
-            Some(bytes) => match known_str(bytes) {
+            Some(bytes) => match known_wire_str(bytes) {
                 Some(known) => Ok(Some(known)),
                 None => match std::str::from_utf8(bytes) {
                     Ok(s) => Ok(Some(WireStr::new(s))),
@@ -504,28 +504,6 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The wire strings engines repeat in every event (mediums, kinds, localities), as constants:
-/// the same [`WireStr`] a copy would make, without building one. Any other string is copied.
-#[inline(always)]
-fn known_str(bytes: &[u8]) -> Option<WireStr> {
-    const fn s(text: &'static str) -> Option<WireStr> {
-        Some(WireStr::const_new(text))
-    }
-    match bytes {
-        b"GPU" => s("GPU"),
-        b"CPU" => s("CPU"),
-        b"cpu" => s("cpu"),
-        b"DISK" => s("DISK"),
-        b"LOCAL" => s("LOCAL"),
-        b"REMOTE" => s("REMOTE"),
-        b"mamba" => s("mamba"),
-        b"full_attention" => s("full_attention"),
-        b"mla_attention" => s("mla_attention"),
-        b"sliding_window" => s("sliding_window"),
-        _ => None,
-    }
-}
-
 #[cold]
 fn reserved() -> Fail {
     Fail::new(DecodeErrorKind::Malformed, "reserved msgpack marker 0xc1".to_owned())
@@ -582,24 +560,5 @@ impl fmt::Display for WithDecimalPoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = self.0.to_string();
         if self.0.is_finite() && !text.contains('.') { write!(f, "{text}.0") } else { f.write_str(&text) }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A constant must be the string its bytes spell, and unknown strings must fall through.
-    #[test]
-    fn known_strings_are_the_strings_they_match() {
-        let known = [
-            "GPU", "CPU", "cpu", "DISK", "LOCAL", "REMOTE", "mamba", "full_attention", "mla_attention", "sliding_window",
-        ];
-        for text in known {
-            assert_eq!(known_str(text.as_bytes()).as_deref(), Some(text));
-        }
-        for other in ["gpu", "GPU ", "", "Cpu", "full_attentio"] {
-            assert_eq!(known_str(other.as_bytes()), None);
-        }
     }
 }
