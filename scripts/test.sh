@@ -4,7 +4,8 @@
 # end-to-end tests.
 #
 #   scripts/test.sh            everything (what CI runs)
-#   scripts/test.sh --quick    native cargo tests only (no browser, no tool installs)
+#   scripts/test.sh --quick    native cargo tests and the Python script tests only (no browser,
+#                              no tool installs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,7 @@ total() {
 if [ "$quick" = 1 ]; then
   step "native tests"
   run cargo test --workspace --exclude kvscope-e2e
+  python3 scripts/test_bench_report.py
   total
   exit 0
 fi
@@ -44,6 +46,9 @@ KVSCOPE_REQUIRE_WEB=1 run cargo test --workspace --exclude kvscope-e2e
 
 step "lints: clippy on every target, warnings are errors (no unwrap/expect outside tests)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "scripts: bench_report.py (BENCHMARKS.md) on a made-up run (Python unittest, standard library)"
+python3 scripts/test_bench_report.py
 
 step "fuzzing: every cargo-fuzz target for 45 s from the fixture seeds (scripts/fuzz.sh)"
 # About 3 minutes plus the fuzz build; fails on any crash, naming the saved input.

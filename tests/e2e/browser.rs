@@ -7,9 +7,6 @@
 //! Needs /usr/bin/chromedriver, dist/ (scripts/build-web.sh) and a kvscope binary; without them
 //! each test says what is missing and fails, unless KVSCOPE_E2E_SKIP_MISSING=1.
 
-// Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 use std::time::Duration;
 

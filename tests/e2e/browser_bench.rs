@@ -18,9 +18,6 @@
 //! Env: KVSCOPE_BENCH_QUERY (page settings, e.g. `mem=64`), KVSCOPE_BENCH_WORKERS (default "16,64"), KVSCOPE_BENCH_RATES (batches/s per worker,
 //! default "5,10,20,40,80,160"), KVSCOPE_BENCH_SCENARIO (default kimi-k3), KVSCOPE_BIN.
 
-// Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use kvscope_e2e::*;

@@ -20,7 +20,7 @@ mod common;
 mod decode;
 #[path = "differential/preset.rs"]
 mod preset;
-#[path = "differential/rules.rs"]
+#[path = "differential/rules/mod.rs"]
 mod rules;
 #[path = "differential/tiers.rs"]
 mod tiers;

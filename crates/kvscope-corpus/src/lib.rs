@@ -13,7 +13,7 @@
 //! support, so that the core crates export no test scaffolding.
 
 // Test support (only test and bench targets depend on it): its panics are on embedded fixtures, and fail the test that reads them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::expect_used)]
 
 mod check;
 pub mod dynamo_plane;

@@ -11,7 +11,7 @@
 //! `cargo bench -p kvscope-normalize -- --warm-up-time 1 --measurement-time 3`.
 
 // Benchmark code: a failed unwrap aborts the measurement, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
 

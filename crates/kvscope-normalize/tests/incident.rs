@@ -10,8 +10,8 @@
 //! (`dynamo-1.6.1`) no longer dies, but drops the lowercase `cpu` events and, at the wrong block
 //! size, indexes nothing while warning three times.
 
-// Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Test code: a failed expect is a failed test, with its location.
+#![allow(clippy::expect_used)]
 
 use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, Verdict, VerdictLabel};
 use kvscope_wire::KvEvent;

@@ -6,8 +6,8 @@
 //! test measures the peak of live heap bytes while it classifies such batches under every
 //! policy. One test function, so no other test allocates while it measures.
 
-// Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Test code: a failed expect is a failed test, with its location.
+#![allow(clippy::expect_used)]
 
 use kvscope_normalize::{Normalizer, Policy};
 use peak_alloc::PeakAlloc;

@@ -2,8 +2,8 @@
 //! went wrong before the fix. Inputs are real msgpack payloads, encoded from events described as
 //! data (`kvscope_corpus::vectors::encode_batch`), pushed through `Normalizer::push_payload` like live frames.
 
-// Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Test code: a failed expect is a failed test, with its location.
+#![allow(clippy::expect_used)]
 
 use kvscope_normalize::tier::MEDIUM_TABLE;
 use kvscope_corpus::vectors::{encode_batch, EventSpec};

@@ -5,7 +5,7 @@
 //! `KVSCOPE_BLESS=1 cargo test -p kvscope-protocol --test golden` and commit the new files.
 
 // Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 

@@ -41,8 +41,8 @@
 //! Under `cargo test --benches` the one-shots run in-process at 2 workers x 8 000 blocks, as a
 //! check that the code works.
 
-// Benchmark code: a failed unwrap aborts the measurement, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Benchmark code: a failed expect aborts the measurement, with its location.
+#![allow(clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;

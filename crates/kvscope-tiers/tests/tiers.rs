@@ -4,7 +4,7 @@
 //! - `bounds`: the memory bound and a million live blocks.
 
 // Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used)]
 
 mod host_tier {
     use kvscope_corpus::vectors::{encode_batch, EventSpec};

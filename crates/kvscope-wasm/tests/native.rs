@@ -5,8 +5,6 @@ use kvscope_corpus::vectors::{case_count, run_vectors};
 use kvscope_normalize::{VerdictLabel, RULES};
 use kvscope_wasm::Session;
 
-// The browser tests use all of `host`; these only the session host.
-#[allow(dead_code)]
 mod host;
 use host::SessionHost;
 

@@ -16,6 +16,28 @@ use std::ops::Range;
 /// ownership engines write), on the heap beyond.
 pub type WireStr = compact_str::CompactString;
 
+/// The wire strings engines repeat in every event (mediums, kinds, localities), as constants:
+/// the same [`WireStr`] a copy would make, without building one. Any other string is copied.
+#[inline(always)]
+pub(crate) fn known_wire_str(bytes: &[u8]) -> Option<WireStr> {
+    const fn s(text: &'static str) -> Option<WireStr> {
+        Some(WireStr::const_new(text))
+    }
+    match bytes {
+        b"GPU" => s("GPU"),
+        b"CPU" => s("CPU"),
+        b"cpu" => s("cpu"),
+        b"DISK" => s("DISK"),
+        b"LOCAL" => s("LOCAL"),
+        b"REMOTE" => s("REMOTE"),
+        b"mamba" => s("mamba"),
+        b"full_attention" => s("full_attention"),
+        b"mla_attention" => s("mla_attention"),
+        b"sliding_window" => s("sliding_window"),
+        _ => None,
+    }
+}
+
 pub use crate::hashes::Hashes;
 
 /// One decoded payload: the batch an engine published under one sequence number.
@@ -303,4 +325,23 @@ pub struct BlockRemoved {
 pub struct UnknownEvent {
     pub tag: WireStr,
     pub encoding: EventEncoding,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A constant must be the string its bytes spell, and unknown strings must fall through.
+    #[test]
+    fn known_strings_are_the_strings_they_match() {
+        let known = [
+            "GPU", "CPU", "cpu", "DISK", "LOCAL", "REMOTE", "mamba", "full_attention", "mla_attention", "sliding_window",
+        ];
+        for text in known {
+            assert_eq!(known_wire_str(text.as_bytes()).as_deref(), Some(text));
+        }
+        for other in ["gpu", "GPU ", "", "Cpu", "full_attentio"] {
+            assert_eq!(known_wire_str(other.as_bytes()), None);
+        }
+    }
 }

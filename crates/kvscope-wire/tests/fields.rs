@@ -5,7 +5,7 @@
 //! whose value has the wrong type (`cache_salt`, `session_id`), like every other known key.
 
 // Test code: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used)]
 
 use kvscope_wire::{decode_batch, BatchLayout, DecodeErrorKind, KvEvent};
 use rmp::encode::{write_array_len, write_bin, write_f64, write_map_len, write_nil, write_sint, write_str, write_uint};

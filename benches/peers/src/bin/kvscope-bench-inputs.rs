@@ -4,8 +4,8 @@
 //! little-endian u32 length followed by its bytes, in stream order) and `DIR/inputs.json`
 //! (name, description, block size, payload, event and byte counts).
 
-// Benchmark code: a failed unwrap aborts the measurement, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Benchmark code: a failed expect aborts the measurement, with its location.
+#![allow(clippy::expect_used)]
 
 use std::io::Write;
 use std::path::PathBuf;

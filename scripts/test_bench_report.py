@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Tests of scripts/bench_report.py: it runs on a made-up run directory and the tables it writes
+carry the ratios the made-up timings imply.
+
+    python3 scripts/test_bench_report.py     # scripts/test.sh runs it; standard library only
+
+The run is the smallest one scripts/bench.sh can leave: criterion estimates for table 1,
+msgspec, wasm and sketch lines, a profile, and no tier-tree, relay or browser logs (those steps
+then show up under "Not measured in this run").
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent / "bench_report.py"
+WORKLOADS = ["kimi_k3", "small_gpu", "cpu_offload", "sglang"]
+# Seconds per pass, per criterion bench id; the same for every workload except where noted.
+TIMES = {
+    "kvscope/decode": 0.002,
+    "kvscope/decode+normalize": 0.0025,
+    "kvscope-dynamo-preset/decode+normalize": 0.003,
+    "dynamo/decode": 0.004,
+    "dynamo/decode+normalize": 0.01,
+    "floor/skip": 0.0008,
+}
+
+
+def make_run(root: Path) -> None:
+    run, inputs = root / "target/bench-run", root / "target/bench-inputs"
+    run.mkdir(parents=True)
+    inputs.mkdir(parents=True)
+    (inputs / "inputs.json").write_text(json.dumps([
+        {"name": w, "about": f"about {w}", "block_size": 16, "payloads": 10, "events": 1000, "bytes": 100_000}
+        for w in WORKLOADS
+    ]))
+    (run / "machine.txt").write_text("\n".join([
+        "cores=2", "cpu=Test CPU", "rustc=rustc 1.95.0", "python=Python 3.11.7", "msgspec=0.23.0",
+        "chromium=none", "kernel=Linux 6", "memory=24 GB", "date=2026-01-01T00:00Z",
+    ]) + "\n")
+    (run / "profiler").write_text("perf\n")
+    (run / "profile.txt").write_text("### kvscope decode+normalize, kimi_k3\n\n```\n50.00%  count_token_ids\n```\n")
+    (run / "steps.txt").write_text("decode\t121\t0.88 1.05 1.58\n")
+    (run / "run.txt").write_text("run_seconds=875\n")
+    (run / "msgspec.log").write_text("".join(
+        f'BENCH msgspec {{"workload": "{w}", "events": 1000, "bytes": 100000, "seconds_per_pass": 0.001}}\n'
+        for w in WORKLOADS
+    ))
+    (run / "wasm.log").write_text("".join(
+        f'BENCH wasm {{"workload": "{w}", "bench": "{b}", "seconds_per_pass": 0.004}}\n'
+        for w in WORKLOADS for b in ("kvscope/decode", "kvscope/decode+normalize", "floor/skip")
+    ))
+    (run / "sketch.log").write_text(
+        'BENCH sketch {"workload": "cpu_offload", "current_s": 2e-3, "sketch_s": 1e-3, "floor_s": 8e-4}\n'
+    )
+    for w in WORKLOADS:
+        for bench, secs in TIMES.items():
+            d = root / "target/criterion" / w / bench.replace("/", "_") / "new"
+            d.mkdir(parents=True)
+            (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
+
+
+class BenchReportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        make_run(root)
+        cls.proc = subprocess.run(
+            [sys.executable, str(SCRIPT), "target/bench-run", "target/bench-inputs"],
+            cwd=root, capture_output=True, text=True,
+        )
+        out = root / "BENCHMARKS.md"
+        cls.md = out.read_text() if out.exists() else ""
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_writes_the_report(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertEqual(self.proc.stdout.strip(), "wrote BENCHMARKS.md")
+        self.assertTrue(self.md.startswith("# Benchmarks: kvscope against"), self.md[:200])
+
+    def test_table_1_rows_are_rates_and_ratios_against_dynamo(self):
+        # 1000 events in 2 ms: 500 k events/s, 50 MB/s, and Dynamo's 4 ms make 2.00x.
+        self.assertIn("| kvscope native | 500.0 k | 50.0 | **2.00x** | 400.0 k | 40.0 | **4.00x** |", self.md)
+        self.assertIn("| Dynamo 1.6.1 native | 250.0 k | 25.0 | **1.00x** | 100.0 k | 10.0 | **1.00x** |", self.md)
+        self.assertIn("| skip-only floor, native | 1.25 M | 125.0 | **5.00x** |", self.md)
+
+    def test_summary_states_decode_over_floor(self):
+        # decode+normalize 10/2.5, preset 10/3, decode 4/2, msgspec 1/2, decode/floor 2/0.8.
+        self.assertIn("| `cpu_offload` | 4.00x | 3.33x | 2.00x | 0.50x | 2.50x |", self.md)
+        self.assertIn("| 1. Decode | `kimi_k3`: kvscope decode+normalize (`fixed`) vs Dynamo 1.6.1 | 4.00x events/s |", self.md)
+
+    def test_sketch_and_machine_and_steps(self):
+        self.assertIn("| `cpu_offload` | 2.00 ms | 1.00 ms | 2.00x | 1.25x |", self.md)
+        self.assertIn("- 2 cores, Test CPU (from /proc/cpuinfo), Linux 6", self.md)
+        self.assertIn("**14 min 35 s**", self.md)
+        self.assertIn("| decode | 2 min 01 s | 0.88 / 1.05 / 1.58 |", self.md)
+
+    def test_steps_without_logs_are_named_as_not_measured(self):
+        tail = self.md[self.md.index("## Not measured in this run"):]
+        self.assertIn("table 4 (browser): no results in this run", tail)
+        self.assertNotIn("Nothing: all four tables are from this run", tail)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
