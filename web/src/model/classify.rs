@@ -8,7 +8,7 @@ use kvscope_wire::KvEvent;
 use super::classes::ClassCode;
 use super::policy_run::{BothPolicies, Classified, PolicyRun};
 use super::rate::RateMeter;
-use super::{Config, EventLoc, FrameBody, Model, RetainedFrame, Source};
+use super::{Config, Difference, EventLoc, FrameBody, IndexerExit, Model, RetainedFrame, Source};
 
 impl Model {
     /// Decodes a frame and runs both policies over it; records verdicts, marks and log lines.
@@ -27,7 +27,8 @@ impl Model {
             (s.worker_id.clone(), s.dp_rank)
         };
         let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
-        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, config, .. } = self;
+        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, config, exits, .. } = self;
+        let recv_time_nanos = frame.recv_time_nanos;
         let [run_a, run_b] = runs;
         let tree_side = config.trees as usize;
         let (frame_id, seq) = (frame.id, frame.seq);
@@ -39,6 +40,7 @@ impl Model {
             each: |i: u32, event: &KvEvent, ts: f64| {
                 n += 1;
                 let mut codes = [0 as ClassCode; 2];
+                let event_id = *next_event_id;
                 for side in 0..2 {
                     let Some(verdict) = verdicts[side].take() else { continue };
                     let outcome = Classified::from_verdict(verdict);
@@ -47,8 +49,22 @@ impl Model {
                     let counts = &mut sources[source as usize].counts[side];
                     counts.events += 1;
                     *counts.by_class.entry(code).or_default() += 1;
-                    if outcome.class.kind == Outcome::Fatal && counts.first_fatal.is_none() {
+                    let fatal = outcome.class.kind == Outcome::Fatal;
+                    if fatal && counts.first_fatal.is_none() {
                         counts.first_fatal = Some((seq, outcome.rule()));
+                    }
+                    if exits[side].is_some() {
+                        counts.after_exit += 1;
+                        counts.fatal_after_exit += u64::from(fatal);
+                    } else if fatal {
+                        exits[side] = Some(IndexerExit {
+                            event_id,
+                            source,
+                            seq,
+                            recv_time_nanos,
+                            label: outcome.verdict.label(),
+                            sentence: outcome.rule(),
+                        });
                     }
                     if outcome.blocks > 0
                         && let Some(t) = outcome.verdict.tier.map(StorageTier::label)
@@ -60,9 +76,11 @@ impl Model {
                     }
                 }
                 if codes[0] != codes[1] {
-                    *differences.entry((codes[0], codes[1])).or_default() += 1;
+                    differences
+                        .entry((codes[0], codes[1]))
+                        .or_insert(Difference { events: 0, first_event: event_id })
+                        .events += 1;
                 }
-                let event_id = *next_event_id;
                 *next_event_id += 1;
                 events.push_back(EventLoc { frame: frame_id, index: i, source, class: codes });
                 lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
@@ -97,6 +115,8 @@ impl Model {
             .collect();
         let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
         let origin = self.origin.clone();
+        let lagged_per_source: Vec<u64> = self.sources.iter().map(|s| s.lagged_frames).collect();
+        let uncounted = self.evicted_frames;
         let (evicted, bound, lagged, hist_evicted, hist_complete) = (
             self.evicted_frames,
             self.bound_reached,
@@ -107,8 +127,9 @@ impl Model {
         self.config = config;
         self.reset_with_sources(&sources);
         self.origin = origin;
-        for (src, status) in self.sources.iter_mut().zip(statuses) {
+        for ((src, status), lagged) in self.sources.iter_mut().zip(statuses).zip(lagged_per_source) {
             src.status = status;
+            src.lagged_frames = lagged;
         }
         for f in frames {
             match f.body {
@@ -124,6 +145,8 @@ impl Model {
         self.evicted_frames += evicted;
         self.bound_reached |= bound;
         self.lagged_frames = lagged;
+        // Frames evicted before now were counted once and are not any more.
+        self.uncounted_frames = uncounted;
         self.history_evicted_frames = hist_evicted;
         self.history_complete = hist_complete;
     }

@@ -19,10 +19,12 @@
 
 pub mod classes;
 mod classify;
+pub mod completeness;
 mod export;
 mod inspector;
 pub mod policy_run;
 pub mod rate;
+pub mod summary;
 mod retention;
 pub mod settings;
 pub mod timeline;
@@ -85,6 +87,11 @@ pub struct Counts {
     pub first_fatal: Option<(u64, String)>,
     /// Blocks applied per tier label (stores and removes).
     pub blocks_applied: BTreeMap<&'static str, u64>,
+    /// Events of this source that arrived after the fleet's indexer exited under this policy
+    /// ([`Model::indexer_exit`]): a router indexer that stopped never sees them.
+    pub after_exit: u64,
+    /// Of those, the fatal ones: each would stop a restarted indexer again (the crashloop).
+    pub fatal_after_exit: u64,
 }
 
 impl Counts {
@@ -120,6 +127,27 @@ impl Counts {
     }
 }
 
+/// One kind of disagreement between the policies: how many events, and the first of them (for
+/// the inspector's link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Difference {
+    pub events: u64,
+    pub first_event: u64,
+}
+
+/// Where one router indexer, consuming every source's stream, stops under a fatal policy: the
+/// first fatal event fleet-wide, in arrival order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexerExit {
+    pub event_id: u64,
+    pub source: u32,
+    pub seq: u64,
+    pub recv_time_nanos: u64,
+    pub label: kvscope_normalize::VerdictLabel,
+    /// The verdict's sentence.
+    pub sentence: String,
+}
+
 /// Sequence-number bookkeeping of one source, computed from the frames themselves so that a
 /// capture opened without a server shows gaps and restarts too.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -128,12 +156,15 @@ pub struct SeqTrack {
     pub gaps: u64,
     pub missing_frames: u64,
     pub restarts: u64,
+    /// Frames that came from the replay socket (they fill gaps counted in `missing_frames`).
+    pub replayed: u64,
 }
 
 impl SeqTrack {
     fn see(&mut self, seq: u64, replayed: bool) {
         if replayed {
             // Replayed frames fill a gap that was already counted.
+            self.replayed += 1;
             return;
         }
         match self.last_seq {
@@ -163,6 +194,8 @@ pub struct Source {
     pub payload_bytes: u64,
     pub frame_errors: u64,
     pub decode_errors: u64,
+    /// Frames of this source the server dropped for this page (its lag notices).
+    pub lagged_frames: u64,
     /// The latest decode or frame error, in words.
     pub last_error: Option<String>,
     pub seq: SeqTrack,
@@ -197,6 +230,7 @@ impl Source {
             payload_bytes: 0,
             frame_errors: 0,
             decode_errors: 0,
+            lagged_frames: 0,
             last_error: None,
             seq: SeqTrack::default(),
             counts: Default::default(),
@@ -266,6 +300,9 @@ pub struct Model {
     rate: RateMeter,
     /// Frames the server said this page lost (lag notices).
     pub lagged_frames: u64,
+    /// Frames seen but not in the counts: evicted by retention before a re-classification
+    /// rebuilt the counts from the retained frames.
+    pub uncounted_frames: u64,
     /// The history the server sent had evicted this many older frames.
     pub history_evicted_frames: u64,
     pub history_complete: bool,
@@ -276,8 +313,11 @@ pub struct Model {
     pub last_protocol_error: Option<String>,
     /// Something global (sources, policies, timeline) changed since the last flush.
     pub dirty: bool,
-    /// Events per (class under A, class under B) where the two differ, over every event seen.
-    differences: BTreeMap<(ClassCode, ClassCode), u64>,
+    /// Where the two policies decide an event differently: per (class under A, class under B),
+    /// the events and the first one's id.
+    differences: BTreeMap<(ClassCode, ClassCode), Difference>,
+    /// Per policy, where the fleet's indexer stops ([`IndexerExit`]).
+    exits: [Option<IndexerExit>; 2],
 }
 
 impl Model {
@@ -306,6 +346,7 @@ impl Model {
             last_nanos: 0,
             rate: RateMeter::default(),
             lagged_frames: 0,
+            uncounted_frames: 0,
             history_evicted_frames: 0,
             recording: None,
             history_complete: false,
@@ -313,7 +354,13 @@ impl Model {
             last_protocol_error: None,
             dirty: true,
             differences: BTreeMap::new(),
+            exits: [None, None],
         }
+    }
+
+    /// Where one indexer consuming the whole fleet stops under `side`'s policy, if it does.
+    pub fn indexer_exit(&self, side: Side) -> Option<&IndexerExit> {
+        self.exits[side as usize].as_ref()
     }
 
     pub fn config(&self) -> &Config {
@@ -348,12 +395,12 @@ impl Model {
         &self.trees
     }
 
-    /// Where the policies decided differently: (class under A, class under B, events), most
-    /// events first.
-    pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, u64)> {
+    /// Where the policies decided differently: (class under A, class under B, events and the
+    /// first event), most events first.
+    pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, Difference)> {
         let mut v: Vec<_> =
-            self.differences.iter().map(|((a, b), n)| (self.classes.get(*a), self.classes.get(*b), *n)).collect();
-        v.sort_by_key(|x| std::cmp::Reverse(x.2));
+            self.differences.iter().map(|((a, b), d)| (self.classes.get(*a), self.classes.get(*b), *d)).collect();
+        v.sort_by_key(|x| std::cmp::Reverse(x.2.events));
         v
     }
 
@@ -441,6 +488,12 @@ impl Model {
             }
             proto::Message::LagNotice(n) => {
                 self.lagged_frames += n.frames_lost;
+                for loss in &n.sources {
+                    self.ensure_source(loss.source);
+                    let src = &mut self.sources[loss.source as usize];
+                    src.lagged_frames += loss.frames;
+                    src.dirty = true;
+                }
                 self.dirty = true;
             }
             proto::Message::HistoryComplete(h) => {
@@ -589,3 +642,5 @@ impl Model {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod truth_tests;

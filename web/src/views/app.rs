@@ -4,6 +4,7 @@ use leptos::prelude::*;
 
 use crate::contexts::provide_fleet;
 use crate::views::capture_bar::CaptureBar;
+use crate::views::data_quality::DataQuality;
 use crate::views::fleet_bar::FleetBar;
 use crate::views::headline::Headline;
 use crate::views::indexer_log::IndexerLog;
@@ -43,6 +44,7 @@ pub fn Dashboard() -> impl IntoView {
         <FleetBar />
         <main id="main">
             <CaptureBar />
+            <DataQuality />
             <Headline />
             <WorkerCards />
             <Timeline />
