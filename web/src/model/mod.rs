@@ -358,6 +358,12 @@ impl Model {
         }
     }
 
+    /// When the fleet's indexer exits under `side`, in the timeline's milliseconds.
+    pub fn exit_time_ms(&self, side: Side) -> Option<f64> {
+        let e = self.indexer_exit(side)?;
+        Some(e.recv_time_nanos.saturating_sub(self.t0_nanos?) as f64 / 1e6)
+    }
+
     /// Where one indexer consuming the whole fleet stops under `side`'s policy, if it does.
     pub fn indexer_exit(&self, side: Side) -> Option<&IndexerExit> {
         self.exits[side as usize].as_ref()

@@ -134,6 +134,11 @@ impl Model {
         self.events.get((id - self.first_event_id) as usize).copied()
     }
 
+    /// The seq of the frame that carried event `id`, while it is retained.
+    pub fn event_seq(&self, id: u64) -> Option<u64> {
+        self.frame_by_id(self.event_loc(id)?.frame).map(|f| f.seq)
+    }
+
     pub(super) fn frame_by_id(&self, id: u64) -> Option<&RetainedFrame> {
         let first = self.frames.front()?.id;
         let f = self.frames.get(id.checked_sub(first)? as usize)?;
