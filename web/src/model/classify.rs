@@ -27,10 +27,9 @@ impl Model {
             (s.worker_id.clone(), s.dp_rank)
         };
         let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
-        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, config, exits, .. } = self;
+        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, exits, .. } = self;
         let recv_time_nanos = frame.recv_time_nanos;
         let [run_a, run_b] = runs;
-        let tree_side = config.trees as usize;
         let (frame_id, seq) = (frame.id, frame.seq);
         let mut n = 0usize;
         let mut sink = BothPolicies {
@@ -71,9 +70,7 @@ impl Model {
                     {
                         *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
                     }
-                    if side == tree_side {
-                        trees.apply(source, event, &outcome, ts);
-                    }
+                    trees[side].apply(source, event, &outcome, ts, event_id);
                 }
                 if codes[0] != codes[1] {
                     differences
@@ -105,6 +102,12 @@ impl Model {
     /// that is all of them).
     pub fn reconfigure(&mut self, config: Config) {
         if config == self.config {
+            return;
+        }
+        if (Config { trees: self.config.trees, ..config.clone() }) == self.config {
+            // Both policies' trees are built; choosing whose to show re-classifies nothing.
+            self.config.trees = config.trees;
+            self.dirty = true;
             return;
         }
         let frames = std::mem::take(&mut self.frames);

@@ -284,7 +284,8 @@ pub struct Model {
     pub defaults_note: Option<String>,
     sources: Vec<Source>,
     runs: [PolicyRun; 2],
-    trees: Trees,
+    /// Each policy's tier trees, indexed by [`Side`].
+    trees: [Trees; 2],
     classes: ClassTable,
     lanes: Vec<Lane>,
     frames: VecDeque<RetainedFrame>,
@@ -324,7 +325,7 @@ impl Model {
     pub fn new(config: Config) -> Model {
         let (runs, config_error) = make_runs(&config);
         Model {
-            trees: Trees::new(config.retain_bytes / 2),
+            trees: [Trees::new(config.retain_bytes / 4), Trees::new(config.retain_bytes / 4)],
             config,
             config_error,
             origin: Origin::Empty,
@@ -397,8 +398,14 @@ impl Model {
         &self.lanes
     }
 
+    /// The trees of the side chosen for them (`?trees=`, B by default).
     pub fn trees(&self) -> &Trees {
-        &self.trees
+        &self.trees[self.config.trees as usize]
+    }
+
+    /// One policy's trees.
+    pub fn trees_of(&self, side: Side) -> &Trees {
+        &self.trees[side as usize]
     }
 
     /// Where the policies decided differently: (class under A, class under B, events and the

@@ -1,6 +1,7 @@
 //! Retained frames: what is kept for the inspector, re-classification and downloads, what each
 //! costs, and eviction of the oldest past the bound (`Config::retain_bytes`).
 
+use super::trees::Trees;
 use super::classes::ClassCode;
 use super::Model;
 
@@ -84,9 +85,9 @@ impl Model {
             retained_events: self.events.len(),
             evicted_frames: self.evicted_frames,
             bound_reached: self.bound_reached,
-            tree_blocks: self.trees.total_blocks(),
-            tree_bytes: self.trees.approx_bytes(),
-            tree_bound_reached: self.trees.bound_reached(),
+            tree_blocks: self.trees.iter().map(Trees::total_blocks).sum(),
+            tree_bytes: self.trees.iter().map(Trees::approx_bytes).sum(),
+            tree_bound_reached: self.trees.iter().any(Trees::bound_reached),
         }
     }
 

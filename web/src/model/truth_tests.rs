@@ -179,3 +179,42 @@ fn the_policies_moving_events_between_tiers_is_counted() {
         assert!(n > 0);
     }
 }
+
+#[test]
+fn both_policies_build_trees_and_each_consistency_counter_opens_its_events() {
+    let m = loaded(1536);
+    let mut seen = 0;
+    for side in [Side::A, Side::B] {
+        let trees = m.trees_of(side);
+        for s in m.sources() {
+            for tier in kvscope_normalize::StorageTier::ALL {
+                let c = trees.counters(s.index, tier);
+                for k in kvscope_tiers::Consistency::ALL {
+                    let ids = trees.counter_events(s.index, tier, k);
+                    assert_eq!(ids.is_empty(), k.of(&c) == 0, "{side:?} {} {tier:?} {k:?}", s.key);
+                    assert!(ids.len() as u64 <= k.of(&c).min(super::trees::COUNTER_EVENTS_KEPT as u64));
+                    for id in ids {
+                        assert_eq!(m.event_loc(*id).map(|e| e.source), Some(s.index));
+                    }
+                    seen += ids.len();
+                }
+            }
+        }
+    }
+    assert!(seen > 0, "the incident moves some consistency counter");
+    // A's trees lack what legacy stopped on; B's hold the offload tier's blocks it applied.
+    let held = |side: Side| m.sources().iter().map(|s| m.trees_of(side).blocks(s.index, kvscope_normalize::StorageTier::Device)).sum::<u64>();
+    assert!(held(Side::A) > 0 && held(Side::B) > 0);
+}
+
+#[test]
+fn choosing_whose_trees_to_show_reclassifies_nothing() {
+    let mut m = loaded(1536);
+    let before = m.sources()[0].counts(Side::A).events;
+    let first = m.first_event_id;
+    let c = Config { trees: Side::A, ..m.config().clone() };
+    m.reconfigure(c);
+    assert_eq!(m.config().trees, Side::A);
+    assert_eq!(m.first_event_id, first);
+    assert_eq!(m.sources()[0].counts(Side::A).events, before);
+}
