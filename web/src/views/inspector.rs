@@ -7,7 +7,33 @@ use leptos::prelude::*;
 use crate::contexts::use_fleet;
 use crate::model::EventDetail;
 use crate::views::clock;
-use crate::views::virtual_list::VirtualList;
+
+/// Hex lines per page: the payload is paged, not scrolled inside the page's own scroll.
+const HEX_PAGE_LINES: usize = 24;
+
+/// The payload in hex, a page of [`HEX_PAGE_LINES`] lines at a time.
+#[component]
+fn HexPager(payload: Vec<u8>, lines: Signal<usize>) -> impl IntoView {
+    let page = RwSignal::new(0usize);
+    let pages = move || lines.get().div_ceil(HEX_PAGE_LINES).max(1);
+    let payload = StoredValue::new(payload);
+    view! {
+        <div class="hex" data-testid="inspector-hex">
+            <p class="hex-pager">
+                <button disabled=move || { page.get() == 0 } on:click=move |_| page.update(|p| *p = p.saturating_sub(1))>"◀ earlier bytes"</button>
+                {move || format!(" page {} of {} ({} bytes per page) ", page.get() + 1, pages(), HEX_PAGE_LINES * 16)}
+                <button disabled=move || { page.get() + 1 >= pages() } on:click=move |_| page.update(|p| *p += 1)>"later bytes ▶"</button>
+            </p>
+            <pre aria-label="payload bytes in hex">
+                {move || {
+                    let start = page.get() * HEX_PAGE_LINES;
+                    let end = (start + HEX_PAGE_LINES).min(lines.get());
+                    payload.with_value(|p| (start..end).map(|i| hex_line(p, i)).collect::<Vec<_>>().join("\n"))
+                }}
+            </pre>
+        </div>
+    }
+}
 
 /// Scrolls the inspector into view and focuses it (after "open the first fatal").
 pub fn scroll_to_inspector() {
@@ -120,15 +146,7 @@ pub fn Inspector() -> impl IntoView {
                                 .collect_view()}
                         </table>
                         <h3>{format!("Payload: {} bytes (msgpack, the whole batch)", d.payload.len())}</h3>
-                        <div class="hex" data-testid="inspector-hex">
-                            <VirtualList
-                                rows=payload_lines
-                                row_px=18.0
-                                height_px=180.0
-                                label="payload bytes in hex".to_string()
-                                render=move |i| hex_line(&d2.payload, i)
-                            />
-                        </div>
+                        <HexPager payload=d2.payload.clone() lines=payload_lines />
                     }.into_any()
                 }
             }}
