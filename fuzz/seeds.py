@@ -10,6 +10,8 @@ OUT_DIR/<target>/ gets, for each target:
                    [seq, payload], [topic, seq, payload], each with and without the ROUTER's
                    empty delimiter, and the end-of-replay replies
   protocol_decode  crates/kvscope-protocol/tests/golden/*.hex (one encoded message each)
+  router_plane     each Dynamo event-plane fixture run's engine batches, each with the plane message
+                   published for it (a NATS body, or the ZMQ plane's four frames)
   kvcap_reader     the golden capture, and captures built from its header and fixture payloads
                    (live and replayed records, a cut last record)
 Seed file names are content hashes, so running it again adds nothing twice. Standard library only.
@@ -22,11 +24,12 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "kv-events")
+PLANE = os.path.join(ROOT, "tests", "fixtures", "dynamo-event-plane")
 GOLDEN = os.path.join(ROOT, "crates", "kvscope-protocol", "tests", "golden")
 # Must equal kvscope_fuzz::SEPARATOR (fuzz/src/lib.rs).
 SEPARATOR = b"\xc1\xc1\xc1\xc1"
 # Seeds above this are left out; scripts/fuzz.sh passes the same -max_len.
-MAX_LEN = {"decode_batch": 16384, "frames": 16384, "protocol_decode": 4096, "kvcap_reader": 32768}
+MAX_LEN = {"decode_batch": 16384, "frames": 16384, "protocol_decode": 4096, "kvcap_reader": 32768, "router_plane": 8192}
 
 
 def write(out, target, data, counts):
@@ -102,6 +105,27 @@ def record(source, nanos, replayed, frames):
     return struct.pack(">I", len(body)) + body
 
 
+def plane_runs():
+    """(tag, engine payloads, plane messages as frame lists) per Dynamo event-plane run."""
+    runs = []
+    for name in sorted(os.listdir(PLANE)):
+        if not name.endswith("_sent.json"):
+            continue
+        tag = name[: -len("_sent.json")]
+        with open(os.path.join(PLANE, name)) as f:
+            batches = [bytes.fromhex(b["payload_hex"]) for b in json.load(f)]
+        with open(os.path.join(PLANE, tag + "_messages.json")) as f:
+            entries = json.load(f)
+        messages = []
+        for i, e in enumerate(entries):
+            with open(os.path.join(PLANE, f"{tag}_{i:03d}.bin"), "rb") as f:
+                body = f.read()
+            frames_hex = (e.get("headers") or {}).get("frames_hex")
+            messages.append([bytes.fromhex(h) for h in frames_hex[:3]] + [body] if frames_hex else [body])
+        runs.append((tag, batches, messages))
+    return runs
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus")
     counts = {}
@@ -155,6 +179,11 @@ def main():
         write(out, "kvcap_reader", head + recs, counts)
         if n % 4 == 0:
             write(out, "kvcap_reader", head + recs[: len(recs) - 5], counts)
+
+    for tag, batches, messages in plane_runs():
+        for i, batch in enumerate(batches):
+            msg = messages[min(i, len(messages) - 1)]
+            write(out, "router_plane", SEPARATOR.join([batch] + msg), counts)
 
     for target in sorted(MAX_LEN):
         d = os.path.join(out, target)

@@ -56,6 +56,8 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# A real NATS server for the event-plane tests (server/tests/it/event_plane.rs).
+[ -x /usr/sbin/nats-server ] || command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} from Debian"
   export DEBIAN_FRONTEND=noninteractive
@@ -71,6 +73,14 @@ VENV="$PEERS/venv"
 "$VENV/bin/python" -c 'import zmq, msgspec' 2>/dev/null || {
   log "installing pyzmq and msgspec into $VENV"
   "$VENV/bin/python" -m pip install --quiet 'pyzmq>=26,<28' 'msgspec==0.23.0'
+}
+
+# NVIDIA Dynamo's own KV-event relay (KvEventPublisher), for the event-plane tests; a 75 MB
+# wheel that pulls only pydantic and uvloop.
+DYNAMO_RUNTIME_VERSION=1.6.1
+"$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('ai-dynamo-runtime') != '$DYNAMO_RUNTIME_VERSION')" 2>/dev/null || {
+  log "installing ai-dynamo-runtime==$DYNAMO_RUNTIME_VERSION into $VENV"
+  "$VENV/bin/python" -m pip install --quiet "ai-dynamo-runtime==$DYNAMO_RUNTIME_VERSION"
 }
 
 # vLLM's own publisher: only vllm/distributed/kv_events.py of the release wheel is used.

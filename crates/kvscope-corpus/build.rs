@@ -1,4 +1,4 @@
-//! Embeds every payload the manifest lists, and every stream file, so that tests on every host
+//! Embeds every payload the manifest lists, every stream file, and Dynamo's event-plane fixtures, so that tests on every host
 //! (native, headless Chromium, wasm-pack) read the same bytes with no filesystem at run time.
 
 use std::fmt::Write as _;
@@ -56,6 +56,27 @@ fn main() -> Result<(), String> {
     let _ = writeln!(out, "pub(crate) static STREAMS: &[(&str, &str)] = &[");
     for s in &streams {
         let _ = writeln!(out, "    ({s:?}, include_str!({:?})),", corpus.join(s).display().to_string());
+    }
+    let _ = writeln!(out, "];");
+
+    // Dynamo's event plane (tests/fixtures/dynamo-event-plane): every file, by name.
+    let plane = manifest_dir
+        .join("../../tests/fixtures/dynamo-event-plane")
+        .canonicalize()
+        .map_err(|_| "tests/fixtures/dynamo-event-plane is missing: copy the shared fixtures into the repository".to_owned())?;
+    println!("cargo:rerun-if-changed={}", plane.display());
+    let list_err = |e: std::io::Error| format!("list {}: {e}", plane.display());
+    let mut plane_files = Vec::new();
+    for entry in std::fs::read_dir(&plane).map_err(list_err)? {
+        let path = entry.map_err(list_err)?.path();
+        if path.extension().is_some_and(|x| x == "bin" || x == "json") {
+            plane_files.push(rel(&plane, &path));
+        }
+    }
+    plane_files.sort();
+    let _ = writeln!(out, "pub(crate) static DYNAMO_PLANE: &[(&str, &[u8])] = &[");
+    for f in &plane_files {
+        let _ = writeln!(out, "    ({f:?}, include_bytes!({:?})),", plane.join(f).display().to_string());
     }
     let _ = writeln!(out, "];");
     let out_dir = std::env::var_os("OUT_DIR").ok_or("cargo did not set OUT_DIR")?;

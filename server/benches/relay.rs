@@ -155,6 +155,7 @@ async fn raw_zmq(payload: &Bytes, n: u64, rate: f64) -> (Received, f64) {
 async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Received>, f64) {
     let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
     let config = AppConfig {
+        planes: Vec::new(),
         sources: vec![Source { worker_id: "0".into(), dp_rank: 0, endpoint: engine.endpoint.clone(), replay_endpoint: None }],
         mode: proto::ServerMode::Live,
         mode_detail: "bench".into(),

@@ -19,6 +19,7 @@ use crate::classify::Classifier;
 use crate::http::{self, HttpConfig};
 use crate::intake::{self, IntakeOptions, RelayOutput};
 use crate::metrics::Metrics;
+use crate::plane::{PlaneKind, PlanePipeline, PlaneSource};
 use crate::relay::{Hub, HubConfig};
 use crate::sources::Source;
 use crate::stream::Pipeline;
@@ -28,6 +29,8 @@ use crate::time::unix_nanos;
 #[derive(Clone, Debug)]
 pub struct AppConfig {
     pub sources: Vec<Source>,
+    /// Event-plane sources (`--event-plane`), listed after the engines.
+    pub planes: Vec<PlaneSource>,
     pub mode: proto::ServerMode,
     pub mode_detail: String,
     pub block_size: u32,
@@ -82,8 +85,14 @@ impl App {
     /// Binds HTTP (if asked), opens the recorder (if asked) and starts the feed.
     pub async fn start(config: AppConfig, feed: Feed) -> Result<App, String> {
         let metrics = Arc::new(Metrics::new());
-        let infos: Vec<proto::SourceInfo> =
-            config.sources.iter().enumerate().map(|(i, s)| s.info(i as u32)).collect();
+        let num_engines = config.sources.len();
+        let infos: Vec<proto::SourceInfo> = config
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.info(i as u32))
+            .chain(config.planes.iter().enumerate().map(|(i, p)| p.info((num_engines + i) as u32)))
+            .collect();
         let hello = proto::Hello {
             protocol_version: proto::PROTOCOL_VERSION,
             server_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -153,6 +162,15 @@ impl App {
             Pipeline::new(info, Some(classifier), Some(sm), RelayOutput::new(hub.clone(), recorder))
                 .with_options(config.intake.stream)
         };
+        let make_plane = |info: &proto::SourceInfo, recorder: Option<Recorder>| {
+            PlanePipeline::new(
+                info,
+                config.intake.stream.max_frame_bytes,
+                Some(metrics.source(&info.key)),
+                RelayOutput::new(hub.clone(), recorder),
+            )
+        };
+        let plane_infos = &infos[num_engines..];
         let mut tasks = Vec::new();
         match feed {
             Feed::Live => {
@@ -170,11 +188,27 @@ impl App {
                         vec![SourceSummary { key: p.key.clone(), counters: p.counters().clone() }]
                     }));
                 }
+                for (info, plane) in plane_infos.iter().zip(&config.planes) {
+                    let pipeline = make_plane(info, recorder.clone());
+                    let (opts, stop) = (config.intake.clone(), shutdown_rx.clone());
+                    let plane = plane.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let p = match plane.kind {
+                            PlaneKind::Nats { subject } => crate::plane::nats::run(plane.url, subject, pipeline, opts, stop).await,
+                            PlaneKind::Zmq { endpoint } => crate::plane::zmq::run(endpoint, pipeline, opts, stop).await,
+                        };
+                        vec![SourceSummary { key: p.key.clone(), counters: p.counters().clone() }]
+                    }));
+                }
                 drop(done_tx);
             }
             Feed::File { path, speed } => {
-                let pipelines: Vec<_> =
-                    infos.iter().zip(&config.sources).map(|(i, s)| make_pipeline(i, s, recorder.clone())).collect();
+                let pipelines: Vec<AnyPipeline> = infos
+                    .iter()
+                    .zip(&config.sources)
+                    .map(|(i, s)| AnyPipeline::Engine(make_pipeline(i, s, recorder.clone())))
+                    .chain(plane_infos.iter().map(|i| AnyPipeline::Plane(make_plane(i, recorder.clone()))))
+                    .collect();
                 tasks.push(tokio::spawn(feed_file(path, speed, pipelines, shutdown_rx.clone(), done_tx)));
             }
         }
@@ -202,11 +236,63 @@ impl App {
     }
 }
 
+/// An engine's pipeline or an event plane's, for a feed that holds both (a capture).
+#[derive(Debug)]
+pub enum AnyPipeline<O: crate::stream::Output = RelayOutput> {
+    Engine(Pipeline<O>),
+    Plane(PlanePipeline<O>),
+}
+
+impl<O: crate::stream::Output> AnyPipeline<O> {
+    /// A capture record: an engine's through its stream rules, an event plane's as it arrived.
+    pub fn capture_record(&mut self, frames: Vec<Bytes>, recv_time_nanos: u64, replayed: bool) {
+        match self {
+            AnyPipeline::Engine(p) => p.capture_record(frames, recv_time_nanos, replayed),
+            AnyPipeline::Plane(p) => p.message(frames, recv_time_nanos),
+        }
+    }
+
+    pub fn set_state(&mut self, state: proto::ConnState, error: Option<String>) {
+        match self {
+            AnyPipeline::Engine(p) => p.set_state(state, error),
+            AnyPipeline::Plane(p) => p.set_state(state, error),
+        }
+    }
+
+    pub fn flush_status_if_dirty(&mut self) {
+        match self {
+            AnyPipeline::Engine(p) => p.flush_status_if_dirty(),
+            AnyPipeline::Plane(p) => p.flush_status_if_dirty(),
+        }
+    }
+
+    pub fn flush_status(&mut self) {
+        match self {
+            AnyPipeline::Engine(p) => p.flush_status(),
+            AnyPipeline::Plane(p) => p.flush_status(),
+        }
+    }
+
+    pub fn output(&mut self) -> &mut O {
+        match self {
+            AnyPipeline::Engine(p) => &mut p.output,
+            AnyPipeline::Plane(p) => &mut p.output,
+        }
+    }
+
+    pub fn summary(&self) -> SourceSummary {
+        match self {
+            AnyPipeline::Engine(p) => SourceSummary { key: p.key.clone(), counters: p.counters().clone() },
+            AnyPipeline::Plane(p) => SourceSummary { key: p.key.clone(), counters: p.counters().clone() },
+        }
+    }
+}
+
 /// Plays a capture into the pipelines, paced by its receive times.
 async fn feed_file(
     path: PathBuf,
     speed: Option<f64>,
-    mut pipelines: Vec<Pipeline<RelayOutput>>,
+    mut pipelines: Vec<AnyPipeline>,
     mut shutdown: watch::Receiver<bool>,
     done: watch::Sender<bool>,
 ) -> Vec<SourceSummary> {
@@ -243,7 +329,7 @@ async fn feed_file(
                 match pipelines.get_mut(source as usize) {
                     Some(p) => {
                         p.capture_record(frames, recv, replayed);
-                        p.output.flush_pending().await;
+                        p.output().flush_pending().await;
                     }
                     None => tracing::warn!("{}: record names source {source}, the header lists {}", path.display(), pipelines.len()),
                 }
@@ -259,9 +345,9 @@ async fn feed_file(
     for p in &mut pipelines {
         p.set_state(proto::ConnState::Stale, Some("end of the capture".to_owned()));
         p.flush_status();
-        p.output.flush_pending().await;
+        p.output().flush_pending().await;
     }
     let _ = done.send(true);
     tracing::info!("{}: replay finished", path.display());
-    pipelines.iter().map(|p| SourceSummary { key: p.key.clone(), counters: p.counters().clone() }).collect()
+    pipelines.iter().map(AnyPipeline::summary).collect()
 }

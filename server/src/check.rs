@@ -11,8 +11,12 @@ use bytes::Bytes;
 use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use serde_json::{Map, Value, json};
 
+use kvscope_protocol as proto;
+
+use crate::app::AnyPipeline;
 use crate::capture;
 use crate::classify::Classifier;
+use crate::plane::PlanePipeline;
 use crate::stream::{NoOutput, Pipeline, StreamOptions};
 
 /// The result of a check, ready to print.
@@ -46,11 +50,14 @@ fn add(total: &mut Map<String, Value>, key: &str, v: &Value) {
 pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOptions) -> Result<Report, String> {
     let mut reader = capture::open(path)?;
     let infos = reader.header().sources.clone();
-    let mut pipelines: Vec<Pipeline<NoOutput>> = infos
+    let mut pipelines: Vec<AnyPipeline<NoOutput>> = infos
         .iter()
-        .map(|info| {
-            let classifier = Classifier::new(&info.worker_id, info.dp_rank, block_size, &[policy], None);
-            Pipeline::new(info, Some(classifier), None, NoOutput).with_options(options)
+        .map(|info| match info.kind {
+            proto::SourceKind::Engine => {
+                let classifier = Classifier::new(&info.worker_id, info.dp_rank, block_size, &[policy], None);
+                AnyPipeline::Engine(Pipeline::new(info, Some(classifier), None, NoOutput).with_options(options))
+            }
+            proto::SourceKind::EventPlane => AnyPipeline::Plane(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput)),
         })
         .collect();
     let mut stray = 0u64;
@@ -79,7 +86,16 @@ pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOption
         "source", "frames", "events", "f.err", "d.err", "gaps", "restarts", "device", "host", "disk", "external", "fatal"
     ));
     let mut notes = Vec::new();
+    let mut planes = Vec::new();
+    let any_plane = infos.iter().any(|i| i.kind == proto::SourceKind::EventPlane);
     for (info, p) in infos.iter().zip(&pipelines) {
+        let p = match p {
+            AnyPipeline::Engine(p) => p,
+            AnyPipeline::Plane(p) => {
+                planes.push(plane_json(info, p));
+                continue;
+            }
+        };
         let Some(classifier) = p.classifier() else {
             return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
         };
@@ -129,6 +145,10 @@ pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOption
         for key in ["frames", "events", "frame_errors", "decode_errors", "gaps", "lost_frames", "replayed_frames", "restarts", "applied", "applied_without_tier", "skipped"] {
             add(&mut totals, key, &source[key]);
         }
+        let mut source = source;
+        // TODO(plane): the Reconciler's counts for this worker id / dp_rank, from kvscope-router,
+        // once that crate is merged; until then `null` (and `null` without any event plane).
+        source["router"] = Value::Null;
         sources.push(source);
         let fatal_total = totals.get("fatal").and_then(|f| f["count"].as_u64()).unwrap_or(0) + c.fatal_count;
         totals.insert("fatal".to_owned(), json!({ "count": fatal_total }));
@@ -169,13 +189,44 @@ pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOption
         format!("\nno fatal verdict under policy {} at block size {block_size}.\n", policy.name)
     });
     totals.entry("fatal".to_owned()).or_insert_with(|| json!({"count": 0}));
+    let _ = any_plane;
+    totals.insert("router".to_owned(), Value::Null);
+    for plane in &planes {
+        table.push_str(&format!(
+            "event plane {}: {} messages from {} publisher(s), {} frame errors, {} gaps ({} lost), {} restarts\n",
+            plane["key"].as_str().unwrap_or(""),
+            plane["frames"],
+            plane["publishers"],
+            plane["frame_errors"],
+            plane["gaps"],
+            plane["lost_frames"],
+            plane["restarts"],
+        ));
+    }
     let json = json!({
         "file": path.display().to_string(),
         "block_size": block_size,
         "policy": policy.name,
         "sources": Value::Array(sources),
+        "event_planes": Value::Array(planes),
         "totals": Value::Object(totals),
         "truncated": truncation,
     });
     Ok(Report { json, fatal: any_fatal, table, truncation })
+}
+
+/// An event-plane source's counters (what arrived, per publisher gaps, undecodable envelopes).
+fn plane_json(info: &proto::SourceInfo, p: &PlanePipeline<NoOutput>) -> Value {
+    let c = p.counters();
+    json!({
+        "key": info.key,
+        "url": info.event_plane.as_ref().map(|e| e.url.clone()),
+        "subject": info.event_plane.as_ref().and_then(|e| e.subject.clone()),
+        "frames": c.frames,
+        "publishers": p.num_publishers(),
+        "frame_errors": c.frame_errors,
+        "gaps": c.gaps,
+        "lost_frames": c.lost_frames,
+        "restarts": c.restarts,
+    })
 }

@@ -9,10 +9,11 @@
 //! for `/metrics` and `check`), and the browser runs both again on its side.
 //!
 //! Modules, each with one job:
-//! - [`cli`]: flags, exit codes, one function per subcommand;
+//! - [`cli`]: flags (`cli::args`), exit codes, one function per subcommand (`cli::commands`);
 //! - [`sources`]: `--workers`/`--replay`/`--dp-size` parsing;
 //! - [`intake`]: one task per source: connection loop, replay requests;
-//! - [`stream`]: per-source sequence tracking, gaps, restarts, errors and status, socket-free;
+//! - [`stream`]: per-source sequence tracking, errors and status, with gaps and restarts in
+//!   `stream::gaps`, socket-free;
 //! - [`classify`]: the native normalizer per source, counted into [`metrics`];
 //! - [`relay`]: the history ring and the per-client bounded queues;
 //! - [`http`]: `/ws`, `/metrics`, `/healthz`, the safe defaults; [`assets`]: the embedded app;
@@ -29,6 +30,7 @@ pub mod demo;
 pub mod http;
 pub mod intake;
 pub mod metrics;
+pub mod plane;
 pub mod publish;
 pub mod relay;
 pub mod rules;

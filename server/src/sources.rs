@@ -37,6 +37,8 @@ impl Source {
             dp_rank: self.dp_rank,
             endpoint: self.endpoint.clone(),
             replay_endpoint: self.replay_endpoint.clone(),
+            kind: proto::SourceKind::Engine,
+            event_plane: None,
         }
     }
 }

@@ -153,6 +153,8 @@ pub fn write_kimi_capture(path: &Path, repeat: usize) {
             dp_rank: 0,
             endpoint: format!("tcp://127.0.0.1:{}", 5557 + w),
             replay_endpoint: None,
+            kind: proto::SourceKind::Engine,
+            event_plane: None,
         })
         .collect();
     let header = proto::capture::CaptureHeader {

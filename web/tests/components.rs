@@ -53,6 +53,8 @@ fn hello(workers: u32, block_size: u32) -> proto::Message {
                 dp_rank: 0,
                 endpoint: String::new(),
                 replay_endpoint: None,
+                kind: proto::SourceKind::Engine,
+                event_plane: None,
             })
             .collect(),
         defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into() },

@@ -5,6 +5,9 @@
 //! `tests/fixtures/kv-events` (made by each vLLM and SGLang release's own structs; see its
 //! README), embedded at build time. Only test and benchmark targets depend on it.
 //!
+//! [`dynamo_plane`] holds what NVIDIA Dynamo 1.6.1's relay published for known engine batches
+//! (`tests/fixtures/dynamo-event-plane`): the batches, the event-plane messages, discovery.
+//!
 //! [`vectors`] holds the normalizer's test-vector table (`vectors/normalizer.json`) and its
 //! runner, which every host (native, wasm, the JS API) runs; it lives here, with the other test
 //! support, so that the core crates export no test scaffolding.
@@ -13,6 +16,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod check;
+pub mod dynamo_plane;
 pub mod vectors;
 
 pub use check::{check_entry, check_manifest, CorpusReport};

@@ -96,25 +96,27 @@ fn crate_layers_point_one_way() {
     let graph = Graph::load();
     let mut violations = Vec::new();
     let io_and_ui = ["tokio", "zeromq", "zmq", "leptos", "web-sys", "axum", "dynamo-kv-router"];
-    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-protocol"] {
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-protocol"] {
         forbid(&graph, core, &io_and_ui, "core crates do no I/O and build for wasm32", &mut violations);
     }
     forbid(
         &graph,
         "kvscope-protocol",
-        &["kvscope-wire", "kvscope-normalize", "kvscope-tiers"],
+        &["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router"],
         "the protocol carries payloads as opaque bytes",
         &mut violations,
     );
     forbid(&graph, "kvscope-wire", &["kvscope-normalize", "kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
     forbid(&graph, "kvscope-normalize", &["kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
+    forbid(&graph, "kvscope-wire", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
+    forbid(&graph, "kvscope-normalize", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
     for product in ["kvscope", "kvscope-web", "kvscope-wasm"] {
         forbid(&graph, product, &["dynamo-kv-router", "kvscope-peer-bench"], "peers stay in benches/", &mut violations);
     }
     // Test support: the encoder of engine bytes and the corpus (with the vector table) are
     // dev-dependencies of the core, never normal ones, so what the product decodes cannot depend
     // on how the tests encode. The server's demo publishes simulated engines and may encode.
-    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-protocol"] {
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-protocol"] {
         forbid(&graph, core, &["kvscope-encode", "kvscope-corpus"], "test support stays out of the core", &mut violations);
     }
     for product in ["kvscope-web", "kvscope-wasm"] {

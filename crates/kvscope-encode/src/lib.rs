@@ -13,6 +13,8 @@
 //!   always written; [`release::RELEASES`] holds one per release of the corpus.
 //! - [`encode_batch`]: writes a batch through rmp-serde in a layout; a field the layout has no
 //!   place for is an error ([`encode_batch_lossy`] drops it instead).
+//! - [`router`]: Dynamo's event plane (RouterEvents, envelopes, ZMQ-plane frames), as
+//!   Dynamo 1.6.1's relay writes it.
 //! - [`decoded`]: events back from `kvscope_wire`'s decode, for byte-for-byte round trips.
 //!
 //! ```
@@ -35,6 +37,7 @@ mod event;
 pub mod layout;
 pub mod raw;
 pub mod release;
+pub mod router;
 mod slot;
 mod write;
 

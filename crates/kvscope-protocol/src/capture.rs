@@ -3,7 +3,7 @@
 //! ```text
 //! file    = magic version header_len header record*
 //! magic   = 89 4b 56 43 41 50 0d 0a            ("\x89KVCAP\r\n", 8 bytes)
-//! version = u16 big-endian                     (FORMAT_VERSION)
+//! version = u16 big-endian                     (FORMAT_VERSION; 1 is still read)
 //! header_len = u32 big-endian                  (bytes of header)
 //! header  = msgpack map: CaptureHeader         (named fields)
 //! record  = len:u32 big-endian, then len bytes of msgpack array: CaptureRecord
@@ -15,6 +15,11 @@
 //! positional arrays: a capture holds millions of them, and field names would add ~50 bytes
 //! each. A writer that is killed leaves a cut last record; [`CaptureReader`] stops there and
 //! reports it through [`CaptureReader::truncated`] instead of failing the whole file.
+//!
+//! Version 2 added event-plane sources: a header source has a `kind` (`engine` or `event_plane`)
+//! and, for the event plane, what it reads; the records of an event-plane source are the same
+//! record type, holding what arrived (NATS: `[subject, body]`; Dynamo's ZMQ plane: its 4 frames).
+//! A version-1 file has no `kind`, and every source reads as an engine.
 //!
 //! See `docs/kvcap.md` in the repository for the same description with an example.
 
@@ -28,7 +33,11 @@ use crate::{SourceInfo, show_prefix};
 /// The version of the `.kvcap` format, apart from the WebSocket's `PROTOCOL_VERSION`: a new
 /// message kind on `/ws` changes nothing in a capture, and captures outlive servers. Bump it
 /// whenever the bytes of the header or of a record change (the golden test says so).
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
+
+/// The oldest format version this build still reads (version 1: engine sources only, the same
+/// records).
+pub const MIN_FORMAT_VERSION: u16 = 1;
 
 /// Opens every `.kvcap` file.
 pub const KVCAP_MAGIC: [u8; 8] = *b"\x89KVCAP\r\n";
@@ -73,7 +82,7 @@ pub enum CaptureError {
     #[error("{path}not a kvscope capture: expected the magic \"\\x89KVCAP\\r\\n\", found {found}; was it written by `kvscope record`?")]
     BadMagic { path: String, found: String },
     #[error(
-        "{path}capture format version {found}, this build reads version {supported}; \
+        "{path}capture format version {found}, this build reads versions {MIN_FORMAT_VERSION} to {supported}; \
          open it with the kvscope release that wrote it (its header says which)"
     )]
     Version { path: String, found: u16, supported: u16 },
@@ -183,6 +192,7 @@ pub fn encode_record_parts<F: AsRef<[u8]>>(
 pub struct CaptureReader<R> {
     inner: R,
     header: CaptureHeader,
+    version: u16,
     offset: u64,
     records_read: u64,
     truncated: Option<Truncation>,
@@ -202,7 +212,7 @@ impl<R: Read> CaptureReader<R> {
             return Err(CaptureError::TruncatedHeader { path: String::new(), offset: got as u64 });
         }
         let version = u16::from_be_bytes([prefix[8], prefix[9]]);
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(CaptureError::Version { path: String::new(), found: version, supported: FORMAT_VERSION });
         }
         let header_len = u32::from_be_bytes([prefix[10], prefix[11], prefix[12], prefix[13]]);
@@ -226,6 +236,7 @@ impl<R: Read> CaptureReader<R> {
         Ok(CaptureReader {
             inner,
             header,
+            version,
             offset: 14 + u64::from(header_len),
             records_read: 0,
             truncated: None,
@@ -236,6 +247,11 @@ impl<R: Read> CaptureReader<R> {
     /// The header read by [`CaptureReader::new`].
     pub fn header(&self) -> &CaptureHeader {
         &self.header
+    }
+
+    /// The file's format version (1 or [`FORMAT_VERSION`]).
+    pub fn format_version(&self) -> u16 {
+        self.version
     }
 
     /// Records returned so far.
@@ -339,6 +355,8 @@ mod tests {
                 dp_rank: 0,
                 endpoint: "tcp://127.0.0.1:5557".into(),
                 replay_endpoint: None,
+                kind: crate::SourceKind::Engine,
+                event_plane: None,
             }],
             note: None,
         }
@@ -418,7 +436,7 @@ mod tests {
             (good[..11].to_vec(), "x.kvcap: the capture ends inside its header (byte 11): the recorder was killed before it wrote anything".into()),
             (
                 bad_version,
-                "x.kvcap: capture format version 9, this build reads version 1; open it with the \
+                "x.kvcap: capture format version 9, this build reads versions 1 to 2; open it with the \
                  kvscope release that wrote it (its header says which)"
                     .into(),
             ),

@@ -105,6 +105,40 @@ pub struct SourceInfo {
     /// The engine's replay ROUTER endpoint (`--replay`), or `None`: gaps on this source then cannot
     /// be recovered and are reported as lost.
     pub replay_endpoint: Option<String>,
+    /// What the source is: an engine's KV-event stream, or a Dynamo event plane (what the
+    /// router receives). Absent in captures of format version 1, which held engines only.
+    #[serde(default)]
+    pub kind: SourceKind,
+    /// For an event-plane source, what it reads; `None` for an engine.
+    #[serde(default)]
+    pub event_plane: Option<EventPlaneInfo>,
+}
+
+/// What a source reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// An engine's ZMQ PUB (`--workers`): frames are `[topic, seq, msgpack batch]` and their
+    /// payload is the engine's batch.
+    #[default]
+    Engine,
+    /// A Dynamo event plane (`--event-plane`): what Dynamo's relay (`KvEventPublisher`) published
+    /// for the router. A frame's topic is the NATS subject or the ZMQ topic, its payload the
+    /// envelope (a msgpack map `{publisher_id, sequence, published_at, topic, payload}` whose
+    /// payload holds the `RouterEvent`s), and its `seq` the source's arrival counter; gaps are
+    /// tracked per publisher on the envelope's `sequence`.
+    EventPlane,
+}
+
+/// Where an event-plane source reads from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventPlaneInfo {
+    /// `nats://HOST:PORT` (a NATS core subscription, never a JetStream consumer) or
+    /// `zmq://HOST:PORT` (a SUB to one publisher of Dynamo's ZMQ plane).
+    pub url: String,
+    /// The NATS subject subscribed to (`namespace.>` by default, keeping subjects that end in
+    /// `.kv-events`; `--event-plane-subject` narrows it); `None` on the ZMQ plane.
+    pub subject: Option<String>,
 }
 
 /// One engine message, relayed as received. The payload is opaque here: decode it with
@@ -238,6 +272,10 @@ pub struct Gap {
     pub recovered_frames: u64,
     /// How many were not recovered. Non-zero means events were lost for good.
     pub lost_frames: u64,
+    /// On an event-plane source, the Dynamo publisher whose envelope `sequence` jumped (gaps
+    /// are per publisher there); `None` on an engine source, whose gaps are on the frame's seq.
+    #[serde(default)]
+    pub publisher_id: Option<u64>,
     /// Where recovery stands.
     pub state: GapState,
     /// Why frames were lost, in words, with what to do (for example "no replay endpoint

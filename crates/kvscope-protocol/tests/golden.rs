@@ -62,6 +62,22 @@ fn source(index: u32, replay: bool) -> proto::SourceInfo {
         dp_rank: 0,
         endpoint: format!("tcp://127.0.0.1:{}", 5557 + index),
         replay_endpoint: replay.then(|| format!("tcp://127.0.0.1:{}", 5657 + index)),
+        kind: proto::SourceKind::Engine,
+        event_plane: None,
+    }
+}
+
+fn plane_source(index: u32) -> proto::SourceInfo {
+    let url = "nats://127.0.0.1:4222".to_owned();
+    proto::SourceInfo {
+        index,
+        key: format!("plane:{url}"),
+        worker_id: String::new(),
+        dp_rank: 0,
+        endpoint: url.clone(),
+        replay_endpoint: None,
+        kind: proto::SourceKind::EventPlane,
+        event_plane: Some(proto::EventPlaneInfo { url, subject: Some("namespace.>".into()) }),
     }
 }
 
@@ -75,7 +91,7 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
                 server_version: "0.1.0".into(),
                 mode: ServerMode::Demo,
                 mode_detail: "scenario kimi-k3 (vLLM 0.33.0)".into(),
-                sources: vec![source(0, true), source(1, false)],
+                sources: vec![source(0, true), source(1, false), plane_source(2)],
                 defaults: Defaults { block_size: 1536, policy_a: "legacy".into(), policy_b: "fixed".into() },
                 history_bytes: 64 << 20,
                 client_queue_bytes: 16 << 20,
@@ -138,12 +154,22 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
                     reconnects: 1,
                 },
                 gaps: vec![
-                    Gap { from_seq: 10, to_seq: 12, recovered_frames: 3, lost_frames: 0, state: GapState::Recovered, reason: None, detected_unix_nanos: 7 },
+                    Gap {
+                        from_seq: 10,
+                        to_seq: 12,
+                        recovered_frames: 3,
+                        lost_frames: 0,
+                        publisher_id: None,
+                        state: GapState::Recovered,
+                        reason: None,
+                        detected_unix_nanos: 7,
+                    },
                     Gap {
                         from_seq: 50,
                         to_seq: 53,
                         recovered_frames: 0,
                         lost_frames: 4,
+                        publisher_id: Some(7_046_931_046_437_410_853),
                         state: GapState::Unrecovered,
                         reason: Some("no replay endpoint configured for 0:0".into()),
                         detected_unix_nanos: 8,
@@ -185,8 +211,8 @@ fn capture_format_matches_its_golden_bytes() {
     let header = CaptureHeader {
         created_unix_nanos: 1_700_000_000_000_000_000,
         kvscope_version: "0.1.0".into(),
-        sources: vec![source(0, true)],
-        note: Some("kvscope record --workers 0=tcp://127.0.0.1:5557".into()),
+        sources: vec![source(0, true), plane_source(1)],
+        note: Some("kvscope record --workers 0=tcp://127.0.0.1:5557 --event-plane nats://127.0.0.1:4222".into()),
     };
     let records = [
         CaptureRecord {
@@ -201,6 +227,16 @@ fn capture_format_matches_its_golden_bytes() {
             replayed: true,
             frames: vec![ByteBuf::from(Vec::new()), ByteBuf::from(1u64.to_be_bytes().to_vec()), ByteBuf::from(vec![0x90])],
         },
+        // An event-plane record: the NATS subject and the message body (a Dynamo envelope).
+        CaptureRecord {
+            source: 1,
+            recv_time_nanos: 1_700_000_000_000_000_003,
+            replayed: false,
+            frames: vec![
+                ByteBuf::from(b"namespace.dynamo.component.backend.endpoint.generate.kv-events".to_vec()),
+                ByteBuf::from(vec![0x81, 0xa8, b's', b'e', b'q', b'u', b'e', b'n', b'c', b'e', 0x00]),
+            ],
+        },
     ];
     let mut bytes = Vec::new();
     capture::write_header(&mut bytes, &header).unwrap();
@@ -211,4 +247,24 @@ fn capture_format_matches_its_golden_bytes() {
     let reader = CaptureReader::new(bytes.as_slice()).unwrap();
     assert_eq!(reader.header(), &header);
     assert_eq!(reader.map(Result::unwrap).collect::<Vec<_>>(), records);
+}
+
+/// A capture written by the version-1 layout (engine sources only, no `kind`), as committed
+/// before version 2: it still opens, and its sources read as engines.
+#[test]
+fn a_version_1_capture_still_opens_with_engine_sources() {
+    let text = std::fs::read_to_string(golden_dir().join("capture_v1.hex")).unwrap();
+    let hex: String = text.split_whitespace().collect();
+    let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    assert_eq!(&bytes[8..10], &[0, 1], "the fixture is a version-1 file");
+    let mut reader = CaptureReader::new(bytes.as_slice()).unwrap();
+    assert_eq!(reader.format_version(), 1);
+    let sources = &reader.header().sources;
+    assert_eq!(sources.len(), 1);
+    assert_eq!((sources[0].kind, sources[0].event_plane.clone()), (proto::SourceKind::Engine, None));
+    assert_eq!(sources[0].replay_endpoint.as_deref(), Some("tcp://127.0.0.1:5657"));
+    let records: Vec<_> = reader.by_ref().map(Result::unwrap).collect();
+    assert_eq!(records.len(), 2);
+    assert_eq!((records[0].replayed, records[1].replayed), (false, true));
+    assert!(reader.truncated().is_none());
 }

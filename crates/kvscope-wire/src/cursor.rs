@@ -16,15 +16,15 @@ pub(crate) const MAX_DEPTH: usize = 32;
 
 /// One segment of an error's path: `[3]` or `.block_hashes`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Seg {
+pub enum Seg {
     Index(u32),
     Field(&'static str),
 }
 
-/// A decode failure on its way up. Boxed, so a `Result` of the hot path stays one word wider
+/// A decode failure on its way up (public as [`crate::msgpack::ReadError`]). Boxed, so a `Result` of the hot path stays one word wider
 /// than its value.
 #[derive(Debug)]
-pub(crate) struct Fail(Box<FailInner>);
+pub struct Fail(Box<FailInner>);
 
 #[derive(Debug)]
 struct FailInner {
@@ -40,13 +40,13 @@ struct FailInner {
 impl Fail {
     /// A failure whose offset the enclosing value will name.
     #[cold]
-    pub(crate) fn new(kind: DecodeErrorKind, message: String) -> Fail {
+    pub fn new(kind: DecodeErrorKind, message: String) -> Fail {
         Fail(Box::new(FailInner { offset: None, kind, message, path: Vec::new() }))
     }
 
     /// A failure at a known offset.
     #[cold]
-    pub(crate) fn at(offset: usize, kind: DecodeErrorKind, message: String) -> Fail {
+    pub fn at(offset: usize, kind: DecodeErrorKind, message: String) -> Fail {
         Fail(Box::new(FailInner { offset: Some(offset), kind, message, path: Vec::new() }))
     }
 
@@ -68,7 +68,7 @@ impl Fail {
     /// Says the failure happened inside the value that starts at `start` and sits at `seg` of
     /// its parent: the innermost such call names the offset, every call adds its segment.
     #[cold]
-    pub(crate) fn within(mut self, start: usize, seg: Seg) -> Fail {
+    pub fn within(mut self, start: usize, seg: Seg) -> Fail {
         self.0.offset.get_or_insert(start);
         self.0.path.push(seg);
         self

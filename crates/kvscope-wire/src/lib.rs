@@ -10,6 +10,8 @@
 //!   (vLLM 0.24 on, SGLang), 2- and 3-element batches and map-shaped batches.
 //! - [`decode_each`] decodes the same payloads but hands the events to an [`EventSink`] one at
 //!   a time, in memory that does not grow with the batch.
+//! - [`msgpack`] lends the same reader (bounds checks, positioned errors) to other msgpack
+//!   formats kvscope reads: Dynamo's event plane, in `kvscope-router`.
 //! - Every malformed input yields a [`DecodeError`] naming the byte offset, what was expected
 //!   and where in the batch (`events[3].block_hashes[0]`); nothing panics.
 
@@ -19,6 +21,7 @@ mod error;
 mod event;
 pub mod frame;
 mod hashes;
+pub mod msgpack;
 mod skip;
 mod stream;
 

@@ -79,6 +79,8 @@ fn a_killed_recorders_cut_file_still_checks_and_says_so() {
         dp_rank: 0,
         endpoint: "tcp://127.0.0.1:5557".into(),
         replay_endpoint: None,
+        kind: proto::SourceKind::Engine,
+        event_plane: None,
     };
     let mut bytes = Vec::new();
     proto::capture::write_header(&mut bytes, &kvscope::capture::header(vec![info], None)).unwrap();

@@ -366,6 +366,8 @@ pub fn write_capture(path: &std::path::Path, records: impl IntoIterator<Item = (
         dp_rank: 0,
         endpoint: "tcp://127.0.0.1:1".into(),
         replay_endpoint: None,
+        kind: proto::SourceKind::Engine,
+        event_plane: None,
     };
     let header = CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: vec![info], note: None };
     let mut bytes = Vec::new();

@@ -215,6 +215,8 @@ impl Source {
             dp_rank: self.dp_rank,
             endpoint: self.endpoint.clone(),
             replay_endpoint: None,
+            kind: proto::SourceKind::Engine,
+            event_plane: None,
         }
     }
 
@@ -457,6 +459,8 @@ impl Model {
                 dp_rank: 0,
                 endpoint: String::new(),
                 replay_endpoint: None,
+                kind: proto::SourceKind::Engine,
+                event_plane: None,
             }));
             self.lanes.push(Lane::default());
             self.dirty = true;

@@ -13,6 +13,8 @@ fn source_info(i: u32) -> proto::SourceInfo {
         dp_rank: 0,
         endpoint: format!("tcp://127.0.0.1:{}", 5557 + i),
         replay_endpoint: None,
+        kind: proto::SourceKind::Engine,
+        event_plane: None,
     }
 }
 

@@ -1,0 +1,274 @@
+//! What Dynamo's relay publishes for an engine batch, predicted under a kvscope policy.
+//!
+//! The relay (`KvEventPublisher` of ai-dynamo-runtime 1.6.1) decodes each engine batch, runs
+//! Dynamo's normalizer on each event and publishes one `RouterEvent` per event it keeps. This
+//! module does not model that normalizer a second time: kvscope-normalize's policies already do
+//! ([`Policy::DYNAMO_1_6_1`] reproduces 1.6.1: whole-batch rejection, exact mediums with unknown
+//! ones skipped, a store at another block size applied with no blocks, ...). A [`Predictor`]
+//! runs a [`Normalizer`] per source and turns each verdict into what the relay sends:
+//!
+//! - a store verdict: `stored` on the verdict's tier, with the first `blocks` hashes the verdict
+//!   applies (0 at another block size), each with Dynamo's `tokens_hash` (XXH3-64 of the block's
+//!   token ids as little-endian u32, seeded with 1337 plus the LoRA name's and cache namespace's
+//!   salts; SGLang bigram pages hash `block_size + 1` tokens per block, as Dynamo's EAGLE window);
+//! - a remove verdict: `removed` of every hash on the tier; a self-referencing store: an empty
+//!   `removed` on its tier (Dynamo's no-op); a clear: `cleared` (tier `device`);
+//! - every other verdict (a skip, or a fatal one under a policy that has them): nothing, noted as
+//!   [`Predicted::Dropped`] with the rule's label, so a UI can say "dropped by rule Z".
+//!
+//! Hashes are u64 bit patterns as kvscope-wire reads them (a negative i64 bit-cast; a bin's last
+//! 8 bytes, though under `dynamo-1.6.1` a batch with a bin hash is rejected whole). `event_id`
+//! is the relay's counter: 1 for the first published event of the predictor's life, +1 per
+//! published event. Multimodal blocks (`block_mm_infos`) are hashed without their mm hashes,
+//! since kvscope-wire does not keep them: such a block's predicted `tokens_hash` differs.
+
+use kvscope_normalize::rules::own_namespace;
+use kvscope_normalize::{Apply, NamespaceState, Normalizer, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
+use kvscope_wire::msgpack::Reader;
+use kvscope_wire::{BlockStored, DecodeError, EventBatch, KvEvent};
+use serde::Serialize;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use crate::event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData};
+
+/// Dynamo's XXH3 seed for block hashes (`dynamo_tokens::CHAIN_XXH3_SEED`).
+pub const TOKENS_HASH_SEED: u64 = 1337;
+
+/// What Dynamo's `residency_domain` says for a worker-local event.
+pub const RESIDENCY_WORKER: &str = "worker";
+
+/// How the relay of one engine source was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelayConfig {
+    /// `KvEventPublisher(worker_id=...)`: the number RouterEvents carry.
+    pub worker_id: u64,
+    /// The relay's `dp_rank`, used when a batch names none.
+    pub dp_rank: u32,
+    /// The relay's `kv_block_size`.
+    pub kv_block_size: u32,
+    /// Which normalizer the relay runs (`dynamo-1.6.1` for Dynamo 1.6.1's relay).
+    pub policy: Policy,
+}
+
+impl RelayConfig {
+    /// A Dynamo 1.6.1 relay.
+    pub fn dynamo_1_6_1(worker_id: u64, dp_rank: u32, kv_block_size: u32) -> RelayConfig {
+        RelayConfig { worker_id, dp_rank, kv_block_size, policy: Policy::DYNAMO_1_6_1 }
+    }
+}
+
+/// Which engine event a prediction came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct EngineEventRef {
+    /// The engine batch's ZMQ sequence number.
+    pub seq: u64,
+    /// The event's position in its batch.
+    pub event_index: u32,
+}
+
+/// What the relay does with one engine event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Predicted {
+    /// It publishes this RouterEvent.
+    Publish(RouterEvent),
+    /// It publishes nothing: the rule with this label dropped the event.
+    Dropped {
+        label: VerdictLabel,
+        /// The verdict in words ("medium \"cpu\" is in no row (exact match) -> skip unknown_medium").
+        sentence: String,
+    },
+}
+
+/// One engine event's prediction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Prediction {
+    pub origin: EngineEventRef,
+    pub outcome: Predicted,
+}
+
+impl Prediction {
+    /// The RouterEvent, when the relay publishes one.
+    pub fn router_event(&self) -> Option<&RouterEvent> {
+        match &self.outcome {
+            Predicted::Publish(e) => Some(e),
+            Predicted::Dropped { .. } => None,
+        }
+    }
+}
+
+/// One source's relay, predicted: the normalizer state (learned groups, namespaces, warning
+/// budget) and the event-id counter live as long as the relay's listener would.
+#[derive(Clone, Debug)]
+pub struct Predictor {
+    config: RelayConfig,
+    normalizer: Normalizer,
+    source: SourceId,
+    next_event_id: u64,
+    verdicts: Vec<Verdict>,
+}
+
+impl Predictor {
+    pub fn new(config: RelayConfig) -> Predictor {
+        let mut normalizer = Normalizer::new(config.kv_block_size, config.policy);
+        let source = normalizer.source(&config.worker_id.to_string(), config.dp_rank);
+        Predictor { config, normalizer, source, next_event_id: 1, verdicts: Vec::new() }
+    }
+
+    pub fn config(&self) -> &RelayConfig {
+        &self.config
+    }
+
+    /// The normalizer the predictions come from (counters, learned groups).
+    pub fn normalizer(&self) -> &Normalizer {
+        &self.normalizer
+    }
+
+    /// Predicts one engine batch (the payload frame, published under `seq`): one prediction per
+    /// event, in order. A payload kvscope cannot decode is returned as the error (the relay
+    /// loses it too, unless it is one of the gaps docs/dynamo-1.6.1.md lists).
+    pub fn predict(&mut self, seq: u64, payload: &[u8]) -> Result<Vec<Prediction>, DecodeError> {
+        let mut out = Vec::new();
+        self.predict_into(seq, payload, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Predictor::predict`], appending to `out`.
+    pub fn predict_into(&mut self, seq: u64, payload: &[u8], out: &mut Vec<Prediction>) -> Result<(), DecodeError> {
+        self.verdicts.clear();
+        let batch = self.normalizer.push_payload(self.source, seq, payload, &mut self.verdicts)?;
+        out.reserve(batch.events.len());
+        let verdicts = std::mem::take(&mut self.verdicts);
+        for (verdict, event) in verdicts.iter().zip(&batch.events) {
+            let origin = EngineEventRef { seq, event_index: verdict.event_index };
+            let outcome = match self.router_event(payload, &batch, event, verdict) {
+                Some(e) => Predicted::Publish(e),
+                None => Predicted::Dropped { label: verdict.label(), sentence: verdict.to_string() },
+            };
+            out.push(Prediction { origin, outcome });
+        }
+        self.verdicts = verdicts;
+        Ok(())
+    }
+
+    fn router_event(&mut self, payload: &[u8], batch: &EventBatch, event: &KvEvent, verdict: &Verdict) -> Option<RouterEvent> {
+        let VerdictKind::Apply(apply) = verdict.kind else { return None };
+        let dp_rank = batch.dp_rank.unwrap_or(self.config.dp_rank);
+        let tier = PlaneTier::from(verdict.tier.unwrap_or(kvscope_normalize::StorageTier::Device));
+        let data = match (apply, event) {
+            (Apply::Store { blocks }, KvEvent::BlockStored(s)) => {
+                let namespace = self.namespace(s, dp_rank);
+                EventData::Stored(StoredData {
+                    parent_hash: s.parent_block_hash.map(|h| h.0),
+                    start_position: None,
+                    blocks: stored_blocks(payload, s, blocks, self.config.kv_block_size, namespace.as_deref()),
+                })
+            }
+            (Apply::Remove { .. }, KvEvent::BlockRemoved(r)) => {
+                EventData::Removed(RemovedData { block_hashes: r.block_hashes.iter().map(|h| h.0).collect() })
+            }
+            (Apply::NoOpRemove, _) => EventData::Removed(RemovedData::default()),
+            (Apply::Clear, _) => EventData::Cleared,
+            // A verdict that does not fit its event: no preset makes one.
+            _ => return None,
+        };
+        let event_id = self.next_event_id;
+        self.next_event_id += 1;
+        Some(RouterEvent {
+            worker_id: self.config.worker_id,
+            storage_tier: if matches!(data, EventData::Cleared) { PlaneTier::Device } else { tier },
+            residency_domain: Some(RESIDENCY_WORKER.to_owned()),
+            event: KvCacheEvent { event_id, data, dp_rank },
+        })
+    }
+
+    /// The store's cache namespace as Dynamo hashes it: its own, or the one it inherited from
+    /// its parent (read from the normalizer's table after the batch; a later removal of the
+    /// parent in the same batch would hide it).
+    fn namespace(&self, s: &BlockStored, dp_rank: u32) -> Option<String> {
+        if let Some(own) = own_namespace(s) {
+            return Some(own.to_owned());
+        }
+        let table = self.normalizer.namespaces(self.source);
+        match table.get(dp_rank, s.parent_block_hash?.0)? {
+            NamespaceState::Namespaced(i) => table.name(i).map(str::to_owned),
+            NamespaceState::Ambiguous => None,
+        }
+    }
+}
+
+/// Predicts one batch with a fresh relay (no learned state, event ids from 1).
+pub fn predict(
+    payload: &[u8],
+    worker_id: u64,
+    dp_rank: u32,
+    kv_block_size: u32,
+    policy: Policy,
+) -> Result<Vec<Prediction>, DecodeError> {
+    Predictor::new(RelayConfig { worker_id, dp_rank, kv_block_size, policy }).predict(0, payload)
+}
+
+/// Dynamo's block-hash seed: 1337, plus XXH3 of the LoRA name (seed 0) and of the namespace
+/// (seed 1), empty strings counting as absent (`dynamo_kv_hashing::compute_salt_hash`).
+pub fn tokens_hash_seed(lora_name: Option<&str>, cache_namespace: Option<&str>) -> u64 {
+    let mut seed = TOKENS_HASH_SEED;
+    if let Some(name) = lora_name.filter(|s| !s.is_empty()) {
+        seed = seed.wrapping_add(xxh3_64_with_seed(name.as_bytes(), 0));
+    }
+    if let Some(ns) = cache_namespace.filter(|s| !s.is_empty()) {
+        seed = seed.wrapping_add(xxh3_64_with_seed(ns.as_bytes(), 1));
+    }
+    seed
+}
+
+/// Dynamo's `tokens_hash` of one block's token ids.
+pub fn tokens_hash(tokens: &[u32], seed: u64) -> u64 {
+    let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+    xxh3_64_with_seed(&bytes, seed)
+}
+
+fn stored_blocks(payload: &[u8], s: &BlockStored, blocks: u32, block_size: u32, namespace: Option<&str>) -> Vec<StoredBlock> {
+    if blocks == 0 {
+        return Vec::new();
+    }
+    let tokens = token_ids(payload, s).unwrap_or_default();
+    let seed = tokens_hash_seed(s.lora_name.as_deref(), namespace);
+    let stride = block_size as usize;
+    let window = stride + usize::from(s.token_ids.is_bigram);
+    s.block_hashes
+        .iter()
+        .take(blocks as usize)
+        .enumerate()
+        .map(|(i, hash)| {
+            let start = i * stride;
+            let chunk = tokens.get(start..start + window).unwrap_or(&[]);
+            StoredBlock { block_hash: hash.0, tokens_hash: tokens_hash(chunk, seed) }
+        })
+        .collect()
+}
+
+/// A store's token ids, read from the payload at [`kvscope_wire::TokenIds::span`]. SGLang bigram
+/// pages (`[a, b]` pairs) become the first of each pair and the last pair's second, as Dynamo
+/// normalizes them. `None` when the span does not hold u32 ids (no preset publishes such a
+/// store with blocks: `dynamo-1.6.1` rejects the batch).
+pub fn token_ids(payload: &[u8], s: &BlockStored) -> Option<Vec<u32>> {
+    let span = s.token_ids.span.start as usize..s.token_ids.span.end as usize;
+    let bytes = payload.get(span)?;
+    Reader::read(bytes, |r| {
+        let n = r.array("token_ids")?;
+        let mut out = Vec::with_capacity(n.min(r.remaining()) + 1);
+        let mut last_second = None;
+        for _ in 0..n {
+            if s.token_ids.is_bigram {
+                r.array("token pair")?;
+                out.push(r.u32("token id")?);
+                last_second = Some(r.u32("token id")?);
+            } else {
+                out.push(r.u32("token id")?);
+            }
+        }
+        out.extend(last_second);
+        Ok(out)
+    })
+    .ok()
+}

@@ -1,0 +1,695 @@
+//! Reconciliation: what the relay should have published (predicted from the engine stream)
+//! against what the event plane delivered, per source, with counts and the first differences.
+//!
+//! A [`Reconciler`] is fed in receive order, in any interleaving: engine batches per source
+//! ([`Reconciler::push_engine`]) and decoded envelopes ([`Reconciler::push_envelope`]). The
+//! plane may run ahead of or behind the engine stream, so both sides queue per source until
+//! they can be aligned; each queue is bounded ([`ReconcilerConfig::max_pending`]), and what
+//! overflows is counted (`overflowed_expected`, `overflowed_received`), never dropped silently.
+//!
+//! # Alignment
+//!
+//! Per source, i.e. per `(worker_id, dp_rank)`, the relay publishes in engine order, so the
+//! expected queue `E` and the received queue `R` are aligned front to front:
+//!
+//! 1. `E[0] == R[0]` (every compared field equal): `matched`, both popped.
+//! 2. Otherwise the first exact pair `E[i] == R[j]` within the lookahead (`i, j <=`
+//!    [`ReconcilerConfig::lookahead`], smallest `i + j` first) explains the fronts: `E[..i]` and
+//!    `R[..j]` are paired position by position as `mismatched`, the rest of the longer side is
+//!    `missing` (expected, never arrived: a later match passed it) or `unexpected` (arrived,
+//!    never predicted). One lost message, one duplicate, one altered event each cost one count.
+//! 3. No exact pair in reach: if both queues hold more than the lookahead (or at
+//!    [`Reconciler::finish`]), `E[0]` and `R[0]` are taken as one event that differs
+//!    (`mismatched`, with the fields that differ); otherwise wait for more input.
+//!
+//! At [`Reconciler::finish`] what is left is `missing` and `unexpected`. RouterEvents naming a
+//! `(worker_id, dp_rank)` that no source has are counted per pair in
+//! [`RouterReport::unknown_workers`] (and in the totals' `received` and `unexpected`).
+//! `event_id` and `residency_domain` are not compared beyond [`MismatchField::Other`]'s
+//! `residency_domain` and `start_position`: the event id is the relay's own counter.
+//!
+//! Per publisher: messages, gaps on `sequence` (from 0; a return to 0 is a restart, a repeat
+//! or a step back is `out_of_order`), decode errors.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use kvscope_wire::DecodeError;
+use kvscope_normalize::VerdictLabel;
+use serde::Serialize;
+
+use crate::error::PlaneError;
+use crate::event::{decode_router_events, EventData, RouterEvent};
+use crate::plane::{decode_envelope, split_zmq_plane, Envelope};
+use crate::predict::{EngineEventRef, Predicted, Prediction, Predictor, RelayConfig};
+
+/// Bounds and reach of a [`Reconciler`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReconcilerConfig {
+    /// Pending predictions, and pending receptions, kept per source before the oldest is
+    /// given up (counted as overflowed).
+    pub max_pending: usize,
+    /// How far ahead alignment looks for an exact pair (see the module docs).
+    pub lookahead: usize,
+    /// Differences kept per source for the UI (the first ones).
+    pub details_kept: usize,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        ReconcilerConfig { max_pending: 4096, lookahead: 4, details_kept: 16 }
+    }
+}
+
+/// Index of a source in a [`Reconciler`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouterSourceId(pub u32);
+
+/// Which field of a RouterEvent differed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MismatchField {
+    /// `storage_tier`.
+    Tier,
+    /// The event kind, or the block hashes (stored blocks' `block_hash`es, removed hashes).
+    Blocks,
+    /// A store's `parent_hash`.
+    Parent,
+    /// A block's `tokens_hash` (block hashes equal).
+    TokensHash,
+    /// `residency_domain` or `start_position`.
+    Other,
+}
+
+impl MismatchField {
+    pub const ALL: [MismatchField; 5] =
+        [MismatchField::Tier, MismatchField::Blocks, MismatchField::Parent, MismatchField::TokensHash, MismatchField::Other];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MismatchField::Tier => "tier",
+            MismatchField::Blocks => "blocks",
+            MismatchField::Parent => "parent",
+            MismatchField::TokensHash => "tokens_hash",
+            MismatchField::Other => "other",
+        }
+    }
+}
+
+/// The fields in which a received event differs from the predicted one (empty when equal).
+pub fn differing_fields(expected: &RouterEvent, received: &RouterEvent) -> Vec<MismatchField> {
+    let mut out = Vec::new();
+    if expected.storage_tier != received.storage_tier {
+        out.push(MismatchField::Tier);
+    }
+    match (&expected.event.data, &received.event.data) {
+        (EventData::Stored(a), EventData::Stored(b)) => {
+            let hashes = |s: &crate::event::StoredData| s.blocks.iter().map(|b| b.block_hash).collect::<Vec<_>>();
+            if hashes(a) != hashes(b) {
+                out.push(MismatchField::Blocks);
+            } else if a.blocks.iter().zip(&b.blocks).any(|(x, y)| x.tokens_hash != y.tokens_hash) {
+                out.push(MismatchField::TokensHash);
+            }
+            if a.parent_hash != b.parent_hash {
+                out.push(MismatchField::Parent);
+            }
+            if a.start_position != b.start_position {
+                out.push(MismatchField::Other);
+            }
+        }
+        (EventData::Removed(a), EventData::Removed(b)) => {
+            if a.block_hashes != b.block_hashes {
+                out.push(MismatchField::Blocks);
+            }
+        }
+        (EventData::Cleared, EventData::Cleared) => {}
+        _ => out.push(MismatchField::Blocks),
+    }
+    if expected.residency_domain != received.residency_domain && !out.contains(&MismatchField::Other) {
+        out.push(MismatchField::Other);
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Mismatches per field (one mismatched event may count under several).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MismatchCounts {
+    pub tier: u64,
+    pub blocks: u64,
+    pub parent: u64,
+    pub tokens_hash: u64,
+    pub other: u64,
+}
+
+impl MismatchCounts {
+    fn add(&mut self, field: MismatchField, n: u64) {
+        match field {
+            MismatchField::Tier => self.tier += n,
+            MismatchField::Blocks => self.blocks += n,
+            MismatchField::Parent => self.parent += n,
+            MismatchField::TokensHash => self.tokens_hash += n,
+            MismatchField::Other => self.other += n,
+        }
+    }
+
+    fn merge(&mut self, o: &MismatchCounts) {
+        self.tier += o.tier;
+        self.blocks += o.blocks;
+        self.parent += o.parent;
+        self.tokens_hash += o.tokens_hash;
+        self.other += o.other;
+    }
+}
+
+/// A source's router-side counts: the `"router"` object of `kvscope check --json`.
+///
+/// `expected` = `matched + mismatched + missing` (+ pending and overflowed ones) and
+/// `received` = `matched + mismatched + unexpected` (+ pending and overflowed ones). Anything
+/// but `matched` non-zero means the router's view of this engine differs from what its relay
+/// should have published under the policy: look at the source's differences.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RouterCounts {
+    /// Engine batches predicted.
+    pub engine_batches: u64,
+    /// Engine payloads kvscope could not decode (no prediction made for them).
+    pub engine_decode_errors: u64,
+    /// RouterEvents the relay should have published.
+    pub expected: u64,
+    /// RouterEvents that arrived for this source.
+    pub received: u64,
+    /// Arrived as predicted.
+    pub matched: u64,
+    /// Predicted, never arrived (a later match passed them, or `finish()`).
+    pub missing: u64,
+    /// Arrived, never predicted.
+    pub unexpected: u64,
+    /// Arrived in place of a prediction but different; which fields in `mismatched_fields`.
+    pub mismatched: u64,
+    pub mismatched_fields: MismatchCounts,
+    /// Engine events the policy drops (publishes nothing for), by the rule's label.
+    pub dropped_by_policy: BTreeMap<VerdictLabel, u64>,
+    /// Predictions still waiting for the plane (report before `finish()`).
+    pub pending_expected: u64,
+    /// Receptions still waiting for the engine stream.
+    pub pending_received: u64,
+    /// Predictions given up unaligned because `max_pending` was reached; raise the bound if
+    /// the plane lags the engine stream by more.
+    pub overflowed_expected: u64,
+    /// Receptions given up unaligned because `max_pending` was reached.
+    pub overflowed_received: u64,
+}
+
+impl RouterCounts {
+    /// Adds `other` to these counts (for totals).
+    pub fn merge(&mut self, o: &RouterCounts) {
+        self.engine_batches += o.engine_batches;
+        self.engine_decode_errors += o.engine_decode_errors;
+        self.expected += o.expected;
+        self.received += o.received;
+        self.matched += o.matched;
+        self.missing += o.missing;
+        self.unexpected += o.unexpected;
+        self.mismatched += o.mismatched;
+        self.mismatched_fields.merge(&o.mismatched_fields);
+        for (label, n) in &o.dropped_by_policy {
+            *self.dropped_by_policy.entry(*label).or_default() += n;
+        }
+        self.pending_expected += o.pending_expected;
+        self.pending_received += o.pending_received;
+        self.overflowed_expected += o.overflowed_expected;
+        self.overflowed_received += o.overflowed_received;
+    }
+
+    /// True when everything predicted arrived as predicted and nothing else did.
+    pub fn is_clean(&self) -> bool {
+        self.missing == 0
+            && self.unexpected == 0
+            && self.mismatched == 0
+            && self.overflowed_expected == 0
+            && self.overflowed_received == 0
+            && self.engine_decode_errors == 0
+    }
+}
+
+/// Where a received RouterEvent came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct PlaneEventRef {
+    pub publisher_id: u64,
+    pub sequence: u64,
+    /// Position in the envelope's RouterEvent array.
+    pub index: u32,
+}
+
+/// What kind of difference a [`Difference`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DifferenceKind {
+    Missing,
+    Unexpected,
+    Mismatched,
+    OverflowedExpected,
+    OverflowedReceived,
+}
+
+/// One difference, for the UI: "engine event X should have become RouterEvent Y; Z arrived".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub kind: DifferenceKind,
+    /// The fields that differ (mismatches only).
+    pub fields: Vec<MismatchField>,
+    pub origin: Option<EngineEventRef>,
+    pub expected: Option<RouterEvent>,
+    pub received_at: Option<PlaneEventRef>,
+    pub received: Option<RouterEvent>,
+}
+
+/// One source in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceReport {
+    /// The kvscope source's name (`w0:1`, or the worker id in decimal).
+    pub source: String,
+    pub worker_id: u64,
+    pub dp_rank: u32,
+    pub router: RouterCounts,
+    /// The first differences ([`ReconcilerConfig::details_kept`]).
+    pub differences: Vec<Difference>,
+}
+
+/// One event-plane publisher's counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PublisherCounts {
+    pub publisher_id: u64,
+    /// Envelopes received.
+    pub messages: u64,
+    /// Jumps forward in `sequence` (counted from 0: a first message at 5 is a gap of 5).
+    pub gaps: u64,
+    /// Messages the gaps skipped.
+    pub missed_messages: u64,
+    /// Returns to sequence 0: the publisher restarted.
+    pub restarts: u64,
+    /// A sequence at or below the last one, other than 0.
+    pub out_of_order: u64,
+    /// Envelopes whose payload did not decode (or, on the ZMQ plane, whose frames named this
+    /// publisher and whose envelope did not decode).
+    pub decode_errors: u64,
+    /// The last sequence seen.
+    pub last_sequence: Option<u64>,
+}
+
+/// RouterEvents for a `(worker_id, dp_rank)` no source has.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UnknownWorker {
+    pub worker_id: u64,
+    pub dp_rank: u32,
+    pub events: u64,
+}
+
+/// Everything a [`Reconciler`] counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RouterReport {
+    /// The policy the predictions follow.
+    pub policy: String,
+    pub sources: Vec<SourceReport>,
+    /// Every source's counts summed, plus the unknown workers' events as received and
+    /// unexpected.
+    pub totals: RouterCounts,
+    pub publishers: Vec<PublisherCounts>,
+    pub unknown_workers: Vec<UnknownWorker>,
+    /// Messages whose envelope did not decode and that named no publisher.
+    pub unattributed_decode_errors: u64,
+    /// The first few plane decode errors, in words.
+    pub first_errors: Vec<String>,
+}
+
+const FIRST_ERRORS_KEPT: usize = 8;
+
+#[derive(Clone, Debug)]
+struct Expected {
+    origin: EngineEventRef,
+    event: RouterEvent,
+}
+
+#[derive(Clone, Debug)]
+struct Received {
+    at: PlaneEventRef,
+    event: RouterEvent,
+}
+
+impl Expected {
+    /// A difference with no reception.
+    fn difference(self, kind: DifferenceKind) -> Difference {
+        Difference { kind, fields: Vec::new(), origin: Some(self.origin), expected: Some(self.event), received_at: None, received: None }
+    }
+}
+
+impl Received {
+    /// A difference with no prediction.
+    fn difference(self, kind: DifferenceKind) -> Difference {
+        Difference { kind, fields: Vec::new(), origin: None, expected: None, received_at: Some(self.at), received: Some(self.event) }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Source {
+    name: String,
+    predictor: Predictor,
+    expected: VecDeque<Expected>,
+    received: VecDeque<Received>,
+    counts: RouterCounts,
+    differences: Vec<Difference>,
+}
+
+impl Source {
+    fn key(&self) -> (u64, u32) {
+        let c = self.predictor.config();
+        (c.worker_id, c.dp_rank)
+    }
+
+    fn note(&mut self, kept: usize, d: impl FnOnce() -> Difference) {
+        if self.differences.len() < kept {
+            self.differences.push(d());
+        }
+    }
+
+    fn missing(&mut self, e: Expected, kept: usize) {
+        self.counts.missing += 1;
+        self.note(kept, || e.difference(DifferenceKind::Missing));
+    }
+
+    fn unexpected(&mut self, r: Received, kept: usize) {
+        self.counts.unexpected += 1;
+        self.note(kept, || r.difference(DifferenceKind::Unexpected));
+    }
+
+    fn pair(&mut self, e: Expected, r: Received, kept: usize) {
+        let fields = differing_fields(&e.event, &r.event);
+        if fields.is_empty() {
+            self.counts.matched += 1;
+            return;
+        }
+        self.counts.mismatched += 1;
+        for f in &fields {
+            self.counts.mismatched_fields.add(*f, 1);
+        }
+        self.note(kept, || Difference {
+            kind: DifferenceKind::Mismatched,
+            fields,
+            origin: Some(e.origin),
+            expected: Some(e.event),
+            received_at: Some(r.at),
+            received: Some(r.event),
+        });
+    }
+
+    /// Aligns what can be aligned (see the module docs); `flush` when no more input comes.
+    fn align(&mut self, cfg: &ReconcilerConfig, flush: bool) {
+        let kept = cfg.details_kept;
+        loop {
+            if self.expected.is_empty() || self.received.is_empty() {
+                break;
+            }
+            let la = cfg.lookahead;
+            let best = (0..=2 * la)
+                .flat_map(|sum| (0..=sum.min(la)).map(move |i| (i, sum - i)))
+                .filter(|&(_, j)| j <= la)
+                .find(|&(i, j)| match (self.expected.get(i), self.received.get(j)) {
+                    (Some(e), Some(r)) => differing_fields(&e.event, &r.event).is_empty(),
+                    _ => false,
+                });
+            let (i, j) = match best {
+                Some(p) => p,
+                None if flush || (self.expected.len() > la && self.received.len() > la) => (1, 1),
+                None => break,
+            };
+            let paired = i.min(j);
+            for _ in 0..paired {
+                if let (Some(e), Some(r)) = (self.expected.pop_front(), self.received.pop_front()) {
+                    self.pair(e, r, kept);
+                }
+            }
+            for _ in paired..i {
+                if let Some(e) = self.expected.pop_front() {
+                    self.missing(e, kept);
+                }
+            }
+            for _ in paired..j {
+                if let Some(r) = self.received.pop_front() {
+                    self.unexpected(r, kept);
+                }
+            }
+            // The exact pair itself.
+            if best.is_some()
+                && let (Some(e), Some(r)) = (self.expected.pop_front(), self.received.pop_front())
+            {
+                self.pair(e, r, kept);
+            }
+        }
+        if flush {
+            while let Some(e) = self.expected.pop_front() {
+                self.missing(e, kept);
+            }
+            while let Some(r) = self.received.pop_front() {
+                self.unexpected(r, kept);
+            }
+        }
+        while self.expected.len() > cfg.max_pending {
+            if let Some(e) = self.expected.pop_front() {
+                self.counts.overflowed_expected += 1;
+                self.note(kept, || e.difference(DifferenceKind::OverflowedExpected));
+            }
+        }
+        while self.received.len() > cfg.max_pending {
+            if let Some(r) = self.received.pop_front() {
+                self.counts.overflowed_received += 1;
+                self.note(kept, || r.difference(DifferenceKind::OverflowedReceived));
+            }
+        }
+    }
+}
+
+/// Aligns predicted and received RouterEvents per source (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Reconciler {
+    config: ReconcilerConfig,
+    sources: Vec<Source>,
+    publishers: BTreeMap<u64, PublisherCounts>,
+    unknown: BTreeMap<(u64, u32), u64>,
+    unattributed_decode_errors: u64,
+    first_errors: Vec<String>,
+    policy: String,
+}
+
+impl Reconciler {
+    pub fn new(config: ReconcilerConfig) -> Reconciler {
+        Reconciler {
+            config,
+            sources: Vec::new(),
+            publishers: BTreeMap::new(),
+            unknown: BTreeMap::new(),
+            unattributed_decode_errors: 0,
+            first_errors: Vec::new(),
+            policy: String::new(),
+        }
+    }
+
+    /// Adds an engine source whose relay runs with `relay`; `name` is the kvscope source's
+    /// name. A second source with the same `(worker_id, dp_rank)` returns the first one's id.
+    pub fn add_source(&mut self, name: &str, relay: RelayConfig) -> RouterSourceId {
+        if let Some(i) = self.sources.iter().position(|s| s.key() == (relay.worker_id, relay.dp_rank)) {
+            return RouterSourceId(i as u32);
+        }
+        if self.policy.is_empty() {
+            self.policy = relay.policy.name.to_owned();
+        } else if self.policy != relay.policy.name && !self.policy.contains(relay.policy.name) {
+            self.policy = format!("{},{}", self.policy, relay.policy.name);
+        }
+        self.sources.push(Source {
+            name: name.to_owned(),
+            predictor: Predictor::new(relay),
+            expected: VecDeque::new(),
+            received: VecDeque::new(),
+            counts: RouterCounts::default(),
+            differences: Vec::new(),
+        });
+        RouterSourceId(self.sources.len() as u32 - 1)
+    }
+
+    /// The source a `(worker_id, dp_rank)` belongs to.
+    pub fn find_source(&self, worker_id: u64, dp_rank: u32) -> Option<RouterSourceId> {
+        self.sources.iter().position(|s| s.key() == (worker_id, dp_rank)).map(|i| RouterSourceId(i as u32))
+    }
+
+    /// Feeds one engine batch of a source (published under `seq`) and returns what the relay
+    /// does with each of its events. A payload that does not decode is counted
+    /// (`engine_decode_errors`) and returned as the error.
+    ///
+    /// # Panics
+    /// If `id` did not come from this reconciler.
+    pub fn push_engine(&mut self, id: RouterSourceId, seq: u64, payload: &[u8]) -> Result<Vec<Prediction>, DecodeError> {
+        let cfg = self.config;
+        let source = &mut self.sources[id.0 as usize];
+        let predictions = match source.predictor.predict(seq, payload) {
+            Ok(p) => p,
+            Err(e) => {
+                source.counts.engine_decode_errors += 1;
+                return Err(e);
+            }
+        };
+        source.counts.engine_batches += 1;
+        for p in &predictions {
+            match &p.outcome {
+                Predicted::Publish(event) => {
+                    source.counts.expected += 1;
+                    source.expected.push_back(Expected { origin: p.origin, event: event.clone() });
+                }
+                Predicted::Dropped { label, .. } => *source.counts.dropped_by_policy.entry(*label).or_default() += 1,
+            }
+        }
+        source.align(&cfg, false);
+        Ok(predictions)
+    }
+
+    /// Feeds one decoded envelope: counts it on its publisher, decodes its RouterEvents and
+    /// queues each on its source (or counts it under unknown workers). A payload that does not
+    /// decode is counted on the publisher and returned.
+    pub fn push_envelope(&mut self, env: &Envelope) -> Result<(), PlaneError> {
+        let publisher = self.publishers.entry(env.publisher_id).or_insert_with(|| PublisherCounts {
+            publisher_id: env.publisher_id,
+            ..PublisherCounts::default()
+        });
+        publisher.messages += 1;
+        match publisher.last_sequence {
+            None if env.sequence > 0 => {
+                publisher.gaps += 1;
+                publisher.missed_messages += env.sequence;
+            }
+            Some(_) if env.sequence == 0 => publisher.restarts += 1,
+            Some(last) if env.sequence <= last => publisher.out_of_order += 1,
+            Some(last) if env.sequence > last + 1 => {
+                publisher.gaps += 1;
+                publisher.missed_messages += env.sequence - last - 1;
+            }
+            _ => {}
+        }
+        publisher.last_sequence = Some(env.sequence);
+        let events = match decode_router_events(&env.payload) {
+            Ok(events) => events,
+            Err(e) => {
+                publisher.decode_errors += 1;
+                self.note_error(format!("publisher {} sequence {}: {e}", env.publisher_id, env.sequence));
+                return Err(e);
+            }
+        };
+        let cfg = self.config;
+        let mut touched = Vec::new();
+        for (i, event) in events.into_iter().enumerate() {
+            let key = (event.worker_id, event.event.dp_rank);
+            match self.sources.iter().position(|s| s.key() == key) {
+                Some(s) => {
+                    let source = &mut self.sources[s];
+                    source.counts.received += 1;
+                    let at = PlaneEventRef { publisher_id: env.publisher_id, sequence: env.sequence, index: i as u32 };
+                    source.received.push_back(Received { at, event });
+                    if !touched.contains(&s) {
+                        touched.push(s);
+                    }
+                }
+                None => *self.unknown.entry(key).or_default() += 1,
+            }
+        }
+        for s in touched {
+            self.sources[s].align(&cfg, false);
+        }
+        Ok(())
+    }
+
+    /// Decodes and feeds one NATS message body (an envelope); a decode error is counted.
+    pub fn push_plane_message(&mut self, bytes: &[u8]) -> Result<(), PlaneError> {
+        match decode_envelope(bytes) {
+            Ok(env) => self.push_envelope(&env),
+            Err(e) => {
+                self.count_unattributed(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Splits, decodes and feeds one ZMQ-plane message; errors are counted on the publisher
+    /// the frames name, when they name one.
+    pub fn push_zmq_frames(&mut self, frames: &[&[u8]]) -> Result<(), PlaneError> {
+        let message = match split_zmq_plane(frames) {
+            Ok(m) => m,
+            Err(e) => {
+                self.count_unattributed(&e);
+                return Err(e);
+            }
+        };
+        match message.decode_envelope() {
+            Ok(env) => self.push_envelope(&env),
+            Err(e) => {
+                let publisher = self.publishers.entry(message.publisher_id).or_insert_with(|| PublisherCounts {
+                    publisher_id: message.publisher_id,
+                    ..PublisherCounts::default()
+                });
+                publisher.decode_errors += 1;
+                self.note_error(format!("publisher {} sequence {}: {e}", message.publisher_id, message.sequence));
+                Err(e)
+            }
+        }
+    }
+
+    /// Counts a plane message that could not be attributed to a publisher.
+    pub fn count_unattributed(&mut self, e: &PlaneError) {
+        self.unattributed_decode_errors += 1;
+        self.note_error(e.to_string());
+    }
+
+    fn note_error(&mut self, text: String) {
+        if self.first_errors.len() < FIRST_ERRORS_KEPT {
+            self.first_errors.push(text);
+        }
+    }
+
+    /// No more input: everything still pending becomes `missing` or `unexpected`.
+    pub fn finish(&mut self) {
+        let cfg = self.config;
+        for s in &mut self.sources {
+            s.align(&cfg, true);
+        }
+    }
+
+    /// The counts so far (call [`Reconciler::finish`] first for final ones).
+    pub fn report(&self) -> RouterReport {
+        let mut totals = RouterCounts::default();
+        let sources: Vec<SourceReport> = self
+            .sources
+            .iter()
+            .map(|s| {
+                let mut router = s.counts.clone();
+                router.pending_expected = s.expected.len() as u64;
+                router.pending_received = s.received.len() as u64;
+                totals.merge(&router);
+                let (worker_id, dp_rank) = s.key();
+                SourceReport { source: s.name.clone(), worker_id, dp_rank, router, differences: s.differences.clone() }
+            })
+            .collect();
+        let unknown_workers: Vec<UnknownWorker> = self
+            .unknown
+            .iter()
+            .map(|(&(worker_id, dp_rank), &events)| UnknownWorker { worker_id, dp_rank, events })
+            .collect();
+        for u in &unknown_workers {
+            totals.received += u.events;
+            totals.unexpected += u.events;
+        }
+        RouterReport {
+            policy: self.policy.clone(),
+            sources,
+            totals,
+            publishers: self.publishers.values().cloned().collect(),
+            unknown_workers,
+            unattributed_decode_errors: self.unattributed_decode_errors,
+            first_errors: self.first_errors.clone(),
+        }
+    }
+}

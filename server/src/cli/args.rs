@@ -1,0 +1,323 @@
+//! The flags of every subcommand (clap derive, every flag also readable from `KVSCOPE_*`), their
+//! value parsers, and the checks clap cannot express.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use kvscope_normalize::Policy;
+
+use crate::http::HttpConfig;
+use crate::plane::{PlaneSource, parse_planes};
+use crate::sources::{Source, parse_sources};
+use crate::stream::StreamOptions;
+
+pub(crate) fn parse_policy(s: &str) -> Result<Policy, String> {
+    s.parse::<Policy>().map_err(|e| e.to_string())
+}
+
+/// `64MiB`, `512KiB`, `1GB`, `1048576`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("{s:?} is not a size; write e.g. 64MiB, 512KiB or 1048576"))?;
+    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?} in {s:?}; use KiB, MiB, GiB (or KB, MB, GB)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}; write e.g. 30s, 5m or 1h30m"))
+}
+
+/// A playback speed: a factor, or `None` for as fast as possible.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Speed(pub Option<f64>);
+
+/// `max` or a positive factor.
+pub fn parse_speed(s: &str) -> Result<Speed, String> {
+    if s == "max" {
+        return Ok(Speed(None));
+    }
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(Speed(Some(x))),
+        _ => Err(format!("--speed {s:?}: write a positive factor (1 = real time, 10 = ten times faster) or max")),
+    }
+}
+
+/// Where engines are.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    /// Engine PUB endpoints, the Dynamo indexer's form: "id[:dp]=tcp://host:5557,...".
+    #[arg(long, env = "KVSCOPE_WORKERS", value_name = "SPEC")]
+    pub workers: String,
+    /// Replay ROUTER endpoints in the same form: "id[:dp]=tcp://host:5558,...". Without one, a
+    /// gap on that source cannot be recovered and is reported as lost.
+    #[arg(long = "replay", env = "KVSCOPE_REPLAY", value_name = "SPEC")]
+    pub replay: Option<String>,
+    /// Expand each entry without a rank into ranks 0..N-1 on consecutive ports (base + rank), for
+    /// both --workers and --replay.
+    #[arg(long, env = "KVSCOPE_DP_SIZE", default_value_t = 1, value_name = "N")]
+    pub dp_size: u32,
+}
+
+impl SourceArgs {
+    pub(crate) fn sources(&self) -> Result<Vec<Source>, String> {
+        parse_sources(&self.workers, self.replay.as_deref(), self.dp_size).map_err(|e| e.to_string())
+    }
+}
+
+/// Dynamo's event plane: what the router receives from each worker's relay, read-only.
+#[derive(Debug, Args)]
+pub struct PlaneArgs {
+    /// Also read Dynamo's event plane: nats://HOST:PORT (a NATS core subscription, never
+    /// JetStream; credentials from NATS_AUTH_* as for Dynamo's workers) or zmq://HOST:PORT (one
+    /// publisher of Dynamo's ZMQ plane). Repeatable; each URL is one source.
+    #[arg(long = "event-plane", env = "KVSCOPE_EVENT_PLANE", value_delimiter = ',', value_name = "URL")]
+    pub event_plane: Vec<String>,
+    /// The NATS subject to subscribe to (default namespace.>, every namespace); only subjects
+    /// ending in .kv-events are taken.
+    #[arg(long, env = "KVSCOPE_EVENT_PLANE_SUBJECT", value_name = "SUBJECT")]
+    pub event_plane_subject: Option<String>,
+}
+
+impl PlaneArgs {
+    pub(crate) fn planes(&self) -> Result<Vec<PlaneSource>, String> {
+        parse_planes(&self.event_plane, self.event_plane_subject.as_deref())
+    }
+}
+
+/// How each source's stream is taken (serve, demo, record, replay and check alike, so a capture
+/// is judged as the live server judged it).
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// Refuse payloads larger than this before decoding, as a counted frame error (real batches
+    /// are a few hundred KiB; the bound stops one hostile frame from taking the memory).
+    #[arg(long, env = "KVSCOPE_MAX_FRAME_BYTES", default_value = "16MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub max_frame_bytes: usize,
+    /// Take a source's first frame as is. By default, a source with a replay endpoint whose first
+    /// frame has seq N > 0 asks it for 0..N-1 (what the engine still buffers from before we joined).
+    #[arg(long, env = "KVSCOPE_NO_LATE_JOIN_REPLAY")]
+    pub no_late_join_replay: bool,
+}
+
+impl StreamArgs {
+    pub(crate) fn options(&self) -> StreamOptions {
+        StreamOptions { max_frame_bytes: self.max_frame_bytes, late_join_replay: !self.no_late_join_replay }
+    }
+}
+
+/// How events are classified.
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// The candidate normalizer (policy B), compared with --policy-a.
+    #[arg(long, env = "KVSCOPE_POLICY", default_value = "fixed", value_parser = parse_policy, value_name = "NAME")]
+    pub policy: Policy,
+    /// The baseline normalizer (policy A).
+    #[arg(long, env = "KVSCOPE_POLICY_A", default_value = "legacy", value_parser = parse_policy, value_name = "NAME")]
+    pub policy_a: Policy,
+}
+
+/// HTTP, relay bounds and safety.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Address to serve on. Beyond loopback it requires --token.
+    #[arg(long, env = "KVSCOPE_LISTEN", default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Require this token on /ws and /metrics (Authorization: Bearer TOKEN or ?token=TOKEN).
+    #[arg(long, env = "KVSCOPE_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Also accept WebSocket upgrades from this origin (scheme://host[:port]); repeatable.
+    #[arg(long = "allow-origin", env = "KVSCOPE_ALLOW_ORIGIN", value_delimiter = ',', value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// History a new browser receives first, bounded in bytes (e.g. 64MiB).
+    #[arg(long, env = "KVSCOPE_HISTORY_BYTES", default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub history_bytes: usize,
+    /// Per-client queue bound; a client this far behind loses frames and gets a lag notice.
+    #[arg(long, env = "KVSCOPE_CLIENT_QUEUE_BYTES", default_value = "16MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub client_queue_bytes: usize,
+    /// Largest WebSocket message a client may send.
+    #[arg(long, env = "KVSCOPE_MAX_WS_MESSAGE_BYTES", default_value = "64KiB", value_parser = parse_size, value_name = "SIZE")]
+    pub max_ws_message_bytes: usize,
+    /// Show a connected source as stale after this long without a frame.
+    #[arg(long, env = "KVSCOPE_STALE_AFTER", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub stale_after: Duration,
+}
+
+impl ServerArgs {
+    /// Refuses to listen beyond loopback without a token.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if !self.listen.ip().is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
+            return Err(format!(
+                "--listen {} is beyond loopback: anyone who can reach it would read every engine's stream. \
+                 Pass --token SECRET (or set KVSCOPE_TOKEN) so that /ws and /metrics require it, or listen on 127.0.0.1",
+                self.listen
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn http(&self) -> HttpConfig {
+        HttpConfig {
+            token: self.token.clone().filter(|t| !t.is_empty()),
+            allow_origins: self.allow_origin.clone(),
+            max_ws_message_bytes: self.max_ws_message_bytes,
+            loopback_listener: self.listen.ip().is_loopback(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    #[command(flatten)]
+    pub plane: PlaneArgs,
+    /// The indexer's --block-size: Device stores at another size are fatal (vLLM's default is 16).
+    #[arg(long, env = "KVSCOPE_BLOCK_SIZE", default_value_t = 16, value_name = "N")]
+    pub block_size: u32,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+    /// Also write every frame to this .kvcap capture.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// kimi-k3 (the incident), sglang-tiers or lmcache-relay.
+    #[arg(long, default_value = "kimi-k3", value_name = "NAME")]
+    pub scenario: String,
+    /// Engine release whose byte layout to publish: vllm-0.33.0, vllm-0.23.0, sglang-0.5.23
+    /// (default: the scenario's own).
+    #[arg(long, value_name = "RELEASE")]
+    pub engine_release: Option<String>,
+    /// Simulated workers (default: the scenario's; benchmarks use 16 and 64).
+    #[arg(long = "workers", value_name = "N")]
+    pub num_workers: Option<u32>,
+    /// Batches per second per worker; 0 publishes as fast as possible.
+    #[arg(long, default_value_t = 10.0, value_name = "PER_SECOND")]
+    pub rate: f64,
+    /// Stop each worker after this many batches (default: run until stopped).
+    #[arg(long, value_name = "N")]
+    pub batches: Option<u64>,
+    /// Dynamo's event plane for the simulated relays: by default each worker's relay binds an
+    /// embedded ZMQ-plane PUB on loopback; nats://HOST:PORT publishes onto that NATS server
+    /// instead. kvscope subscribes to it either way.
+    #[arg(long = "event-plane", value_name = "URL")]
+    pub event_plane: Option<String>,
+    /// Do not simulate Dynamo's relay (engines only).
+    #[arg(long)]
+    pub no_event_plane: bool,
+    /// Block size to classify at (default: the scenario's main block size, 1536 for kimi-k3).
+    #[arg(long, value_name = "N")]
+    pub block_size: Option<u32>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+    /// Also write every frame to this .kvcap capture.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    #[command(flatten)]
+    pub plane: PlaneArgs,
+    /// The capture to write (replaced if it exists).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Stop after this long (e.g. 30s, 5m); default: until Ctrl-C.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The capture to serve.
+    pub file: PathBuf,
+    /// Playback speed: 1 is real time, 10 ten times faster, max as fast as possible.
+    #[arg(long, default_value = "1", value_parser = parse_speed, value_name = "X|max")]
+    pub speed: Speed,
+    /// Block size to classify at.
+    #[arg(long, env = "KVSCOPE_BLOCK_SIZE", default_value_t = 16, value_name = "N")]
+    pub block_size: u32,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The capture to publish.
+    pub file: PathBuf,
+    /// PUB endpoint of the first source; source i binds port + i (port 0: free ports).
+    #[arg(long, value_name = "tcp://ADDR")]
+    pub bind: String,
+    /// Replay ROUTER endpoint of the first source; source i binds port + i (default: free ports).
+    #[arg(long, value_name = "tcp://ADDR")]
+    pub replay_bind: Option<String>,
+    /// Playback speed: 1 is real time, max as fast as the subscribers take it.
+    #[arg(long, default_value = "1", value_parser = parse_speed, value_name = "X|max")]
+    pub speed: Speed,
+    /// Wait for this many subscribers on each endpoint before publishing (0: do not wait).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub wait_subscribers: usize,
+    /// Publish only this source (worker:rank).
+    #[arg(long, value_name = "KEY")]
+    pub source: Option<String>,
+    /// Replay reply framing: 3 = [topic, seq, payload] (vLLM 0.26 on, SGLang), 2 = [seq, payload].
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3), value_name = "2|3")]
+    pub replay_framing: u8,
+    /// Exit when everything is published instead of serving replay requests until Ctrl-C.
+    #[arg(long)]
+    pub exit_when_done: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The capture to check.
+    pub file: PathBuf,
+    /// The indexer's --block-size.
+    #[arg(long, env = "KVSCOPE_BLOCK_SIZE", value_name = "N")]
+    pub block_size: u32,
+    /// The normalizer policy to check under.
+    #[arg(long, env = "KVSCOPE_POLICY", default_value = "fixed", value_parser = parse_policy, value_name = "NAME")]
+    pub policy: Policy,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// The policy whose rules to print.
+    #[arg(long, env = "KVSCOPE_POLICY", default_value = "fixed", value_parser = parse_policy, value_name = "NAME")]
+    pub policy: Policy,
+}

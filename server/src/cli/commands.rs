@@ -1,0 +1,335 @@
+//! One function per subcommand: each turns its flags into a running server, a recording, a
+//! playback or a report, and returns the exit status.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kvscope_normalize::Policy;
+use kvscope_protocol as proto;
+
+use super::args::*;
+use super::{EXIT_FATAL, failure, usage};
+use crate::app::{App, AppConfig, Feed};
+use crate::demo::{Fleet, FleetOptions, Scenario, payload::Release};
+use crate::http::HttpConfig;
+use crate::intake::IntakeOptions;
+use crate::sources::Source;
+
+fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, block_size: u32, policy: &PolicyArgs) -> AppConfig {
+    AppConfig {
+        sources,
+        planes: Vec::new(),
+        mode: proto::ServerMode::Live,
+        mode_detail: String::new(),
+        block_size,
+        policy_a: policy.policy_a,
+        policy_b: policy.policy,
+        listen: Some(server.listen),
+        http: server.http(),
+        history_bytes: server.history_bytes,
+        client_queue_bytes: server.client_queue_bytes,
+        record: None,
+        intake: IntakeOptions { stale_after: server.stale_after, stream: stream.options(), ..IntakeOptions::default() },
+    }
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// Prints where the dashboard is; tests read the `listening on` line.
+fn announce(app: &App, server: &ServerArgs, what: &str) {
+    let Some(addr) = app.addr else {
+        let _ = writeln!(std::io::stdout().lock(), "kvscope {what}: not listening on any address");
+        return;
+    };
+    let token = server.token.as_deref().filter(|t| !t.is_empty()).map(|t| format!("?token={t}")).unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "kvscope {what}");
+    let _ = writeln!(out, "listening on http://{addr}/{token}");
+    if !crate::assets::dashboard_built() {
+        let _ = writeln!(out, "note: the dashboard is not built into this binary; run scripts/build-web.sh, then rebuild");
+    }
+    let _ = out.flush();
+}
+
+async fn wait_for_ctrl_c() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+pub(super) async fn serve(args: ServeArgs) -> ExitCode {
+    if let Err(e) = args.server.check() {
+        return usage(&e);
+    }
+    let sources = match args.sources.sources() {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    let planes = match args.plane.planes() {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
+    let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
+    config.mode_detail = match planes.len() {
+        0 => format!("{} endpoint(s)", config.sources.len()),
+        n => format!("{} endpoint(s), {n} event plane(s)", config.sources.len()),
+    };
+    config.planes = planes;
+    config.record = args.record.map(|p| (p, command_line()));
+    let app = match App::start(config, Feed::Live).await {
+        Ok(app) => app,
+        Err(e) => return failure(&e),
+    };
+    announce(&app, &args.server, &format!("serve: {} source(s)", app.hub.config().hello.sources.len()));
+    wait_for_ctrl_c().await;
+    stop(app).await
+}
+
+async fn stop(app: App) -> ExitCode {
+    match app.stop().await {
+        Ok((_, Some(w))) => {
+            eprintln!("capture: {} records, {} bytes", w.records, w.bytes);
+            ExitCode::SUCCESS
+        }
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => failure(&e),
+    }
+}
+
+pub(super) async fn demo(args: DemoArgs) -> ExitCode {
+    if let Err(e) = args.server.check() {
+        return usage(&e);
+    }
+    let scenario = match Scenario::parse(&args.scenario) {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    let release = match &args.engine_release {
+        None => scenario.default_release(),
+        Some(name) => match Release::parse(name).filter(|r| scenario.releases().contains(r)) {
+            Some(r) => r,
+            None => {
+                let names: Vec<&str> = scenario.releases().iter().map(|r| r.name()).collect();
+                return usage(&format!(
+                    "--engine-release {name:?}: scenario {} can be published as {}",
+                    scenario.name(),
+                    names.join(" or ")
+                ));
+            }
+        },
+    };
+    let workers = args.num_workers.unwrap_or(scenario.default_workers());
+    if workers == 0 {
+        return usage("--workers 0: a demo fleet needs at least one worker");
+    }
+    if !(args.rate >= 0.0 && args.rate.is_finite()) {
+        return usage(&format!("--rate {}: write batches per second per worker, or 0 for as fast as possible", args.rate));
+    }
+    let fleet = match Fleet::bind(&FleetOptions { scenario, release, workers, rate: args.rate, batches: args.batches }).await {
+        Ok(f) => f,
+        Err(e) => return failure(&e),
+    };
+    let sources: Vec<Source> = fleet
+        .endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, (pub_ep, replay_ep))| Source {
+            worker_id: i.to_string(),
+            dp_rank: 0,
+            endpoint: pub_ep.clone(),
+            replay_endpoint: Some(replay_ep.clone()),
+        })
+        .collect();
+    let block_size = args.block_size.unwrap_or(scenario.block_size());
+    let mut config = base_config(sources, &args.server, &args.stream, block_size, &args.policy);
+    config.mode = proto::ServerMode::Demo;
+    config.mode_detail = format!("scenario {} ({}), {workers} worker(s): {}", scenario.name(), release.name(), scenario.describe());
+    config.record = args.record.map(|p| (p, command_line()));
+    let app = match App::start(config, Feed::Live).await {
+        Ok(app) => app,
+        Err(e) => return failure(&e),
+    };
+    // Start publishing once every source is subscribed, so the dashboard starts near seq 0
+    // (a PUB drops what it sends before a subscription arrives).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < deadline {
+        let connected = (0..workers).all(|w| {
+            app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source: format!("{w}:0") }).get() == 1
+        });
+        if connected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fleet.start();
+    announce(
+        &app,
+        &args.server,
+        &format!(
+            "demo: scenario {} ({} layout), {workers} worker(s) at {} batch/s, block size {block_size}, policies {} vs {}",
+            scenario.name(),
+            release.name(),
+            args.rate,
+            args.policy.policy_a.name,
+            args.policy.policy.name
+        ),
+    );
+    wait_for_ctrl_c().await;
+    drop(fleet);
+    stop(app).await
+}
+
+pub(super) async fn record(args: RecordArgs) -> ExitCode {
+    let sources = match args.sources.sources() {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    let planes = match args.plane.planes() {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
+    let config = AppConfig {
+        sources,
+        planes,
+        mode: proto::ServerMode::Live,
+        mode_detail: String::new(),
+        block_size: 16,
+        policy_a: Policy::LEGACY,
+        policy_b: Policy::FIXED,
+        listen: None,
+        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0, loopback_listener: true },
+        history_bytes: 0,
+        client_queue_bytes: 0,
+        record: Some((args.out.clone(), command_line())),
+        intake: IntakeOptions { stream: args.stream.options(), ..IntakeOptions::default() },
+    };
+    let app = match App::start(config, Feed::Live).await {
+        Ok(app) => app,
+        Err(e) => return failure(&e),
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "recording to {}", args.out.display());
+        let _ = out.flush();
+    }
+    match args.duration {
+        Some(d) => {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = wait_for_ctrl_c() => {}
+            }
+        }
+        None => wait_for_ctrl_c().await,
+    }
+    match app.stop().await {
+        Ok((summaries, written)) => {
+            let mut out = std::io::stdout().lock();
+            for s in summaries {
+                let c = s.counters;
+                let _ = writeln!(
+                    out,
+                    "{}: {} frames, {} frame errors, {} gaps ({} frames lost), {} restarts",
+                    s.key, c.frames, c.frame_errors, c.gaps, c.lost_frames, c.restarts
+                );
+            }
+            if let Some(w) = written {
+                let _ = writeln!(out, "wrote {} records ({} bytes) to {}", w.records, w.bytes, args.out.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => failure(&e),
+    }
+}
+
+pub(super) async fn replay(args: ReplayArgs) -> ExitCode {
+    if let Err(e) = args.server.check() {
+        return usage(&e);
+    }
+    let header = match crate::capture::open(&args.file) {
+        Ok(r) => r.header().clone(),
+        Err(e) => return failure(&e),
+    };
+    let num_engines = header.sources.iter().take_while(|s| s.kind == proto::SourceKind::Engine).count();
+    let planes: Option<Vec<_>> = header.sources[num_engines..].iter().map(crate::plane::PlaneSource::from_info).collect();
+    let Some(planes) = planes else {
+        return failure(&format!(
+            "{}: the header lists an engine source after an event-plane source, or an event plane kvscope cannot read; \
+             this build writes engines first",
+            args.file.display()
+        ));
+    };
+    let sources: Vec<Source> = header.sources[..num_engines]
+        .iter()
+        .map(|s| Source {
+            worker_id: s.worker_id.clone(),
+            dp_rank: s.dp_rank,
+            endpoint: s.endpoint.clone(),
+            replay_endpoint: s.replay_endpoint.clone(),
+        })
+        .collect();
+    let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
+    config.planes = planes;
+    config.mode = proto::ServerMode::Replay;
+    config.mode_detail = format!(
+        "{} at {}",
+        args.file.display(),
+        args.speed.0.map_or("max speed".to_owned(), |s| format!("{s}x"))
+    );
+    let app = match App::start(config, Feed::File { path: args.file.clone(), speed: args.speed.0 }).await {
+        Ok(app) => app,
+        Err(e) => return failure(&e),
+    };
+    announce(&app, &args.server, &format!("replay: {}", args.file.display()));
+    wait_for_ctrl_c().await;
+    stop(app).await
+}
+
+pub(super) async fn publish(args: PublishArgs) -> ExitCode {
+    let opts = crate::publish::PublishOptions {
+        file: args.file,
+        bind: args.bind,
+        replay_bind: args.replay_bind,
+        speed: args.speed.0,
+        wait_subscribers: args.wait_subscribers,
+        source: args.source,
+        replay_topic: args.replay_framing == 3,
+        exit_when_done: args.exit_when_done,
+    };
+    let mut out = std::io::stdout();
+    match crate::publish::run(opts, &mut out).await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) if e.starts_with("--") => usage(&e),
+        Err(e) => failure(&e),
+    }
+}
+
+pub(super) fn check(args: CheckArgs) -> ExitCode {
+    let report = match crate::check::check(&args.file, args.block_size, args.policy, args.stream.options()) {
+        Ok(r) => r,
+        Err(e) => return failure(&e),
+    };
+    if let Some(t) = &report.truncation {
+        eprintln!("warning: {t}");
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        match serde_json::to_string_pretty(&report.json) {
+            Ok(json) => {
+                let _ = writeln!(out, "{json}");
+            }
+            Err(e) => return failure(&format!("check --json: {e}")),
+        }
+    } else {
+        let _ = write!(out, "{}", report.table);
+    }
+    let _ = out.flush();
+    if report.fatal { ExitCode::from(EXIT_FATAL) } else { ExitCode::SUCCESS }
+}
+
+pub(super) fn rules(args: RulesArgs) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{}", crate::rules::table(&args.policy));
+    let _ = out.flush();
+    ExitCode::SUCCESS
+}
