@@ -142,6 +142,7 @@ impl Model {
                 FrameBody::Malformed { frames, error } => {
                     self.apply_malformed(f.source, f.recv_time_nanos, f.replayed, frames, error)
                 }
+                FrameBody::Plane { frames } => self.apply_plane_frames(f.source, f.recv_time_nanos, frames),
             }
         }
         self.rate = RateMeter::default();

@@ -26,6 +26,7 @@ pub mod policy_run;
 pub mod rate;
 pub mod summary;
 mod retention;
+pub mod router;
 pub mod settings;
 pub mod timeline;
 pub mod trees;
@@ -185,6 +186,9 @@ impl SeqTrack {
 pub struct Source {
     pub index: u32,
     pub key: String,
+    /// An engine, or Dynamo's event plane (what the router receives).
+    pub kind: proto::SourceKind,
+    pub event_plane: Option<proto::EventPlaneInfo>,
     pub worker_id: String,
     pub dp_rank: u32,
     pub endpoint: String,
@@ -211,12 +215,12 @@ impl Source {
         proto::SourceInfo {
             index: self.index,
             key: self.key.clone(),
+            kind: self.kind,
+            event_plane: self.event_plane.clone(),
             worker_id: self.worker_id.clone(),
             dp_rank: self.dp_rank,
             endpoint: self.endpoint.clone(),
             replay_endpoint: None,
-            kind: proto::SourceKind::Engine,
-            event_plane: None,
         }
     }
 
@@ -224,6 +228,8 @@ impl Source {
         Source {
             index: info.index,
             key: info.key.clone(),
+            kind: info.kind,
+            event_plane: info.event_plane.clone(),
             worker_id: info.worker_id.clone(),
             dp_rank: info.dp_rank,
             endpoint: info.endpoint.clone(),
@@ -321,6 +327,8 @@ pub struct Model {
     differences: BTreeMap<(ClassCode, ClassCode), Difference>,
     /// Per policy, where the fleet's indexer stops ([`IndexerExit`]).
     exits: [Option<IndexerExit>; 2],
+    /// The router's side, when some source is Dynamo's event plane.
+    router: Option<router::RouterSide>,
 }
 
 impl Model {
@@ -358,7 +366,18 @@ impl Model {
             dirty: true,
             differences: BTreeMap::new(),
             exits: [None, None],
+            router: None,
         }
+    }
+
+    /// The router's side (reconciliation with Dynamo's event plane), when there is one.
+    pub fn router(&self) -> Option<&router::RouterSide> {
+        self.router.as_ref()
+    }
+
+    /// The engine sources (event-plane sources are the router's side, not workers).
+    pub fn engine_sources(&self) -> impl Iterator<Item = &Source> {
+        self.sources.iter().filter(|s| s.kind == proto::SourceKind::Engine)
     }
 
     /// When the fleet's indexer exits under `side`, in the timeline's milliseconds.
@@ -447,6 +466,7 @@ impl Model {
             self.ensure_source(info.index);
             self.sources[info.index as usize] = Source::new(info);
         }
+        self.router = router::RouterSide::for_sources(sources, kvscope_normalize::Policy::DYNAMO_1_6_1, self.config.block_size);
     }
 
     fn ensure_source(&mut self, index: u32) {
@@ -455,12 +475,12 @@ impl Model {
             self.sources.push(Source::new(&proto::SourceInfo {
                 index: i,
                 key: format!("source {i}"),
+                kind: proto::SourceKind::Engine,
+                event_plane: None,
                 worker_id: i.to_string(),
                 dp_rank: 0,
                 endpoint: String::new(),
                 replay_endpoint: None,
-                kind: proto::SourceKind::Engine,
-                event_plane: None,
             }));
             self.lanes.push(Lane::default());
             self.dirty = true;
@@ -550,6 +570,9 @@ impl Model {
     /// Applies one capture record (raw ZMQ frames).
     pub fn apply_record(&mut self, record: proto::capture::CaptureRecord, now_ms: f64) {
         let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
+        if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::EventPlane) {
+            return self.apply_plane_frames(record.source, record.recv_time_nanos, frames);
+        }
         match kvscope_wire::frame::parse_live(&frames) {
             Ok(msg) => {
                 let (topic, seq, payload) = (msg.topic.to_vec(), msg.seq, msg.payload.to_vec());
@@ -603,6 +626,9 @@ impl Model {
         now_ms: f64,
     ) {
         self.ensure_source(source);
+        if self.sources[source as usize].kind == proto::SourceKind::EventPlane {
+            return self.apply_plane_frames(source, recv_time_nanos, vec![topic, payload]);
+        }
         if payload.len() > self.config.max_frame_bytes {
             // Refused before decoding (the server does the same with --max-frame-bytes); only
             // the frame's topic and seq are kept, not its bytes.
@@ -640,7 +666,44 @@ impl Model {
             src.dirty = true;
         }
         let n = self.classify_frame(&mut frame);
+        if let (Some(router), Some(payload)) = (&mut self.router, frame.payload()) {
+            let t0 = self.t0_nanos.unwrap_or(recv_time_nanos);
+            let time_ms = recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
+            router.push_engine(source, seq, payload, time_ms, frame.first_event);
+        }
         self.rate.add(now_ms, n as u64);
+        self.retain(frame);
+        self.dirty = true;
+    }
+
+    /// One event-plane message (`[subject, envelope]` live, or the frames as recorded): counted
+    /// on its source, retained (so a re-classification reconciles it again) and handed to the
+    /// router's side.
+    pub(super) fn apply_plane_frames(&mut self, source: u32, recv_time_nanos: u64, frames: Vec<Vec<u8>>) {
+        let src = &mut self.sources[source as usize];
+        src.frames += 1;
+        src.payload_bytes += frames.iter().map(|f| f.len() as u64).sum::<u64>();
+        src.dirty = true;
+        if let Some(router) = &mut self.router {
+            let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            router.push_plane(&refs);
+            if let Some(e) = &router.last_plane_error {
+                src.last_error = Some(e.clone());
+            }
+        }
+        let id = self.next_frame_id;
+        self.next_frame_id += 1;
+        let frame = RetainedFrame {
+            id,
+            source,
+            seq: 0,
+            recv_time_nanos,
+            replayed: false,
+            body: FrameBody::Plane { frames },
+            first_event: self.next_event_id,
+            num_events: 0,
+            decode_error: None,
+        };
         self.retain(frame);
         self.dirty = true;
     }

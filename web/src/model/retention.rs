@@ -18,6 +18,8 @@ pub enum FrameBody {
     Message { topic: Vec<u8>, payload: Vec<u8> },
     /// A message that was not shaped like an engine's; its frames as received.
     Malformed { frames: Vec<Vec<u8>>, error: String },
+    /// An event-plane message: `[subject, envelope]`, or the frames as recorded.
+    Plane { frames: Vec<Vec<u8>> },
 }
 
 /// A frame kept for the inspector, for re-classification and for download.
@@ -41,6 +43,7 @@ impl RetainedFrame {
         let body = match &self.body {
             FrameBody::Message { topic, payload } => topic.len() + payload.len(),
             FrameBody::Malformed { frames, error } => frames.iter().map(Vec::len).sum::<usize>() + error.len(),
+            FrameBody::Plane { frames } => frames.iter().map(Vec::len).sum::<usize>(),
         };
         FRAME_OVERHEAD_BYTES + body + self.num_events as usize * EVENT_OVERHEAD_BYTES
     }
@@ -48,7 +51,7 @@ impl RetainedFrame {
     pub fn payload(&self) -> Option<&[u8]> {
         match &self.body {
             FrameBody::Message { payload, .. } => Some(payload),
-            FrameBody::Malformed { .. } => None,
+            FrameBody::Malformed { .. } | FrameBody::Plane { .. } => None,
         }
     }
 }
@@ -124,6 +127,9 @@ impl Model {
             self.first_event_id = first_kept_event;
             for lane in &mut self.lanes {
                 lane.evict_below(first_kept_event);
+            }
+            if let Some(r) = &mut self.router {
+                r.evict_below(first_kept_event);
             }
         }
     }

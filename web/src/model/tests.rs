@@ -5,7 +5,7 @@ use kvscope_protocol as proto;
 
 use super::*;
 
-fn source_info(i: u32) -> proto::SourceInfo {
+pub(crate) fn source_info(i: u32) -> proto::SourceInfo {
     proto::SourceInfo {
         index: i,
         key: format!("{i}:0"),

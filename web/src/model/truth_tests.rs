@@ -218,3 +218,98 @@ fn choosing_whose_trees_to_show_reclassifies_nothing() {
     assert_eq!(m.first_event_id, first);
     assert_eq!(m.sources()[0].counts(Side::A).events, before);
 }
+
+/// A hello naming engine worker 42 and one NATS event-plane source, as a server with
+/// `--event-plane` sends it.
+fn plane_hello() -> proto::Message {
+    let mut engine = super::tests::source_info(0);
+    engine.worker_id = kvscope_corpus::dynamo_plane::WORKER_ID.to_string();
+    engine.key = format!("{}:0", engine.worker_id);
+    let plane = proto::SourceInfo {
+        index: 1,
+        key: "plane:nats://127.0.0.1:4222".into(),
+        kind: proto::SourceKind::EventPlane,
+        event_plane: Some(proto::EventPlaneInfo { url: "nats://127.0.0.1:4222".into(), subject: Some("namespace.>".into()) }),
+        worker_id: String::new(),
+        dp_rank: 0,
+        endpoint: "nats://127.0.0.1:4222".into(),
+        replay_endpoint: None,
+    };
+    let proto::Message::Hello(mut h) = hello(1, kvscope_corpus::dynamo_plane::KV_BLOCK_SIZE) else { unreachable!() };
+    h.sources = vec![engine, plane];
+    proto::Message::Hello(h)
+}
+
+#[test]
+fn the_router_side_reconciles_dynamos_own_relay_bytes() {
+    let tag = "nats_map_media";
+    let mut m = Model::new(config(kvscope_corpus::dynamo_plane::KV_BLOCK_SIZE));
+    m.apply_message(plane_hello(), 0.0);
+    for (i, b) in kvscope_corpus::dynamo_plane::sent(tag).unwrap().into_iter().enumerate() {
+        m.apply_message(frame(0, b.seq, b.payload.clone()), 0.0);
+        let _ = i;
+    }
+    for (i, msg) in kvscope_corpus::dynamo_plane::messages(tag).unwrap().into_iter().enumerate() {
+        m.apply_message(
+            proto::Message::Frame(proto::Frame {
+                source: 1,
+                seq: i as u64,
+                recv_time_nanos: 2_000_000_000 + i as u64,
+                replayed: false,
+                topic: b"namespace.probe.component.backend.endpoint.generate.kv-events".to_vec(),
+                payload: msg.to_vec(),
+            }),
+            0.0,
+        );
+    }
+    let router = m.router().expect("an event-plane source makes a router side");
+    let report = router.report();
+    let s = router.source_report(&report, 0).expect("worker 42 is reconciled");
+    let c = &s.router;
+    assert!(c.expected > 0);
+    assert_eq!((c.matched, c.received), (c.expected, c.expected), "{c:?}");
+    assert_eq!((c.missing, c.unexpected, c.mismatched), (0, 0, 0));
+    assert_eq!(c.dropped_by_policy.get(&VerdictLabel::UnknownMedium), Some(&5));
+    assert_eq!(c.dropped_by_policy.get(&VerdictLabel::BatchDecodeRejected), Some(&1));
+    // The event plane is not a worker: no cards, no lanes of verdicts for it.
+    assert_eq!(m.engine_sources().count(), 1);
+    assert_eq!(m.source(1).unwrap().frames as usize, kvscope_corpus::dynamo_plane::messages(tag).unwrap().len());
+    assert_eq!(m.source(1).unwrap().counts(Side::A).events, 0);
+    // The router lane marks every engine event, the drops by their rule.
+    let lane = router.lane(0).unwrap();
+    let drops = lane.mark.iter().filter(|k| matches!(k, super::router::RelayMark::Drops(_))).count() as u64;
+    assert_eq!(drops, c.dropped_by_policy.values().sum::<u64>());
+    let lines = crate::views::router::headline_lines(&m);
+    assert!(lines.iter().any(|l| l.starts_with("dynamo-1.6.1's relay dropped 5 events of 42:0 (unknown_medium)")), "{lines:?}");
+    // A re-classification reconciles the retained plane frames again.
+    m.reconfigure(Config { block_size: 16, policy_a: "fixed".into(), ..m.config().clone() });
+    let again = m.router().unwrap().report();
+    assert_eq!(again.sources[0].router.matched, c.matched);
+}
+
+#[test]
+fn the_inspector_shows_what_an_engine_event_became_on_the_event_plane() {
+    let tag = "nats_map_media";
+    let mut m = Model::new(config(kvscope_corpus::dynamo_plane::KV_BLOCK_SIZE));
+    m.apply_message(plane_hello(), 0.0);
+    for b in kvscope_corpus::dynamo_plane::sent(tag).unwrap() {
+        m.apply_message(frame(0, b.seq, b.payload.clone()), 0.0);
+    }
+    let (mut published, mut dropped) = (0, 0);
+    for id in m.first_event_id..m.next_event_id {
+        let d = m.router_detail(id).expect("every engine event has a router view");
+        match (&d.published, &d.dropped) {
+            (Some(e), None) => {
+                published += 1;
+                assert!(super::router::describe(e).contains("worker 42"));
+            }
+            (None, Some((label, sentence))) => {
+                dropped += 1;
+                assert!(matches!(label, VerdictLabel::UnknownMedium | VerdictLabel::BatchDecodeRejected), "{label}");
+                assert!(!sentence.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(published > 0 && dropped == 6, "{published} {dropped}");
+}

@@ -9,6 +9,7 @@ use crate::views::fleet_bar::FleetBar;
 use crate::views::headline::Headline;
 use crate::views::indexer_log::IndexerLog;
 use crate::views::inspector::Inspector;
+use crate::views::router::EventPlanes;
 use crate::views::rules_help::RulesHelp;
 use crate::views::tier_tree::TierTree;
 use crate::views::timeline::Timeline;
@@ -70,6 +71,7 @@ pub fn Dashboard() -> impl IntoView {
             <DataQuality />
             <Headline />
             <WorkerCards />
+            <EventPlanes />
             <Timeline />
             <div class="two-col">
                 <Inspector />

@@ -109,6 +109,32 @@ pub fn Inspector() -> impl IntoView {
         fleet.with_model(|m| m.event_detail(id).map(std::sync::Arc::new))
     });
     let payload_lines = Signal::derive(move || detail.with(|d| d.as_ref().map_or(0, |d| d.payload.len().div_ceil(16))));
+    // The engine event beside the RouterEvent it became on the event plane, or the rule that
+    // dropped it (only with an event plane).
+    let router = move || {
+        fleet.track();
+        let id = fleet.selected.get()?;
+        let r = fleet.with_model(|m| m.router_detail(id))?;
+        let became = match (&r.published, &r.dropped) {
+            (Some(e), _) => format!("became: {}", crate::model::router::describe(e)),
+            (None, Some((label, sentence))) => format!("became nothing: {}'s relay drops it ({label}): {sentence}", r.policy),
+            (None, None) => "became nothing".to_owned(),
+        };
+        let arrived = match (&r.difference, &r.published) {
+            (Some(d), _) => format!("on the event plane: {d}"),
+            (None, Some(_)) => "on the event plane: no difference recorded for it".to_owned(),
+            (None, None) => "on the event plane: nothing expected".to_owned(),
+        };
+        let received = r.received.as_ref().map(|e| format!("arrived instead: {}", crate::model::router::describe(e)));
+        Some(view! {
+            <div class="router-detail" data-testid="inspector-router">
+                <h3><span class="side side-r">"R"</span>{format!(" The router's side ({}'s relay)", r.policy)}</h3>
+                <p data-testid="inspector-router-became">{became}</p>
+                <p>{arrived}</p>
+                {received.map(|t| view! { <p>{t}</p> })}
+            </div>
+        })
+    };
     view! {
         <section id="inspector" class="inspector" aria-labelledby="inspector-title" data-testid="inspector" tabindex="-1">
             <h2 id="inspector-title">"Event inspector"</h2>
@@ -139,6 +165,7 @@ pub fn Inspector() -> impl IntoView {
                                 })
                                 .collect_view()}
                         </div>
+                        {router}
                         <table class="fields" data-testid="inspector-fields">
                             {fields(&d)
                                 .into_iter()

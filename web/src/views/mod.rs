@@ -8,6 +8,7 @@ pub mod fleet_bar;
 pub mod headline;
 pub mod indexer_log;
 pub mod inspector;
+pub mod router;
 pub mod rules_help;
 pub mod tier_tree;
 pub mod timeline;

@@ -22,13 +22,18 @@ const LANE_MIN_PX: f64 = 8.0;
 const AXIS_PX: f64 = 20.0;
 const LABEL_PX: f64 = 0.0;
 
+/// Rows per lane: A and B, and the router's when there is an event plane.
+fn rows_per_lane(m: &Model) -> f64 {
+    if m.router().is_some() { 3.0 } else { 2.0 }
+}
+
 fn lane_px(lanes: usize) -> f64 {
     (420.0 / lanes.max(1) as f64).clamp(LANE_MIN_PX, LANE_MAX_PX)
 }
 
 /// Source indices shown, in order (the worker filter applies).
 fn shown_lanes(m: &Model, filter: &str) -> Vec<u32> {
-    m.sources().iter().filter(|s| filter.is_empty() || s.key.contains(filter)).map(|s| s.index).collect()
+    m.engine_sources().filter(|s| filter.is_empty() || s.key.contains(filter)).map(|s| s.index).collect()
 }
 
 /// The visible window: the URL's, or everything retained.
@@ -96,9 +101,9 @@ pub fn draw(
         ctx.set_fill_style_str(if row % 2 == 0 { "#161b22" } else { "#11161d" });
         ctx.fill_rect(LABEL_PX, y, css_w, lane_h);
         let Some(lane) = m.lanes().get(src as usize) else { continue };
-        // Upper half: policy A; lower half: policy B, so a fatal under A sits right above the
-        // skip B made of the same event.
-        let half = lane_h / 2.0;
+        // Upper part: policy A; then policy B, so a fatal under A sits right above the skip B
+        // made of the same event; with an event plane, the router's row below them.
+        let half = lane_h / rows_per_lane(m);
         for (k, policy_b) in [(0.0, false), (1.0, true)] {
             let top = y + k * half;
             let cols = columns(lane, classes, t0, t1, width_px, policy_b, show);
@@ -115,6 +120,39 @@ pub fn draw(
                 rects += 1;
             }
         }
+        if let Some(router) = m.router() {
+            let top = y + 2.0 * half;
+            if let Some(rl) = router.lane(src) {
+                let cols = crate::model::router::router_columns(rl, t0, t1, width_px);
+                for (x, v) in cols.iter().enumerate() {
+                    match v {
+                        1 => {
+                            ctx.set_fill_style_str("#3b434d");
+                            ctx.fill_rect(LABEL_PX + x as f64, top + half / 2.0 - 0.5, 1.0, 1.0);
+                        }
+                        2 => {
+                            ctx.set_fill_style_str(crate::model::classes::OTHER_SKIP);
+                            ctx.fill_rect(LABEL_PX + x as f64, top + 0.5, 1.0, half - 1.0);
+                        }
+                        _ => continue,
+                    }
+                    rects += 1;
+                }
+            }
+            // The reconciliation's differences (the first ones kept): where the router's view
+            // departs from what the relay should have published.
+            let report = router.report();
+            if let Some(sr) = router.source_report(&report, src) {
+                ctx.set_fill_style_str("#e6edf3");
+                for d in &sr.differences {
+                    let Some(origin) = d.origin else { continue };
+                    let Some(t) = router.lane(src).and_then(|rl| rl.time_of(origin.seq, origin.event_index)) else { continue };
+                    let x = LABEL_PX + (t - t0) * width_px as f64 / (t1 - t0);
+                    ctx.fill_rect(x - 1.0, top, 3.0, half);
+                    rects += 1;
+                }
+            }
+        }
         ctx.set_fill_style_str("#0d1117");
         ctx.fill_rect(LABEL_PX, y + lane_h - 1.0, css_w, 1.0);
     }
@@ -127,7 +165,7 @@ pub fn draw(
         if x > css_w {
             continue;
         }
-        let half = lane_h / 2.0;
+        let half = lane_h / rows_per_lane(m);
         ctx.set_fill_style_str("rgba(13, 17, 23, 0.55)");
         for row in 0..lanes.len() {
             let y = row as f64 * lane_h + k * half;
@@ -278,7 +316,7 @@ pub fn Timeline() -> impl IntoView {
             let lanes = shown_lanes(m, &filter);
             let lane_h = lane_px(lanes.len());
             let row = (y / lane_h).floor();
-            let side = if y - row * lane_h < lane_h / 2.0 { Side::A } else { Side::B };
+            let side = if y - row * lane_h < lane_h / rows_per_lane(m) { Side::A } else { Side::B };
             if row < 0.0 || x < 0.0 || width <= 0.0 {
                 return None;
             }
@@ -447,7 +485,9 @@ pub fn Timeline() -> impl IntoView {
                     view! {
                         <li style:height=format!("{h}px")>
                             <span class="lane-key">{key}</span>
-                            <span class="lane-ab" style:line-height=format!("{}px", h / 2.0)>"A"<br />"B"</span>
+                            <span class="lane-ab" style:line-height=format!("{}px", h / rows_per_lane(m))>
+                                "A"<br />"B"{m.router().is_some().then(|| view! { <br />"R" })}
+                            </span>
                         </li>
                     }
                 })

@@ -156,6 +156,7 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
                     {disagree.map(|d| view! { <p class="badge" data-testid="disagree">{d}</p> })}
                     {fatal_line("a", &pa, fatal_a)}
                     {fatal_line("b", &pb, fatal_b)}
+                    {crate::views::router::card_row(m, index)}
                     <table class="tiers">
                         <caption>{format!("Blocks held per tier (trees built by policy {})", tree_policy)}</caption>
                         <tr>
