@@ -108,6 +108,10 @@ pub fn Headline() -> impl IntoView {
                                 data-state=state
                                 data-completeness=s.completeness.key()
                                 data-allclear=s.all_clear().to_string()
+                                data-exit-source=s.exit.as_ref().map(|e| e.source.clone())
+                                data-exit-seq=s.exit.as_ref().map(|e| e.seq.to_string())
+                                data-crashloop=s.exit.as_ref().map(|_| s.crashloop.iter().map(|c| c.1).sum::<u64>().to_string())
+                                data-never-indexed=s.exit.as_ref().map(|_| s.never_indexed.to_string())
                             >
                                 <p class="verdict-line">
                                     <span class=format!("side side-{}", side.as_str())>
