@@ -51,6 +51,8 @@ pub struct PolicySummary {
     pub notable_skips: Vec<(VerdictLabel, String, u64)>,
     /// (label, events) of routine filtering, each label apart.
     pub filtered: Vec<(VerdictLabel, u64)>,
+    /// Policy B only: events it files on another tier than policy A does (from, to, events).
+    pub moved: Vec<(TierShown, TierShown, u64)>,
     /// Events applied, and per tier.
     pub applied: u64,
     pub applied_tiers: String,
@@ -127,6 +129,7 @@ impl Model {
             fatal: fatal.into_iter().map(|(l, (t, n))| (l, tiers_text(&t), n)).collect(),
             notable_skips: skips.into_iter().map(|(l, (t, n))| (l, tiers_text(&t), n)).collect(),
             filtered: filtered.into_iter().collect(),
+            moved: if side == Side::B { self.moved_between_tiers() } else { Vec::new() },
             applied,
             applied_tiers: applied_tiers.iter().map(|(t, n)| format!("{} on {t}", thousands(*n))).collect::<Vec<_>>().join(", "),
         }
@@ -205,6 +208,9 @@ impl PolicySummary {
         for (label, tiers, n) in &self.notable_skips {
             let on = if tiers.is_empty() { String::new() } else { format!(" (on {tiers})") };
             out.push(format!("{}{on}: the router never indexes these. {}", label.summary(*n), rule_sentence(*label)));
+        }
+        for (from, to, n) in &self.moved {
+            out.push(format!("{} events filed on {to} where policy A files them on {from}", thousands(*n)));
         }
         if self.applied > 0 {
             out.push(format!("{} events applied: {}", thousands(self.applied), self.applied_tiers));

@@ -313,3 +313,15 @@ fn the_inspector_shows_what_an_engine_event_became_on_the_event_plane() {
     }
     assert!(published > 0 && dropped == 6, "{published} {dropped}");
 }
+
+#[test]
+fn policy_b_says_what_it_moves_between_tiers() {
+    let m = loaded(1536);
+    let b = m.policy_summary(Side::B);
+    assert_eq!(b.moved, m.moved_between_tiers());
+    let details = b.detail_lines().join("\n");
+    for (from, to, n) in &b.moved {
+        assert!(details.contains(&format!("{} events filed on {to} where policy A files them on {from}", crate::views::thousands(*n))), "{details}");
+    }
+    assert!(m.policy_summary(Side::A).moved.is_empty());
+}

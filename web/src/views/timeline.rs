@@ -460,8 +460,8 @@ pub fn Timeline() -> impl IntoView {
                 .collect();
             // Five blues in a row say nothing: applied classes share one legend entry per tier
             // colour, and the legend says what a dim line means.
-            present.dedup_by(|x, y| x.3 == y.3 && x.0 == 1 && y.0 == 1);
             present.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
+            present.dedup_by(|x, y| x.3 == y.3 && x.0 == 1 && y.0 == 1);
             present
                 .into_iter()
                 .map(|(_, _, name, colour)| {
