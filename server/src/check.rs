@@ -16,6 +16,7 @@ use kvscope_protocol as proto;
 use crate::app::AnyPipeline;
 use crate::capture;
 use crate::classify::Classifier;
+use crate::exit::{FleetExit, Totals};
 use crate::plane::PlanePipeline;
 use crate::stream::{NoOutput, Pipeline, StreamOptions};
 
@@ -61,12 +62,18 @@ pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOption
         })
         .collect();
     let mut stray = 0u64;
+    let mut fleet_exit = FleetExit::default();
     while let Some(record) = reader.next_record().map_err(|e| e.with_path(&path.display().to_string()).to_string())? {
         let frames: Vec<Bytes> = record.frames.into_iter().map(|f| Bytes::from(f.into_vec())).collect();
-        match pipelines.get_mut(record.source as usize) {
-            Some(p) => p.capture_record(frames, record.recv_time_nanos, record.replayed),
-            None => stray += 1,
-        }
+        let i = record.source as usize;
+        let Some(p) = pipelines.get_mut(i) else {
+            stray += 1;
+            continue;
+        };
+        let before = totals_of(p);
+        p.capture_record(frames, record.recv_time_nanos, record.replayed);
+        let after = totals_of(p);
+        fleet_exit.record(i, record.recv_time_nanos, before, after, || pipelines.iter().map(totals_of).collect());
     }
     if stray > 0 {
         return Err(format!(
@@ -203,6 +210,23 @@ pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOption
             plane["restarts"],
         ));
     }
+    let keys: Vec<String> = infos.iter().map(|i| i.key.clone()).collect();
+    let finals: Vec<Totals> = pipelines.iter().map(totals_of).collect();
+    let fleet = fleet_exit.to_json(&keys, &finals, |i| {
+        let AnyPipeline::Engine(p) = pipelines.get(i)? else { return None };
+        let (normalizer, id) = p.classifier()?.normalizer(0);
+        normalizer.counters(id).first_fatal.as_ref().map(|l| (l.seq, l.event_index, l.text.clone()))
+    });
+    if let Some(first) = fleet["first_fatal"].as_object() {
+        table.push_str(&format!(
+            "the router's indexer (one for every source) exits at {} seq {} ({}); {} later events would stop a restarted one again, {} events arrive after it\n",
+            first["source"].as_str().unwrap_or("?"),
+            first["seq"],
+            first["utc"].as_str().unwrap_or("?"),
+            fleet["fatal_after_first_fatal"],
+            fleet["events_after_first_fatal"],
+        ));
+    }
     let json = json!({
         "file": path.display().to_string(),
         "block_size": block_size,
@@ -210,9 +234,19 @@ pub fn check(path: &Path, block_size: u32, policy: Policy, options: StreamOption
         "sources": Value::Array(sources),
         "event_planes": Value::Array(planes),
         "totals": Value::Object(totals),
+        "fleet": fleet,
         "truncated": truncation,
     });
     Ok(Report { json, fatal: any_fatal, table, truncation })
+}
+
+/// An engine source's running event and fatal totals (zero for an event plane).
+fn totals_of(p: &AnyPipeline<NoOutput>) -> Totals {
+    let AnyPipeline::Engine(p) = p else { return Totals::default() };
+    let Some(c) = p.classifier() else { return Totals::default() };
+    let (normalizer, id) = c.normalizer(0);
+    let counters = normalizer.counters(id);
+    Totals { events: counters.total_events(), fatal: counters.fatal_count }
 }
 
 /// An event-plane source's counters (what arrived, per publisher gaps, undecodable envelopes).

@@ -27,6 +27,7 @@ pub mod check;
 pub mod classify;
 pub mod cli;
 pub mod demo;
+pub mod exit;
 pub mod http;
 pub mod intake;
 pub mod metrics;

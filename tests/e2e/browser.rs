@@ -65,6 +65,45 @@ async fn assert_page_equals_check(b: &Browser, capture: &std::path::Path) {
     assert!(fixed["totals"]["skipped"]["offload_block_size_mismatch"].as_u64().unwrap_or(0) > 0);
 }
 
+/// The headline's exit under policy A (legacy), as the page's hooks carry it.
+async fn headline_exit(b: &Browser) -> Value {
+    b.js("const s = document.querySelector('[data-testid=\"summary-a\"]'); \
+          return {source: s.dataset.exitSource || null, seq: s.dataset.exitSeq ? Number(s.dataset.exitSeq) : null, \
+                  crashloop: s.dataset.crashloop ? Number(s.dataset.crashloop) : null, \
+                  never: s.dataset.neverIndexed ? Number(s.dataset.neverIndexed) : null, \
+                  line: s.querySelector('[data-testid=\"verdict-line\"]').textContent};")
+        .await
+}
+
+/// The headline says where the router's one indexer exits, as `check --json` does: the source and
+/// seq of the first fatal event fleet-wide, the crashloop after it, and (when the page received
+/// the frames in the capture's order) the events it never sees. `same_order` is false for a live
+/// server, whose recorder and relay may order two sources' simultaneous frames differently: then
+/// the exit must be that source's own first fatal, and the crashloop (every later fatal event) the
+/// same.
+async fn assert_headline_matches_check(b: &Browser, legacy: &Value, same_order: bool) {
+    let page = headline_exit(b).await;
+    let fleet = &legacy["fleet"];
+    let first = &fleet["first_fatal"];
+    assert!(first.is_object(), "check --json names the fleet's first fatal: {fleet}");
+    let line = page["line"].as_str().unwrap_or_default();
+    assert!(line.starts_with("legacy: the router's indexer EXITS at "), "{line}");
+    assert_eq!(page["crashloop"], fleet["fatal_after_first_fatal"], "crashloop: page {page} vs check {fleet}");
+    let source = page["source"].as_str().expect("the page names the exit's source");
+    let own_first = legacy["sources"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["key"] == source))
+        .map(|s| s["fatal"]["first_seq"].clone())
+        .expect("the exit's source is in check --json");
+    assert_eq!(page["seq"], own_first, "the exit is {source}'s first fatal");
+    if same_order {
+        assert_eq!(page["source"], first["source"], "page {page} vs check {first}");
+        assert_eq!(page["seq"], first["seq"]);
+        assert_eq!(page["never"], fleet["events_after_first_fatal"]);
+        assert!(line.contains(first["utc"].as_str().unwrap_or("?")), "{line} names {}", first["utc"]);
+    }
+}
+
 /// Screenshots of every view, after opening the first fatal event in the inspector.
 async fn screenshots(b: &Browser, prefix: &str) {
     b.screenshot(&format!("{prefix}-page")).await;
@@ -99,6 +138,7 @@ async fn replay_of_the_kimi_capture_matches_check_under_both_policies() {
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
     wait_for_frames(&b, expected, "every replayed frame on the cards").await;
     assert_page_equals_check(&b, &capture).await;
+    assert_headline_matches_check(&b, &check_json(&capture, BLOCK_SIZE, "legacy"), true).await;
 
     // The inspector: the first fatal event under A, with both rules.
     let _ = b.js("document.querySelector('[data-testid=\"next-fatal\"]').click(); return true;").await;
@@ -153,6 +193,7 @@ async fn demo_fleet_matches_check_on_its_own_recording() {
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
     wait_for_frames(&b, expected, "the demo's recorded frames on the cards").await;
     assert_page_equals_check(&b, &capture).await;
+    assert_headline_matches_check(&b, &check_json(&capture, BLOCK_SIZE, "legacy"), false).await;
     screenshots(&b, "demo").await;
     b.assert_no_errors().await;
     b.close().await;
@@ -227,10 +268,63 @@ async fn a_capture_opens_in_the_page_with_no_server() {
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
     wait_for_frames(&b, expected, "every frame of the capture").await;
     assert_page_equals_check(&b, &capture).await;
+    assert_headline_matches_check(&b, &check_json(&capture, BLOCK_SIZE, "legacy"), true).await;
+    let span = b.js("return document.querySelector('[data-testid=\"rate\"]').textContent").await;
+    assert!(span.as_str().unwrap_or_default().contains(" events over "), "a capture shows its span, not a rate: {span}");
     let conn = b.js("return document.querySelector('[data-testid=\"conn-state\"]').textContent").await;
     assert!(conn.as_str().unwrap_or_default().contains("not connected"), "no socket while a capture is shown: {conn}");
     screenshots(&b, "capture").await;
     b.assert_no_errors().await;
     b.close().await;
+    let _ = std::fs::remove_file(capture);
+}
+
+/// The incident view at 64 sources (`demo --workers 64`): one card per source, the headline
+/// consistent with `check --json`, the data-quality strip complete, the toolbar on one line;
+/// screenshots of every view go to the artefacts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_incident_view_at_64_sources() {
+    if !ready() {
+        return;
+    }
+    let capture = std::env::temp_dir().join(format!("kvscope-e2e-{}-fleet64.kvcap", std::process::id()));
+    let server = Server::start(
+        &["demo", "--workers", "64", "--rate", "10", "--batches", "30", "--record", capture.to_str().unwrap()],
+        free_port(),
+    )
+    .await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    b.wait_for(
+        "return document.querySelectorAll('[data-testid=\"worker-card\"]').length >= 64",
+        Duration::from_secs(60),
+        "64 worker cards",
+    )
+    .await;
+    let mut last = u64::MAX;
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = frames_shown(&b).await;
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let legacy = check_json(&capture, BLOCK_SIZE, "legacy");
+    wait_for_frames(&b, total_frames(&legacy), "the demo's recorded frames on the cards").await;
+    assert_headline_matches_check(&b, &legacy, false).await;
+    let strip = b.js("return document.querySelector('[data-testid=\"data-quality\"]').dataset.completeness").await;
+    assert_eq!(strip.as_str(), Some("complete"), "a loopback demo loses nothing");
+    // The toolbar stays on one line: one horizontal line crosses every item of the fleet bar.
+    let one_line = b
+        .js("const r = Array.from(document.querySelectorAll('.fleet-bar > *')).filter(e => e.offsetParent).map(e => e.getBoundingClientRect()); \
+             return Math.max(...r.map(x => x.top)) < Math.min(...r.map(x => x.bottom));")
+        .await;
+    assert_eq!(one_line.as_bool(), Some(true), "the fleet bar wrapped onto a second line");
+    screenshots(&b, "fleet64").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    drop(server);
     let _ = std::fs::remove_file(capture);
 }

@@ -191,10 +191,15 @@ async fn the_timeline_draws_both_policies_per_worker() {
     assert!(canvas.width() > 0 && canvas.height() > 0);
     let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").unwrap().unwrap().unchecked_into();
     let data = ctx.get_image_data(0.0, 0.0, canvas.width() as f64, canvas.height() as f64).unwrap().data();
-    // The fatal colour (legacy, cpu store fell back to device) and the offload-skip amber appear.
-    let has = |rgb: (u8, u8, u8)| data.chunks(4).any(|p| (p[0], p[1], p[2]) == rgb);
-    assert!(has((0xff, 0x2e, 0x97)), "a fatal mark under A");
-    assert!(has((0xff, 0xb0, 0x20)), "an offload skip under B");
+    // The fatal colour (legacy's exit marker and its first fatal mark) and the offload-skip
+    // orange appear, in the page's one palette.
+    let rgb = |hex: &str| {
+        let v = u32::from_str_radix(hex.trim_start_matches('#'), 16).unwrap();
+        ((v >> 16) as u8, (v >> 8) as u8, v as u8)
+    };
+    let has = |c: (u8, u8, u8)| data.chunks(4).any(|p| (p[0], p[1], p[2]) == c);
+    assert!(has(rgb(kvscope_web::model::classes::FATAL)), "a fatal mark under A");
+    assert!(has(rgb(kvscope_web::model::classes::OFFLOAD_SKIP)), "an offload skip under B");
     let legend = root.query_selector("[data-testid=\"timeline-legend\"]").unwrap().unwrap().text_content().unwrap();
     assert!(legend.contains("fatal block_size_mismatch on device (medium \"cpu\" fell back)"), "{legend}");
     assert!(legend.contains("skipped offload_block_size_mismatch on host_pinned"), "{legend}");
@@ -214,8 +219,9 @@ async fn the_inspector_shows_fields_bytes_and_both_rules() {
     assert!(rule_b.contains("12288 != 1536") && rule_b.contains("skip offload_block_size_mismatch"), "{rule_b}");
     let fields = text("[data-testid=\"inspector-fields\"]");
     assert!(fields.contains("\"cpu\"") && fields.contains("12288 tokens"), "{fields}");
-    let hex = text("[data-testid=\"inspector-hex\"]");
+    let hex = text("[data-testid=\"inspector-hex\"] pre");
     assert!(hex.starts_with("00000000  "), "{hex}");
+    assert!(text("[data-testid=\"inspector-hex\"] .hex-pager").contains("page 1 of "));
 }
 
 fn hostile_batch(n: u32) -> Vec<u8> {
@@ -253,4 +259,149 @@ async fn a_hostile_frame_is_classified_and_every_frame_after_it_counted() {
     }
     assert!(verdict_count(&c, "b", "skipped", "offload_block_size_mismatch") > 0, "frames after the hostile one were classified");
     assert!(root.query_selector("[data-testid=\"crashed\"]").unwrap().is_none());
+}
+
+// --- Completeness: never an all-clear over missing data -------------------------------------
+
+/// The headline's policy boxes and the data-quality strip: (completeness, all-clear) of each.
+fn truth(root: &web_sys::HtmlElement) -> (String, [(String, String); 2]) {
+    let attr = |el: &web_sys::Element, a: &str| el.get_attribute(a).unwrap_or_else(|| panic!("no {a} on {}", el.outer_html()));
+    let strip = root.query_selector("[data-testid=\"data-quality\"]").unwrap().expect("a data-quality strip");
+    let side = |s: &str| {
+        let el = root.query_selector(&format!("[data-testid=\"summary-{s}\"]")).unwrap().expect("a policy box");
+        (attr(&el, "data-completeness"), attr(&el, "data-allclear"))
+    };
+    (attr(&strip, "data-completeness"), [side("a"), side("b")])
+}
+
+fn shortfalls(root: &web_sys::HtmlElement) -> Vec<String> {
+    q(root, "[data-testid=\"data-quality\"] [data-shortfall]").iter().filter_map(|e| e.get_attribute("data-shortfall")).collect()
+}
+
+/// No element on the page reads as an all-clear, and the strip names `shortfall`.
+fn assert_no_all_clear(root: &web_sys::HtmlElement, completeness: &str, shortfall: &str) {
+    let (strip, sides) = truth(root);
+    assert_eq!(strip, completeness);
+    for (c, clear) in &sides {
+        assert_eq!(c, completeness);
+        assert_eq!(clear, "false", "a policy box reads as an all-clear over {completeness} data");
+    }
+    assert!(q(root, ".policy-summary.good").is_empty());
+    assert!(shortfalls(root).iter().any(|s| s == shortfall), "{:?}", shortfalls(root));
+    for line in q(root, "[data-testid=\"verdict-line\"]") {
+        let text = line.text_content().unwrap_or_default();
+        let want = if completeness == "unknown" { "Unknown" } else { "Incomplete data" };
+        assert!(text.starts_with(want), "{text}");
+    }
+}
+
+/// The incident's frames with `f` applied to each (worker, message index) first; `None` drops it.
+fn kimi_edited(f: impl Fn(u32, usize, proto::Frame) -> Option<proto::Frame>) -> Vec<Vec<u8>> {
+    let mut out = vec![proto::encode(&hello(3, 1536))];
+    for w in 0..3u32 {
+        for (i, m) in kvscope_corpus::kimi_k3_stream(w).into_iter().enumerate() {
+            let frame = proto::Frame {
+                source: w,
+                seq: m.seq,
+                recv_time_nanos: 1_000_000_000 + i as u64 * 20_000_000 + u64::from(w),
+                replayed: false,
+                topic: m.topic.as_bytes().to_vec(),
+                payload: m.payload.to_vec(),
+            };
+            if let Some(frame) = f(w, i, frame) {
+                out.push(proto::encode(&proto::Message::Frame(frame)));
+            }
+        }
+    }
+    out
+}
+
+#[wasm_bindgen_test]
+async fn the_whole_incident_is_complete_and_only_b_reads_as_clear() {
+    let (root, fleet, _handle) = mount();
+    feed(fleet, &kimi_messages()).await;
+    let (strip, [a, b]) = truth(&root);
+    assert_eq!(strip, "complete");
+    assert_eq!(a, ("complete".to_owned(), "false".to_owned()), "legacy exits: never clear");
+    assert_eq!(b, ("complete".to_owned(), "true".to_owned()));
+    assert!(q(&root, "[data-testid=\"open-exit-a\"]").len() == 1);
+}
+
+#[wasm_bindgen_test]
+async fn zero_events_is_unknown() {
+    let (root, fleet, _handle) = mount();
+    feed(fleet, &[proto::encode(&hello(3, 1536))]).await;
+    assert_no_all_clear(&root, "unknown", "unknown");
+}
+
+#[wasm_bindgen_test]
+async fn a_seq_gap_is_incomplete() {
+    let (root, fleet, _handle) = mount();
+    feed(fleet, &kimi_edited(|w, i, f| (!(w == 1 && (5..9).contains(&i))).then_some(f))).await;
+    assert_no_all_clear(&root, "incomplete", "gaps");
+    let card = card(&root, 1, 0);
+    assert_eq!(card.get_attribute("data-completeness").as_deref(), Some("incomplete"));
+    assert!(card.query_selector("[data-testid=\"completeness\"]").unwrap().is_some());
+    assert_eq!(self::card(&root, 0, 0).get_attribute("data-completeness").as_deref(), Some("complete"));
+}
+
+#[wasm_bindgen_test]
+async fn a_lag_notice_is_incomplete() {
+    let (root, fleet, _handle) = mount();
+    let mut messages = kimi_messages();
+    messages.push(proto::encode(&proto::Message::LagNotice(proto::LagNotice {
+        frames_lost: 12,
+        messages_lost: 12,
+        bytes_lost: 4096,
+        sources: vec![proto::SourceLoss { source: 2, frames: 12, first_seq: 3, last_seq: 14 }],
+        queue_bytes: 1 << 20,
+        flag: "--client-queue-bytes".into(),
+    })));
+    feed(fleet, &messages).await;
+    assert_no_all_clear(&root, "incomplete", "lag");
+}
+
+#[wasm_bindgen_test]
+async fn history_evicted_before_joining_is_incomplete() {
+    let (root, fleet, _handle) = mount();
+    let mut messages = kimi_messages();
+    messages.push(proto::encode(&proto::Message::HistoryComplete(proto::HistoryComplete {
+        frames: 100,
+        evicted_frames: 5_000,
+        bytes: 1 << 20,
+    })));
+    feed(fleet, &messages).await;
+    assert_no_all_clear(&root, "incomplete", "history");
+}
+
+#[wasm_bindgen_test]
+async fn a_decode_error_is_incomplete() {
+    let (root, fleet, _handle) = mount();
+    feed(
+        fleet,
+        &kimi_edited(|w, i, mut f| {
+            if w == 0 && i == 3 {
+                f.payload = vec![0x93, 0xc1];
+            }
+            Some(f)
+        }),
+    )
+    .await;
+    assert_no_all_clear(&root, "incomplete", "errors");
+}
+
+#[wasm_bindgen_test]
+async fn the_headline_names_the_exit_and_the_crashloop() {
+    let (root, fleet, _handle) = mount();
+    feed(fleet, &kimi_messages()).await;
+    let line = q(&root, "[data-testid=\"summary-a\"] [data-testid=\"verdict-line\"]")[0].text_content().unwrap();
+    assert!(line.starts_with("legacy: the router's indexer EXITS at "), "{line}");
+    assert!(line.contains(" UTC) on block_size_mismatch"), "{line}");
+    let details = q(&root, "[data-testid=\"summary-a\"] li").iter().map(|l| l.text_content().unwrap()).collect::<Vec<_>>().join("\n");
+    let fatal: u64 = (0..3).map(|w| reference(w, "legacy").fatal_count).sum();
+    assert!(details.contains(&format!("crashloop: {} later events", kvscope_web::views::thousands(fatal - 1))), "{details}");
+    // The first fatal opens in the inspector by itself.
+    leptos::task::tick().await;
+    let inspector = root.query_selector("[data-testid=\"inspector\"]").unwrap().expect("an inspector");
+    assert!(inspector.text_content().unwrap_or_default().contains("block_size_mismatch"), "{}", inspector.text_content().unwrap_or_default());
 }

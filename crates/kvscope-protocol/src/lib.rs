@@ -18,6 +18,7 @@
 //! and a field added later does not shift the others.
 
 pub mod capture;
+pub mod time;
 mod message;
 
 pub use message::*;

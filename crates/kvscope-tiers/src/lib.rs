@@ -15,10 +15,12 @@
 //! Sized for a million live blocks per worker: nodes sit in a slab indexed by a hash map with a
 //! multiply hasher, tree links are slot indices, and no node allocates.
 
+mod explain;
 mod forest;
 mod hash;
 mod tree;
 
+pub use explain::Consistency;
 pub use forest::{Change, Forest, ForestConfig, LimitReport, SourceTrees};
 pub use hash::{BlockHasher, BuildBlockHasher};
 pub use tree::{

@@ -184,24 +184,38 @@ impl ClassTable {
         }
     }
 
-    /// CSS colour for a class.
+    /// CSS colour for a class, from the Okabe-Ito palette (distinguishable with the common
+    /// colour-vision deficiencies). One colour means one thing on the whole page: vermillion
+    /// fatal, orange an offload store skipped, reddish purple any other skip that leaves a tier's
+    /// view incomplete, grey routine filtering, blues and green the tier an event was applied on.
+    /// Yellow is kept for incomplete data (`--warn` in style.css) and used by no class.
     pub fn colour(&self, code: ClassCode) -> &'static str {
         let Some(c) = self.get(code) else { return "#30363d" };
-        // A Device fatal whose medium fell back is drawn like an offload-tier one: it is an
-        // offload store the table did not recognise.
-        let on_device = c.tier.is_none_or(|t| t.tier == StorageTier::Device && t.fell_back.is_none());
         match c.kind {
-            Outcome::Apply => "#3d4f63",
-            Outcome::Fatal if on_device => "#ff4d6d",
-            Outcome::Fatal => "#ff2e97",
+            Outcome::Fatal => FATAL,
             Outcome::Skip => match c.reason {
-                Reason::Label(VerdictLabel::OffloadBlockSizeMismatch) => "#ffb020",
-                r if r.is_routine_filter() => "#5c6f86",
-                _ => "#c792ea",
+                Reason::Label(VerdictLabel::OffloadBlockSizeMismatch) => OFFLOAD_SKIP,
+                r if r.is_routine_filter() => ROUTINE,
+                _ => OTHER_SKIP,
+            },
+            Outcome::Apply => match c.tier.map(|t| t.tier) {
+                Some(StorageTier::HostPinned) => "#56b4e9",
+                Some(StorageTier::Disk) => "#009e73",
+                Some(StorageTier::External) => "#a6bddb",
+                _ => "#0072b2",
             },
         }
     }
 }
+
+/// The page's colour for fatal verdicts (timeline, legend, counters).
+pub const FATAL: &str = "#d55e00";
+/// An offload store skipped at another block size.
+pub const OFFLOAD_SKIP: &str = "#e69f00";
+/// Any other skip that leaves a tier's view incomplete.
+pub const OTHER_SKIP: &str = "#cc79a7";
+/// Routine filtering.
+pub const ROUTINE: &str = "#6e7681";
 
 #[cfg(test)]
 mod tests {
@@ -218,6 +232,25 @@ mod tests {
         assert_eq!(t.get(b).unwrap().describe(), "fatal block_size_mismatch on host_pinned");
         assert_eq!(t.severity(0), 0);
         assert!(t.severity(b) > t.severity(a));
+    }
+
+    #[test]
+    fn each_kind_of_verdict_has_its_own_colour() {
+        let mut t = ClassTable::default();
+        let codes = [
+            t.intern(Class::labelled(VerdictLabel::BlockSizeMismatch)),
+            t.intern(Class::labelled(VerdictLabel::OffloadBlockSizeMismatch)),
+            t.intern(Class::labelled(VerdictLabel::UnknownMedium)),
+            t.intern(Class::labelled(VerdictLabel::NonMainAttentionKind)),
+            t.intern(Class::applied(StorageTier::Device)),
+            t.intern(Class::applied(StorageTier::HostPinned)),
+            t.intern(Class::applied(StorageTier::Disk)),
+            t.intern(Class::applied(StorageTier::External)),
+        ];
+        let mut colours: Vec<&str> = codes.iter().map(|c| t.colour(*c)).collect();
+        colours.sort_unstable();
+        colours.dedup();
+        assert_eq!(colours.len(), codes.len(), "{colours:?}");
     }
 
     #[test]

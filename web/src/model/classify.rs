@@ -8,7 +8,7 @@ use kvscope_wire::KvEvent;
 use super::classes::ClassCode;
 use super::policy_run::{BothPolicies, Classified, PolicyRun};
 use super::rate::RateMeter;
-use super::{Config, EventLoc, FrameBody, Model, RetainedFrame, Source};
+use super::{Config, Difference, EventLoc, FrameBody, IndexerExit, Model, RetainedFrame, Source};
 
 impl Model {
     /// Decodes a frame and runs both policies over it; records verdicts, marks and log lines.
@@ -27,9 +27,9 @@ impl Model {
             (s.worker_id.clone(), s.dp_rank)
         };
         let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
-        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, config, .. } = self;
+        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, exits, .. } = self;
+        let recv_time_nanos = frame.recv_time_nanos;
         let [run_a, run_b] = runs;
-        let tree_side = config.trees as usize;
         let (frame_id, seq) = (frame.id, frame.seq);
         let mut n = 0usize;
         let mut sink = BothPolicies {
@@ -39,6 +39,7 @@ impl Model {
             each: |i: u32, event: &KvEvent, ts: f64| {
                 n += 1;
                 let mut codes = [0 as ClassCode; 2];
+                let event_id = *next_event_id;
                 for side in 0..2 {
                     let Some(verdict) = verdicts[side].take() else { continue };
                     let outcome = Classified::from_verdict(verdict);
@@ -47,22 +48,36 @@ impl Model {
                     let counts = &mut sources[source as usize].counts[side];
                     counts.events += 1;
                     *counts.by_class.entry(code).or_default() += 1;
-                    if outcome.class.kind == Outcome::Fatal && counts.first_fatal.is_none() {
+                    let fatal = outcome.class.kind == Outcome::Fatal;
+                    if fatal && counts.first_fatal.is_none() {
                         counts.first_fatal = Some((seq, outcome.rule()));
+                    }
+                    if exits[side].is_some() {
+                        counts.after_exit += 1;
+                        counts.fatal_after_exit += u64::from(fatal);
+                    } else if fatal {
+                        exits[side] = Some(IndexerExit {
+                            event_id,
+                            source,
+                            seq,
+                            recv_time_nanos,
+                            label: outcome.verdict.label(),
+                            sentence: outcome.rule(),
+                        });
                     }
                     if outcome.blocks > 0
                         && let Some(t) = outcome.verdict.tier.map(StorageTier::label)
                     {
                         *counts.blocks_applied.entry(t).or_default() += u64::from(outcome.blocks);
                     }
-                    if side == tree_side {
-                        trees.apply(source, event, &outcome, ts);
-                    }
+                    trees[side].apply(source, event, &outcome, ts, event_id);
                 }
                 if codes[0] != codes[1] {
-                    *differences.entry((codes[0], codes[1])).or_default() += 1;
+                    differences
+                        .entry((codes[0], codes[1]))
+                        .or_insert(Difference { events: 0, first_event: event_id })
+                        .events += 1;
                 }
-                let event_id = *next_event_id;
                 *next_event_id += 1;
                 events.push_back(EventLoc { frame: frame_id, index: i, source, class: codes });
                 lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
@@ -89,6 +104,12 @@ impl Model {
         if config == self.config {
             return;
         }
+        if (Config { trees: self.config.trees, ..config.clone() }) == self.config {
+            // Both policies' trees are built; choosing whose to show re-classifies nothing.
+            self.config.trees = config.trees;
+            self.dirty = true;
+            return;
+        }
         let frames = std::mem::take(&mut self.frames);
         let sources: Vec<proto::SourceInfo> = self
             .sources
@@ -97,6 +118,8 @@ impl Model {
             .collect();
         let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
         let origin = self.origin.clone();
+        let lagged_per_source: Vec<u64> = self.sources.iter().map(|s| s.lagged_frames).collect();
+        let uncounted = self.evicted_frames;
         let (evicted, bound, lagged, hist_evicted, hist_complete) = (
             self.evicted_frames,
             self.bound_reached,
@@ -107,8 +130,9 @@ impl Model {
         self.config = config;
         self.reset_with_sources(&sources);
         self.origin = origin;
-        for (src, status) in self.sources.iter_mut().zip(statuses) {
+        for ((src, status), lagged) in self.sources.iter_mut().zip(statuses).zip(lagged_per_source) {
             src.status = status;
+            src.lagged_frames = lagged;
         }
         for f in frames {
             match f.body {
@@ -118,12 +142,15 @@ impl Model {
                 FrameBody::Malformed { frames, error } => {
                     self.apply_malformed(f.source, f.recv_time_nanos, f.replayed, frames, error)
                 }
+                FrameBody::Plane { frames } => self.apply_plane_frames(f.source, f.recv_time_nanos, frames),
             }
         }
         self.rate = RateMeter::default();
         self.evicted_frames += evicted;
         self.bound_reached |= bound;
         self.lagged_frames = lagged;
+        // Frames evicted before now were counted once and are not any more.
+        self.uncounted_frames = uncounted;
         self.history_evicted_frames = hist_evicted;
         self.history_complete = hist_complete;
     }

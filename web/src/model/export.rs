@@ -29,7 +29,7 @@ impl Model {
                     f.replayed,
                     &[topic.as_slice(), &f.seq.to_be_bytes(), payload.as_slice()],
                 ),
-                FrameBody::Malformed { frames, .. } => {
+                FrameBody::Malformed { frames, .. } | FrameBody::Plane { frames } => {
                     proto::capture::encode_record_parts(f.source, f.recv_time_nanos, f.replayed, frames)
                 }
             };

@@ -19,11 +19,14 @@
 
 pub mod classes;
 mod classify;
+pub mod completeness;
 mod export;
 mod inspector;
 pub mod policy_run;
 pub mod rate;
+pub mod summary;
 mod retention;
+pub mod router;
 pub mod settings;
 pub mod timeline;
 pub mod trees;
@@ -85,6 +88,11 @@ pub struct Counts {
     pub first_fatal: Option<(u64, String)>,
     /// Blocks applied per tier label (stores and removes).
     pub blocks_applied: BTreeMap<&'static str, u64>,
+    /// Events of this source that arrived after the fleet's indexer exited under this policy
+    /// ([`Model::indexer_exit`]): a router indexer that stopped never sees them.
+    pub after_exit: u64,
+    /// Of those, the fatal ones: each would stop a restarted indexer again (the crashloop).
+    pub fatal_after_exit: u64,
 }
 
 impl Counts {
@@ -120,6 +128,27 @@ impl Counts {
     }
 }
 
+/// One kind of disagreement between the policies: how many events, and the first of them (for
+/// the inspector's link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Difference {
+    pub events: u64,
+    pub first_event: u64,
+}
+
+/// Where one router indexer, consuming every source's stream, stops under a fatal policy: the
+/// first fatal event fleet-wide, in arrival order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexerExit {
+    pub event_id: u64,
+    pub source: u32,
+    pub seq: u64,
+    pub recv_time_nanos: u64,
+    pub label: kvscope_normalize::VerdictLabel,
+    /// The verdict's sentence.
+    pub sentence: String,
+}
+
 /// Sequence-number bookkeeping of one source, computed from the frames themselves so that a
 /// capture opened without a server shows gaps and restarts too.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -128,12 +157,15 @@ pub struct SeqTrack {
     pub gaps: u64,
     pub missing_frames: u64,
     pub restarts: u64,
+    /// Frames that came from the replay socket (they fill gaps counted in `missing_frames`).
+    pub replayed: u64,
 }
 
 impl SeqTrack {
     fn see(&mut self, seq: u64, replayed: bool) {
         if replayed {
             // Replayed frames fill a gap that was already counted.
+            self.replayed += 1;
             return;
         }
         match self.last_seq {
@@ -154,6 +186,9 @@ impl SeqTrack {
 pub struct Source {
     pub index: u32,
     pub key: String,
+    /// An engine, or Dynamo's event plane (what the router receives).
+    pub kind: proto::SourceKind,
+    pub event_plane: Option<proto::EventPlaneInfo>,
     pub worker_id: String,
     pub dp_rank: u32,
     pub endpoint: String,
@@ -163,6 +198,8 @@ pub struct Source {
     pub payload_bytes: u64,
     pub frame_errors: u64,
     pub decode_errors: u64,
+    /// Frames of this source the server dropped for this page (its lag notices).
+    pub lagged_frames: u64,
     /// The latest decode or frame error, in words.
     pub last_error: Option<String>,
     pub seq: SeqTrack,
@@ -178,12 +215,12 @@ impl Source {
         proto::SourceInfo {
             index: self.index,
             key: self.key.clone(),
+            kind: self.kind,
+            event_plane: self.event_plane.clone(),
             worker_id: self.worker_id.clone(),
             dp_rank: self.dp_rank,
             endpoint: self.endpoint.clone(),
             replay_endpoint: None,
-            kind: proto::SourceKind::Engine,
-            event_plane: None,
         }
     }
 
@@ -191,6 +228,8 @@ impl Source {
         Source {
             index: info.index,
             key: info.key.clone(),
+            kind: info.kind,
+            event_plane: info.event_plane.clone(),
             worker_id: info.worker_id.clone(),
             dp_rank: info.dp_rank,
             endpoint: info.endpoint.clone(),
@@ -199,6 +238,7 @@ impl Source {
             payload_bytes: 0,
             frame_errors: 0,
             decode_errors: 0,
+            lagged_frames: 0,
             last_error: None,
             seq: SeqTrack::default(),
             counts: Default::default(),
@@ -252,7 +292,8 @@ pub struct Model {
     pub defaults_note: Option<String>,
     sources: Vec<Source>,
     runs: [PolicyRun; 2],
-    trees: Trees,
+    /// Each policy's tier trees, indexed by [`Side`].
+    trees: [Trees; 2],
     classes: ClassTable,
     lanes: Vec<Lane>,
     frames: VecDeque<RetainedFrame>,
@@ -268,6 +309,9 @@ pub struct Model {
     rate: RateMeter,
     /// Frames the server said this page lost (lag notices).
     pub lagged_frames: u64,
+    /// Frames seen but not in the counts: evicted by retention before a re-classification
+    /// rebuilt the counts from the retained frames.
+    pub uncounted_frames: u64,
     /// The history the server sent had evicted this many older frames.
     pub history_evicted_frames: u64,
     pub history_complete: bool,
@@ -278,15 +322,20 @@ pub struct Model {
     pub last_protocol_error: Option<String>,
     /// Something global (sources, policies, timeline) changed since the last flush.
     pub dirty: bool,
-    /// Events per (class under A, class under B) where the two differ, over every event seen.
-    differences: BTreeMap<(ClassCode, ClassCode), u64>,
+    /// Where the two policies decide an event differently: per (class under A, class under B),
+    /// the events and the first one's id.
+    differences: BTreeMap<(ClassCode, ClassCode), Difference>,
+    /// Per policy, where the fleet's indexer stops ([`IndexerExit`]).
+    exits: [Option<IndexerExit>; 2],
+    /// The router's side, when some source is Dynamo's event plane.
+    router: Option<router::RouterSide>,
 }
 
 impl Model {
     pub fn new(config: Config) -> Model {
         let (runs, config_error) = make_runs(&config);
         Model {
-            trees: Trees::new(config.retain_bytes / 2),
+            trees: [Trees::new(config.retain_bytes / 4), Trees::new(config.retain_bytes / 4)],
             config,
             config_error,
             origin: Origin::Empty,
@@ -308,6 +357,7 @@ impl Model {
             last_nanos: 0,
             rate: RateMeter::default(),
             lagged_frames: 0,
+            uncounted_frames: 0,
             history_evicted_frames: 0,
             recording: None,
             history_complete: false,
@@ -315,7 +365,30 @@ impl Model {
             last_protocol_error: None,
             dirty: true,
             differences: BTreeMap::new(),
+            exits: [None, None],
+            router: None,
         }
+    }
+
+    /// The router's side (reconciliation with Dynamo's event plane), when there is one.
+    pub fn router(&self) -> Option<&router::RouterSide> {
+        self.router.as_ref()
+    }
+
+    /// The engine sources (event-plane sources are the router's side, not workers).
+    pub fn engine_sources(&self) -> impl Iterator<Item = &Source> {
+        self.sources.iter().filter(|s| s.kind == proto::SourceKind::Engine)
+    }
+
+    /// When the fleet's indexer exits under `side`, in the timeline's milliseconds.
+    pub fn exit_time_ms(&self, side: Side) -> Option<f64> {
+        let e = self.indexer_exit(side)?;
+        Some(e.recv_time_nanos.saturating_sub(self.t0_nanos?) as f64 / 1e6)
+    }
+
+    /// Where one indexer consuming the whole fleet stops under `side`'s policy, if it does.
+    pub fn indexer_exit(&self, side: Side) -> Option<&IndexerExit> {
+        self.exits[side as usize].as_ref()
     }
 
     pub fn config(&self) -> &Config {
@@ -346,16 +419,22 @@ impl Model {
         &self.lanes
     }
 
+    /// The trees of the side chosen for them (`?trees=`, B by default).
     pub fn trees(&self) -> &Trees {
-        &self.trees
+        &self.trees[self.config.trees as usize]
     }
 
-    /// Where the policies decided differently: (class under A, class under B, events), most
-    /// events first.
-    pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, u64)> {
+    /// One policy's trees.
+    pub fn trees_of(&self, side: Side) -> &Trees {
+        &self.trees[side as usize]
+    }
+
+    /// Where the policies decided differently: (class under A, class under B, events and the
+    /// first event), most events first.
+    pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, Difference)> {
         let mut v: Vec<_> =
-            self.differences.iter().map(|((a, b), n)| (self.classes.get(*a), self.classes.get(*b), *n)).collect();
-        v.sort_by_key(|x| std::cmp::Reverse(x.2));
+            self.differences.iter().map(|((a, b), d)| (self.classes.get(*a), self.classes.get(*b), *d)).collect();
+        v.sort_by_key(|x| std::cmp::Reverse(x.2.events));
         v
     }
 
@@ -387,6 +466,7 @@ impl Model {
             self.ensure_source(info.index);
             self.sources[info.index as usize] = Source::new(info);
         }
+        self.router = router::RouterSide::for_sources(sources, kvscope_normalize::Policy::DYNAMO_1_6_1, self.config.block_size);
     }
 
     fn ensure_source(&mut self, index: u32) {
@@ -395,12 +475,12 @@ impl Model {
             self.sources.push(Source::new(&proto::SourceInfo {
                 index: i,
                 key: format!("source {i}"),
+                kind: proto::SourceKind::Engine,
+                event_plane: None,
                 worker_id: i.to_string(),
                 dp_rank: 0,
                 endpoint: String::new(),
                 replay_endpoint: None,
-                kind: proto::SourceKind::Engine,
-                event_plane: None,
             }));
             self.lanes.push(Lane::default());
             self.dirty = true;
@@ -445,6 +525,12 @@ impl Model {
             }
             proto::Message::LagNotice(n) => {
                 self.lagged_frames += n.frames_lost;
+                for loss in &n.sources {
+                    self.ensure_source(loss.source);
+                    let src = &mut self.sources[loss.source as usize];
+                    src.lagged_frames += loss.frames;
+                    src.dirty = true;
+                }
                 self.dirty = true;
             }
             proto::Message::HistoryComplete(h) => {
@@ -484,6 +570,9 @@ impl Model {
     /// Applies one capture record (raw ZMQ frames).
     pub fn apply_record(&mut self, record: proto::capture::CaptureRecord, now_ms: f64) {
         let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
+        if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::EventPlane) {
+            return self.apply_plane_frames(record.source, record.recv_time_nanos, frames);
+        }
         match kvscope_wire::frame::parse_live(&frames) {
             Ok(msg) => {
                 let (topic, seq, payload) = (msg.topic.to_vec(), msg.seq, msg.payload.to_vec());
@@ -537,6 +626,9 @@ impl Model {
         now_ms: f64,
     ) {
         self.ensure_source(source);
+        if self.sources[source as usize].kind == proto::SourceKind::EventPlane {
+            return self.apply_plane_frames(source, recv_time_nanos, vec![topic, payload]);
+        }
         if payload.len() > self.config.max_frame_bytes {
             // Refused before decoding (the server does the same with --max-frame-bytes); only
             // the frame's topic and seq are kept, not its bytes.
@@ -574,7 +666,44 @@ impl Model {
             src.dirty = true;
         }
         let n = self.classify_frame(&mut frame);
+        if let (Some(router), Some(payload)) = (&mut self.router, frame.payload()) {
+            let t0 = self.t0_nanos.unwrap_or(recv_time_nanos);
+            let time_ms = recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
+            router.push_engine(source, seq, payload, time_ms, frame.first_event);
+        }
         self.rate.add(now_ms, n as u64);
+        self.retain(frame);
+        self.dirty = true;
+    }
+
+    /// One event-plane message (`[subject, envelope]` live, or the frames as recorded): counted
+    /// on its source, retained (so a re-classification reconciles it again) and handed to the
+    /// router's side.
+    pub(super) fn apply_plane_frames(&mut self, source: u32, recv_time_nanos: u64, frames: Vec<Vec<u8>>) {
+        let src = &mut self.sources[source as usize];
+        src.frames += 1;
+        src.payload_bytes += frames.iter().map(|f| f.len() as u64).sum::<u64>();
+        src.dirty = true;
+        if let Some(router) = &mut self.router {
+            let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            router.push_plane(&refs);
+            if let Some(e) = &router.last_plane_error {
+                src.last_error = Some(e.clone());
+            }
+        }
+        let id = self.next_frame_id;
+        self.next_frame_id += 1;
+        let frame = RetainedFrame {
+            id,
+            source,
+            seq: 0,
+            recv_time_nanos,
+            replayed: false,
+            body: FrameBody::Plane { frames },
+            first_event: self.next_event_id,
+            num_events: 0,
+            decode_error: None,
+        };
         self.retain(frame);
         self.dirty = true;
     }
@@ -593,3 +722,5 @@ impl Model {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod truth_tests;

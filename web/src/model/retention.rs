@@ -1,6 +1,7 @@
 //! Retained frames: what is kept for the inspector, re-classification and downloads, what each
 //! costs, and eviction of the oldest past the bound (`Config::retain_bytes`).
 
+use super::trees::Trees;
 use super::classes::ClassCode;
 use super::Model;
 
@@ -17,6 +18,8 @@ pub enum FrameBody {
     Message { topic: Vec<u8>, payload: Vec<u8> },
     /// A message that was not shaped like an engine's; its frames as received.
     Malformed { frames: Vec<Vec<u8>>, error: String },
+    /// An event-plane message: `[subject, envelope]`, or the frames as recorded.
+    Plane { frames: Vec<Vec<u8>> },
 }
 
 /// A frame kept for the inspector, for re-classification and for download.
@@ -40,6 +43,7 @@ impl RetainedFrame {
         let body = match &self.body {
             FrameBody::Message { topic, payload } => topic.len() + payload.len(),
             FrameBody::Malformed { frames, error } => frames.iter().map(Vec::len).sum::<usize>() + error.len(),
+            FrameBody::Plane { frames } => frames.iter().map(Vec::len).sum::<usize>(),
         };
         FRAME_OVERHEAD_BYTES + body + self.num_events as usize * EVENT_OVERHEAD_BYTES
     }
@@ -47,7 +51,7 @@ impl RetainedFrame {
     pub fn payload(&self) -> Option<&[u8]> {
         match &self.body {
             FrameBody::Message { payload, .. } => Some(payload),
-            FrameBody::Malformed { .. } => None,
+            FrameBody::Malformed { .. } | FrameBody::Plane { .. } => None,
         }
     }
 }
@@ -84,9 +88,9 @@ impl Model {
             retained_events: self.events.len(),
             evicted_frames: self.evicted_frames,
             bound_reached: self.bound_reached,
-            tree_blocks: self.trees.total_blocks(),
-            tree_bytes: self.trees.approx_bytes(),
-            tree_bound_reached: self.trees.bound_reached(),
+            tree_blocks: self.trees.iter().map(Trees::total_blocks).sum(),
+            tree_bytes: self.trees.iter().map(Trees::approx_bytes).sum(),
+            tree_bound_reached: self.trees.iter().any(Trees::bound_reached),
         }
     }
 
@@ -124,6 +128,9 @@ impl Model {
             for lane in &mut self.lanes {
                 lane.evict_below(first_kept_event);
             }
+            if let Some(r) = &mut self.router {
+                r.evict_below(first_kept_event);
+            }
         }
     }
 
@@ -132,6 +139,11 @@ impl Model {
             return None;
         }
         self.events.get((id - self.first_event_id) as usize).copied()
+    }
+
+    /// The seq of the frame that carried event `id`, while it is retained.
+    pub fn event_seq(&self, id: u64) -> Option<u64> {
+        self.frame_by_id(self.event_loc(id)?.frame).map(|f| f.seq)
     }
 
     pub(super) fn frame_by_id(&self, id: u64) -> Option<&RetainedFrame> {

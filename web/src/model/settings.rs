@@ -88,6 +88,8 @@ pub struct Settings {
     pub max_frame_mib: Option<u32>,
     /// The timeline's visible window, in milliseconds since the first frame; `None` follows live.
     pub window_ms: Option<(f64, f64)>,
+    /// The timeline's marks: only mismatches (the default) or every event (`?show=all`).
+    pub show_all: bool,
     /// Open a WebSocket to this URL instead of the page's own `/ws`.
     pub ws: Option<String>,
     /// Do not connect at all (captures only).
@@ -144,6 +146,7 @@ impl Settings {
                     })
                 }
                 "ws" if !v.is_empty() => s.ws = Some(v),
+                "show" => s.show_all = v == "all",
                 "offline" => s.offline = v != "0",
                 _ => {}
             }
@@ -202,6 +205,9 @@ impl Settings {
         }
         if let Some(v) = &self.ws {
             put("ws", v);
+        }
+        if self.show_all {
+            put("show", "all");
         }
         if self.offline {
             put("offline", "1");
@@ -272,6 +278,7 @@ mod tests {
             window_ms: Some((10.0, 2000.0)),
             ws: Some("ws://127.0.0.1:9/ws?token=a&b".into()),
             offline: true,
+            show_all: true,
         };
         let q = s.to_query();
         assert_eq!(Settings::from_query(&format!("?{q}")), s, "{q}");

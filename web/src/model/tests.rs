@@ -5,7 +5,7 @@ use kvscope_protocol as proto;
 
 use super::*;
 
-fn source_info(i: u32) -> proto::SourceInfo {
+pub(crate) fn source_info(i: u32) -> proto::SourceInfo {
     proto::SourceInfo {
         index: i,
         key: format!("{i}:0"),
@@ -54,11 +54,11 @@ pub(crate) fn kimi_frames() -> Vec<proto::Message> {
     out
 }
 
-fn config(block_size: u32) -> Config {
+pub(crate) fn config(block_size: u32) -> Config {
     Config { block_size, ..Config::default() }
 }
 
-fn loaded(block_size: u32) -> Model {
+pub(crate) fn loaded(block_size: u32) -> Model {
     let mut m = Model::new(config(block_size));
     m.apply_message(hello(3, block_size), 0.0);
     for f in kimi_frames() {
@@ -237,7 +237,11 @@ fn the_differences_name_the_same_events_under_each_policy() {
     assert_eq!(b.unwrap().describe(), "skipped offload_block_size_mismatch on host_pinned");
     assert_eq!(a.unwrap().describe(), "fatal block_size_mismatch on device (medium \"cpu\" fell back)");
     let fatal: u64 = (0..3).map(|w| count(&m, w, Side::A, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch))).sum();
-    assert_eq!(*n, fatal);
+    assert_eq!(n.events, fatal);
+    // Its link opens an event with exactly those verdicts.
+    let first = m.event_loc(n.first_event).expect("the first differing event is retained");
+    assert_eq!(m.classes().get(first.class[0]), *a);
+    assert_eq!(m.classes().get(first.class[1]), *b);
 }
 
 #[test]
@@ -278,7 +282,7 @@ fn hostile_batch(n: u32) -> Vec<u8> {
     kvscope_encode::raw::unknown_event_flood(n as usize)
 }
 
-fn frame(source: u32, seq: u64, payload: Vec<u8>) -> proto::Message {
+pub(crate) fn frame(source: u32, seq: u64, payload: Vec<u8>) -> proto::Message {
     proto::Message::Frame(proto::Frame { source, seq, recv_time_nanos: 1_000_000_000 + seq, replayed: false, topic: vec![], payload })
 }
 

@@ -74,7 +74,8 @@ impl Lane {
 /// What one pixel column of one lane shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Column {
-    /// The most severe class seen in the column (fatal over skipped over applied).
+    /// The most severe class seen in the column (fatal over skipped over applied); 0 when the
+    /// column only holds agreements and only mismatches are shown.
     pub top: ClassCode,
     /// How many events fell into the column.
     pub events: u32,
@@ -82,9 +83,36 @@ pub struct Column {
     pub marked: u32,
 }
 
+/// Which marks a lane draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Show {
+    /// Only events where the policies disagree, or that are fatal or a notable skip under
+    /// either: what an operator is looking for. Agreements are drawn dimmed.
+    #[default]
+    Mismatches,
+    /// Every event, coloured by its class.
+    All,
+}
+
+impl Show {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Show::Mismatches => "mismatches",
+            Show::All => "all",
+        }
+    }
+}
+
+/// True for a mark worth drawing in colour under [`Show::Mismatches`]: the policies decide it
+/// differently, or either stops or skips it for a reason that is not routine filtering.
+pub fn is_mismatch(lane: &Lane, classes: &ClassTable, i: usize) -> bool {
+    let (a, b) = (lane.class_a[i], lane.class_b[i]);
+    a != b || classes.severity(a) >= 3 || classes.severity(b) >= 3
+}
+
 /// Folds the marks of `lane` inside `[t0, t1)` into `width_px` columns under one policy.
 /// Cost: one pass over the visible marks.
-pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: usize, policy_b: bool) -> Vec<Column> {
+pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: usize, policy_b: bool, show: Show) -> Vec<Column> {
     let mut out = vec![Column::default(); width_px];
     if width_px == 0 || t1 <= t0 {
         return out;
@@ -97,12 +125,28 @@ pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: us
         let code = codes[i];
         let col = &mut out[x];
         col.events += 1;
+        if show == Show::Mismatches && !is_mismatch(lane, classes, i) {
+            continue;
+        }
         let severity = classes.severity(code);
         if severity >= 2 {
             col.marked += 1;
         }
         if severity > classes.severity(col.top) {
             col.top = code;
+        }
+    }
+    out
+}
+
+/// Verdict counts per class under each policy for the marks inside `[t0, t1)` of `lanes`: what
+/// a selected time range holds.
+pub fn range_counts<'a>(lanes: impl Iterator<Item = &'a Lane>, t0: f64, t1: f64) -> [std::collections::BTreeMap<ClassCode, u64>; 2] {
+    let mut out: [std::collections::BTreeMap<ClassCode, u64>; 2] = Default::default();
+    for lane in lanes {
+        for i in lane.range(t0, t1) {
+            *out[0].entry(lane.class_a[i]).or_default() += 1;
+            *out[1].entry(lane.class_b[i]).or_default() += 1;
         }
     }
     out
@@ -120,12 +164,28 @@ pub struct Run {
 pub fn runs(columns: &[Column]) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     for (x, col) in columns.iter().enumerate() {
-        if col.events == 0 {
+        if col.events == 0 || col.top == 0 {
             continue;
         }
         match out.last_mut() {
             Some(run) if run.top == col.top && run.x + run.width == x => run.width += 1,
             _ => out.push(Run { x, width: 1, top: col.top }),
+        }
+    }
+    out
+}
+
+/// Runs of columns that hold only agreements under [`Show::Mismatches`]: drawn as one dim
+/// line each, so a quiet stretch reads as "events, all agreed", not as "no data".
+pub fn agreement_runs(columns: &[Column]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (x, col) in columns.iter().enumerate() {
+        if col.events == 0 || col.top != 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some((start, width)) if *start + *width == x => *width += 1,
+            _ => out.push((x, 1)),
         }
     }
     out
@@ -171,10 +231,10 @@ mod tests {
         lane.push(0.4, fatal, skipped, 1);
         lane.push(0.6, applied, applied, 2);
         lane.push(5.0, skipped, skipped, 3);
-        let cols = columns(&lane, &t, 0.0, 10.0, 10, false);
+        let cols = columns(&lane, &t, 0.0, 10.0, 10, false, Show::All);
         assert_eq!(cols[0], Column { top: fatal, events: 3, marked: 1 });
         assert_eq!(cols[5], Column { top: skipped, events: 1, marked: 1 });
-        let cols_b = columns(&lane, &t, 0.0, 10.0, 10, true);
+        let cols_b = columns(&lane, &t, 0.0, 10.0, 10, true, Show::All);
         assert_eq!(cols_b[0].top, skipped);
     }
 
@@ -186,11 +246,31 @@ mod tests {
             let c = if i % 1000 == 0 { skipped } else { applied };
             lane.push(i as f64, c, c, i);
         }
-        let cols = columns(&lane, &t, 0.0, 1_000_000.0, 800, false);
+        let cols = columns(&lane, &t, 0.0, 1_000_000.0, 800, false, Show::All);
         assert_eq!(cols.len(), 800);
         assert_eq!(cols.iter().map(|c| c.events as u64).sum::<u64>(), 1_000_000);
         assert!(cols.iter().all(|c| c.top == skipped));
         assert_eq!(runs(&cols).len(), 1, "one colour is one rectangle");
+    }
+
+    #[test]
+    fn by_default_only_mismatches_are_coloured_and_agreements_are_counted() {
+        let (t, applied, skipped, fatal) = table();
+        let mut lane = Lane::default();
+        lane.push(0.0, applied, applied, 0); // agreement: dimmed
+        lane.push(1.0, fatal, skipped, 1); // disagreement
+        lane.push(2.0, skipped, skipped, 2); // the same notable skip under both: still shown
+        let cols = columns(&lane, &t, 0.0, 10.0, 10, false, Show::Mismatches);
+        assert_eq!(cols[0], Column { top: 0, events: 1, marked: 0 });
+        assert_eq!(cols[1].top, fatal);
+        assert_eq!(cols[2].top, skipped);
+        let r = runs(&cols);
+        assert_eq!(r.len(), 2, "agreements draw no coloured run: {r:?}");
+        assert_eq!(agreement_runs(&cols), [(0, 1)]);
+        let counts = range_counts(std::iter::once(&lane), 0.5, 10.0);
+        assert_eq!(counts[0].get(&fatal), Some(&1));
+        assert_eq!(counts[1].get(&skipped), Some(&2));
+        assert_eq!(counts[0].get(&applied), None);
     }
 
     #[test]

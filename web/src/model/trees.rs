@@ -1,20 +1,29 @@
-//! The tier trees of the policy chosen for them (B, the candidate, by default), over
-//! `kvscope-tiers`: one [`Forest`] fed with that policy's verdicts.
+//! The tier trees of one policy, over `kvscope-tiers`: one [`Forest`] fed with that policy's
+//! verdicts. The model keeps one per policy, so A's and B's trees sit side by side.
 //!
 //! The forest is indexed by the normalizer's source ids; this wrapper maps the model's source
-//! indices onto them, so views ask by model source index and tier.
+//! indices onto them, so views ask by model source index and tier. It also keeps the first
+//! events behind each consistency counter ([`Consistency`]), so a counter on the page opens the
+//! events that moved it.
+
+use std::collections::BTreeMap;
 
 use kvscope_normalize::{SourceId, StorageTier};
-use kvscope_tiers::{BlockInfo, Forest, ForestConfig, IcicleNode, TreeSummary};
+use kvscope_tiers::{BlockInfo, Consistency, Forest, ForestConfig, IcicleNode, TreeCounters, TreeSummary};
 use kvscope_wire::KvEvent;
 
 use super::policy_run::Classified;
 
-/// Every tree of the page.
+/// Event ids kept per (source, tier, counter): enough to step through, bounded.
+pub const COUNTER_EVENTS_KEPT: usize = 64;
+
+/// Every tree of one policy.
 #[derive(Debug)]
 pub struct Trees {
     forest: Forest,
     ids: Vec<Option<SourceId>>,
+    /// The first events that moved each consistency counter, per (source, tier).
+    counter_events: BTreeMap<(u32, StorageTier, Consistency), Vec<u64>>,
 }
 
 impl Default for Trees {
@@ -27,17 +36,42 @@ impl Trees {
     /// Trees bounded to about `bound_bytes` of block storage; past it they stop growing and
     /// [`Trees::bound_reached`] says so.
     pub fn new(bound_bytes: usize) -> Trees {
-        Trees { forest: Forest::new(ForestConfig::with_max_bytes(bound_bytes)), ids: Vec::new() }
+        Trees { forest: Forest::new(ForestConfig::with_max_bytes(bound_bytes)), ids: Vec::new(), counter_events: BTreeMap::new() }
     }
 
-    /// Applies one verdict of the tree policy to its event.
-    pub fn apply(&mut self, source: u32, event: &KvEvent, outcome: &Classified, time_s: f64) {
+    /// Applies one verdict of this policy to its event (model event id `event_id`).
+    pub fn apply(&mut self, source: u32, event: &KvEvent, outcome: &Classified, time_s: f64, event_id: u64) {
         let i = source as usize;
         if self.ids.len() <= i {
             self.ids.resize(i + 1, None);
         }
-        self.ids[i] = Some(outcome.verdict.source);
+        let id = outcome.verdict.source;
+        self.ids[i] = Some(id);
+        let Some(tier) = outcome.verdict.tier else {
+            self.forest.apply(&outcome.verdict, event, time_s);
+            return;
+        };
+        let before: TreeCounters = self.forest.counters(id, tier);
         self.forest.apply(&outcome.verdict, event, time_s);
+        let after = self.forest.counters(id, tier);
+        for k in Consistency::ALL {
+            if k.of(&after) > k.of(&before) {
+                let kept = self.counter_events.entry((source, tier, k)).or_default();
+                if kept.len() < COUNTER_EVENTS_KEPT {
+                    kept.push(event_id);
+                }
+            }
+        }
+    }
+
+    /// The first events (at most [`COUNTER_EVENTS_KEPT`]) that moved `counter` on this tree.
+    pub fn counter_events(&self, source: u32, tier: StorageTier, counter: Consistency) -> &[u64] {
+        self.counter_events.get(&(source, tier, counter)).map_or(&[], Vec::as_slice)
+    }
+
+    /// The consistency and bookkeeping counters of one tree.
+    pub fn counters(&self, source: u32, tier: StorageTier) -> TreeCounters {
+        self.id(source).map_or_else(TreeCounters::default, |id| self.forest.counters(id, tier))
     }
 
     fn id(&self, source: u32) -> Option<SourceId> {

@@ -4,10 +4,12 @@ use leptos::prelude::*;
 
 use crate::contexts::provide_fleet;
 use crate::views::capture_bar::CaptureBar;
+use crate::views::data_quality::DataQuality;
 use crate::views::fleet_bar::FleetBar;
 use crate::views::headline::Headline;
 use crate::views::indexer_log::IndexerLog;
 use crate::views::inspector::Inspector;
+use crate::views::router::EventPlanes;
 use crate::views::rules_help::RulesHelp;
 use crate::views::tier_tree::TierTree;
 use crate::views::timeline::Timeline;
@@ -36,15 +38,40 @@ pub fn App() -> impl IntoView {
     view! { <Dashboard /> }
 }
 
+/// Opens the event an operator looks at first, once, when nothing is selected: where a policy's
+/// indexer exits, else the first event the policies decide differently.
+fn open_first_finding(fleet: crate::contexts::Fleet) {
+    let opened = StoredValue::new(false);
+    Effect::new(move |_| {
+        fleet.track();
+        if opened.get_value() || fleet.selected.get_untracked().is_some() || fleet.settings.with_untracked(|s| s.selected.is_some()) {
+            return;
+        }
+        let first = fleet.with_model(|m| {
+            m.indexer_exit(crate::model::settings::Side::A)
+                .or(m.indexer_exit(crate::model::settings::Side::B))
+                .map(|e| e.event_id)
+                .or_else(|| m.differences().iter().map(|d| d.2.first_event).min())
+        });
+        if let Some(id) = first {
+            opened.set_value(true);
+            fleet.select(Some(id));
+        }
+    });
+}
+
 /// The views, in reading order: the answer first, then the evidence.
 #[component]
 pub fn Dashboard() -> impl IntoView {
+    open_first_finding(crate::contexts::use_fleet());
     view! {
         <FleetBar />
         <main id="main">
             <CaptureBar />
+            <DataQuality />
             <Headline />
             <WorkerCards />
+            <EventPlanes />
             <Timeline />
             <div class="two-col">
                 <Inspector />

@@ -34,10 +34,15 @@ pub fn FleetBar() -> impl IntoView {
         fleet.track();
         fleet.with_model(|m| {
             let total = m.sources().len();
+            // Live means analysed here: a socket that is open but whose events this page has not
+            // analysed is not live.
             let live = m
                 .sources()
                 .iter()
-                .filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live))
+                .filter(|s| {
+                    s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live)
+                        && s.counts(crate::model::settings::Side::A).events > 0
+                })
                 .count();
             if matches!(m.origin, Origin::Server { .. }) {
                 format!("{live} of {total} sources live")
@@ -46,10 +51,17 @@ pub fn FleetBar() -> impl IntoView {
             }
         })
     };
+    // A capture has a span and a count, not a rate.
     let rate = move || {
         fleet.track();
-        let r = fleet.with_model(|m| m.events_per_second(now_ms()));
-        format!("{} events/s", thousands(r.round() as u64))
+        fleet.with_model(|m| match m.origin {
+            Origin::Capture { .. } => {
+                let events: u64 = m.sources().iter().map(|s| s.counts(crate::model::settings::Side::A).events).sum();
+                let (a, b) = m.time_span_ms();
+                format!("{} events over {}", thousands(events), crate::views::human_duration_ms(b - a))
+            }
+            _ => format!("{} events/s", thousands(m.events_per_second(now_ms()).round() as u64)),
+        })
     };
     let memory = move || {
         fleet.track();

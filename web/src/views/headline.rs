@@ -1,134 +1,20 @@
-//! The answer, first: for each policy, does an indexer following it stop, where, and why; and
-//! what it skips. Written as sentences an operator reads aloud on an incident call.
+//! The answer, first, in the router's terms: for each policy, whether the fleet's indexer exits
+//! (where, when, on which rule), the crashloop after it, and what a running indexer skips or
+//! moves; never an all-clear over incomplete data. The sentences are built in
+//! `model::summary`; this file only renders them.
 
-use std::collections::BTreeMap;
-
-use kvscope_normalize::Outcome;
 use leptos::prelude::*;
 
 use crate::contexts::use_fleet;
-use crate::model::Model;
-use crate::model::classes::{Reason, TierShown};
 use crate::model::settings::Side;
 use crate::views::thousands;
-
-/// One policy's verdict over the fleet.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PolicySummary {
-    pub side: Side,
-    pub policy: String,
-    pub workers: usize,
-    pub fatal_workers: Vec<String>,
-    /// (reason, tiers, count) of fatal verdicts.
-    pub fatal: Vec<(String, String, u64)>,
-    /// The first fatal: source key, seq and sentence.
-    pub first_fatal: Option<(String, u64, String)>,
-    /// (reason, tiers, count) of skips that are not routine filtering.
-    pub notable_skips: Vec<(String, String, u64)>,
-    pub filtered: u64,
-    pub applied: u64,
-}
-
-fn tiers_text(tiers: &BTreeMap<TierShown, u64>) -> String {
-    tiers.keys().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-}
-
-/// Sums one policy's verdicts over every source.
-pub fn summarize(m: &Model, side: Side) -> PolicySummary {
-    let classes = m.classes();
-    let mut fatal: BTreeMap<Reason, (BTreeMap<TierShown, u64>, u64)> = BTreeMap::new();
-    let mut skips: BTreeMap<Reason, (BTreeMap<TierShown, u64>, u64)> = BTreeMap::new();
-    let mut s = PolicySummary {
-        side,
-        policy: m.policy_name(side).to_owned(),
-        workers: m.sources().len(),
-        fatal_workers: Vec::new(),
-        fatal: Vec::new(),
-        first_fatal: None,
-        notable_skips: Vec::new(),
-        filtered: 0,
-        applied: 0,
-    };
-    for src in m.sources() {
-        let counts = src.counts(side);
-        for ((kind, reason), (n, tiers)) in counts.rows(classes) {
-            match kind {
-                Outcome::Fatal => {
-                    let e = fatal.entry(reason).or_default();
-                    e.1 += n;
-                    for (t, k) in tiers {
-                        *e.0.entry(t).or_default() += k;
-                    }
-                }
-                Outcome::Skip => {
-                    if reason.is_routine_filter() {
-                        s.filtered += n;
-                    } else {
-                        let e = skips.entry(reason).or_default();
-                        e.1 += n;
-                        for (t, k) in tiers {
-                            *e.0.entry(t).or_default() += k;
-                        }
-                    }
-                }
-                Outcome::Apply => s.applied += n,
-            }
-        }
-        if let Some((seq, text)) = &counts.first_fatal {
-            s.fatal_workers.push(src.key.clone());
-            if s.first_fatal.is_none() {
-                s.first_fatal = Some((src.key.clone(), *seq, text.clone()));
-            }
-        }
-    }
-    s.fatal = fatal.into_iter().map(|(r, (t, n))| (r.to_string(), tiers_text(&t), n)).collect();
-    s.notable_skips = skips.into_iter().map(|(r, (t, n))| (r.to_string(), tiers_text(&t), n)).collect();
-    s
-}
-
-impl PolicySummary {
-    /// "legacy: the indexer STOPS on 3 of 3 workers" / "fixed: no fatal verdicts".
-    pub fn verdict_line(&self) -> String {
-        if self.fatal_workers.is_empty() {
-            format!("{}: no fatal verdict; an indexer following it keeps running", self.policy)
-        } else {
-            format!(
-                "{}: the indexer STOPS on {} of {} workers ({})",
-                self.policy,
-                self.fatal_workers.len(),
-                self.workers,
-                self.fatal_workers.join(", ")
-            )
-        }
-    }
-
-    /// The detail lines under the verdict.
-    pub fn detail_lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (reason, tiers, n) in &self.fatal {
-            out.push(format!("{} events fatal {reason} on {tiers}", thousands(*n)));
-        }
-        if let Some((key, seq, text)) = &self.first_fatal {
-            out.push(format!("first at {key} seq {seq}: {text}"));
-        }
-        for (reason, tiers, n) in &self.notable_skips {
-            out.push(format!("{} events skipped as {reason} on {tiers}", thousands(*n)));
-        }
-        out.push(format!(
-            "{} applied, {} filtered as non-main groups or unknown events",
-            thousands(self.applied),
-            thousands(self.filtered)
-        ));
-        out
-    }
-}
 
 #[component]
 pub fn Headline() -> impl IntoView {
     let fleet = use_fleet();
     let summaries = move || {
         fleet.track();
-        fleet.with_model(|m| [summarize(m, Side::A), summarize(m, Side::B)])
+        fleet.with_model(|m| [m.policy_summary(Side::A), m.policy_summary(Side::B)])
     };
     let differences = move || {
         fleet.track();
@@ -137,32 +23,66 @@ pub fn Headline() -> impl IntoView {
             m.differences()
                 .into_iter()
                 .take(6)
-                .map(|(a, b, n)| {
-                    let d = |c: Option<&crate::model::classes::Class>| c.map_or("no verdict".to_owned(), |c| c.describe());
-                    (thousands(n), format!("{pa}: {}", d(a)), format!("{pb}: {}", d(b)))
+                .map(|(a, b, d)| {
+                    let text = |c: Option<&crate::model::classes::Class>| c.map_or("no verdict".to_owned(), |c| c.describe());
+                    (thousands(d.events), format!("{pa}: {}", text(a)), format!("{pb}: {}", text(b)), d.first_event)
                 })
                 .collect::<Vec<_>>()
         })
     };
+    let agree_line = move || {
+        fleet.track();
+        fleet.with_model(|m| {
+            let c = m.fleet_completeness();
+            if c.is_complete() {
+                "Policies A and B decide every event the same way.".to_owned()
+            } else {
+                format!("{}no event seen so far is decided differently by policies A and B.", c.prefix())
+            }
+        })
+    };
+    let router_lines = move || {
+        fleet.track();
+        fleet.with_model(crate::views::router::headline_lines)
+    };
     view! {
         <section class="headline" aria-labelledby="headline-title" data-testid="headline">
             <h2 id="headline-title" class="visually-hidden">"What each policy does to the indexer"</h2>
+            {move || {
+                let lines = router_lines();
+                (!lines.is_empty()).then(|| view! {
+                    <div class="router-lines" data-testid="router-headline">
+                        <p><strong>"The router's side (Dynamo's event plane)"</strong></p>
+                        <ul>{lines.into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}</ul>
+                    </div>
+                })
+            }}
             <div class="differences" data-testid="differences">
                 {move || {
                     let rows = differences();
                     if rows.is_empty() {
-                        return view! { <p class="quiet">"Policies A and B decide every event the same way."</p> }.into_any();
+                        return view! { <p class="quiet" data-testid="agree">{agree_line()}</p> }.into_any();
                     }
                     view! {
                         <p><strong>"Where the two policies disagree"</strong>" (events, same event under each):"</p>
                         <ul>
                             {rows
                                 .into_iter()
-                                .map(|(n, a, b)| view! {
-                                    <li>
+                                .map(|(n, a, b, first)| view! {
+                                    <li data-testid="difference">
                                         <span class="n">{n}</span>" events: "
                                         <span class="side side-a">"A"</span>" "{a}" → "
-                                        <span class="side side-b">"B"</span>" "{b}
+                                        <span class="side side-b">"B"</span>" "{b}" "
+                                        <button
+                                            class="link"
+                                            data-testid="difference-first"
+                                            on:click=move |_| {
+                                                fleet.select(Some(first));
+                                                crate::views::inspector::scroll_to_inspector();
+                                            }
+                                        >
+                                            "open the first"
+                                        </button>
                                     </li>
                                 })
                                 .collect_view()}
@@ -176,31 +96,44 @@ pub fn Headline() -> impl IntoView {
                     .into_iter()
                     .map(|s| {
                         let side = s.side;
-                        let bad = !s.fatal_workers.is_empty();
-                        let open_first = move |_| {
-                            let id = fleet.with_model(|m| m.next_marked(side, None, 4));
-                            fleet.select(id);
-                            crate::views::inspector::scroll_to_inspector();
-                        };
+                        let exit = s.exit.as_ref().map(|e| e.event_id);
+                        let state = if s.exit.is_some() { "exits" } else if s.all_clear() { "clear" } else { s.completeness.key() };
                         view! {
                             <div
                                 class="policy-summary"
-                                class:bad=bad
-                                class:good=!bad
+                                class:bad=s.exit.is_some()
+                                class:good=s.all_clear()
+                                class:incomplete=!s.completeness.is_complete()
                                 data-testid=format!("summary-{}", side.as_str())
+                                data-state=state
+                                data-completeness=s.completeness.key()
+                                data-allclear=s.all_clear().to_string()
+                                data-exit-source=s.exit.as_ref().map(|e| e.source.clone())
+                                data-exit-seq=s.exit.as_ref().map(|e| e.seq.to_string())
+                                data-crashloop=s.exit.as_ref().map(|_| s.crashloop.iter().map(|c| c.1).sum::<u64>().to_string())
+                                data-never-indexed=s.exit.as_ref().map(|_| s.never_indexed.to_string())
                             >
                                 <p class="verdict-line">
                                     <span class=format!("side side-{}", side.as_str())>
                                         {format!("Policy {}", side.as_str().to_uppercase())}
                                     </span>
                                     " "
-                                    <strong>{s.verdict_line()}</strong>
+                                    <strong data-testid="verdict-line">{s.verdict_line()}</strong>
                                 </p>
+                                <p class="about">{s.about}</p>
                                 <ul>
                                     {s.detail_lines().into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}
                                 </ul>
-                                {bad.then(|| view! {
-                                    <button on:click=open_first>"Open the first fatal event"</button>
+                                {exit.map(|id| view! {
+                                    <button
+                                        data-testid=format!("open-exit-{}", side.as_str())
+                                        on:click=move |_| {
+                                            fleet.select(Some(id));
+                                            crate::views::inspector::scroll_to_inspector();
+                                        }
+                                    >
+                                        "Open the event where the indexer exits"
+                                    </button>
                                 })}
                             </div>
                         }

@@ -6,10 +6,14 @@ use leptos::prelude::*;
 use crate::contexts::use_fleet;
 use crate::model::settings::Side;
 
+/// Lines shown per policy before "show all": the log grows with the page, never scrolls inside it.
+const LOG_LINES_SHOWN: usize = 40;
+
 #[component]
 pub fn IndexerLog() -> impl IntoView {
     let fleet = use_fleet();
     let column = move |side: Side| {
+        let show_all = RwSignal::new(false);
         let lines = Memo::new(move |_| {
             fleet.track();
             fleet.with_model(|m| (m.policy_name(side).to_owned(), m.log(side)))
@@ -26,7 +30,9 @@ pub fn IndexerLog() -> impl IntoView {
                             if ls.is_empty() {
                                 return view! { <li class="quiet">"(nothing: this indexer would print no warning)"</li> }.into_any();
                             }
+                            let shown = if show_all.get() { ls.len() } else { ls.len().min(LOG_LINES_SHOWN) };
                             ls.iter()
+                                .take(shown)
                                 .map(|l| {
                                     let text = if l.fatal {
                                         format!("{}  ← the indexer exits here", l.text)
@@ -46,6 +52,14 @@ pub fn IndexerLog() -> impl IntoView {
                         })
                     }}
                 </ol>
+                {move || {
+                    let n = lines.with(|l| l.1.len());
+                    (n > LOG_LINES_SHOWN).then(|| view! {
+                        <button class="link" on:click=move |_| show_all.update(|v| *v = !*v)>
+                            {move || if show_all.get() { format!("show the first {LOG_LINES_SHOWN} lines") } else { format!("show all {n} lines") }}
+                        </button>
+                    })
+                }}
             </div>
         }
     };

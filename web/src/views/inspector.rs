@@ -7,7 +7,33 @@ use leptos::prelude::*;
 use crate::contexts::use_fleet;
 use crate::model::EventDetail;
 use crate::views::clock;
-use crate::views::virtual_list::VirtualList;
+
+/// Hex lines per page: the payload is paged, not scrolled inside the page's own scroll.
+const HEX_PAGE_LINES: usize = 24;
+
+/// The payload in hex, a page of [`HEX_PAGE_LINES`] lines at a time.
+#[component]
+fn HexPager(payload: Vec<u8>, lines: Signal<usize>) -> impl IntoView {
+    let page = RwSignal::new(0usize);
+    let pages = move || lines.get().div_ceil(HEX_PAGE_LINES).max(1);
+    let payload = StoredValue::new(payload);
+    view! {
+        <div class="hex" data-testid="inspector-hex">
+            <p class="hex-pager">
+                <button disabled=move || { page.get() == 0 } on:click=move |_| page.update(|p| *p = p.saturating_sub(1))>"◀ earlier bytes"</button>
+                {move || format!(" page {} of {} ({} bytes per page) ", page.get() + 1, pages(), HEX_PAGE_LINES * 16)}
+                <button disabled=move || { page.get() + 1 >= pages() } on:click=move |_| page.update(|p| *p += 1)>"later bytes ▶"</button>
+            </p>
+            <pre aria-label="payload bytes in hex">
+                {move || {
+                    let start = page.get() * HEX_PAGE_LINES;
+                    let end = (start + HEX_PAGE_LINES).min(lines.get());
+                    payload.with_value(|p| (start..end).map(|i| hex_line(p, i)).collect::<Vec<_>>().join("\n"))
+                }}
+            </pre>
+        </div>
+    }
+}
 
 /// Scrolls the inspector into view and focuses it (after "open the first fatal").
 pub fn scroll_to_inspector() {
@@ -83,6 +109,32 @@ pub fn Inspector() -> impl IntoView {
         fleet.with_model(|m| m.event_detail(id).map(std::sync::Arc::new))
     });
     let payload_lines = Signal::derive(move || detail.with(|d| d.as_ref().map_or(0, |d| d.payload.len().div_ceil(16))));
+    // The engine event beside the RouterEvent it became on the event plane, or the rule that
+    // dropped it (only with an event plane).
+    let router = move || {
+        fleet.track();
+        let id = fleet.selected.get()?;
+        let r = fleet.with_model(|m| m.router_detail(id))?;
+        let became = match (&r.published, &r.dropped) {
+            (Some(e), _) => format!("became: {}", crate::model::router::describe(e)),
+            (None, Some((label, sentence))) => format!("became nothing: {}'s relay drops it ({label}): {sentence}", r.policy),
+            (None, None) => "became nothing".to_owned(),
+        };
+        let arrived = match (&r.difference, &r.published) {
+            (Some(d), _) => format!("on the event plane: {d}"),
+            (None, Some(_)) => "on the event plane: no difference recorded for it".to_owned(),
+            (None, None) => "on the event plane: nothing expected".to_owned(),
+        };
+        let received = r.received.as_ref().map(|e| format!("arrived instead: {}", crate::model::router::describe(e)));
+        Some(view! {
+            <div class="router-detail" data-testid="inspector-router">
+                <h3><span class="side side-r">"R"</span>{format!(" The router's side ({}'s relay)", r.policy)}</h3>
+                <p data-testid="inspector-router-became">{became}</p>
+                <p>{arrived}</p>
+                {received.map(|t| view! { <p>{t}</p> })}
+            </div>
+        })
+    };
     view! {
         <section id="inspector" class="inspector" aria-labelledby="inspector-title" data-testid="inspector" tabindex="-1">
             <h2 id="inspector-title">"Event inspector"</h2>
@@ -113,6 +165,7 @@ pub fn Inspector() -> impl IntoView {
                                 })
                                 .collect_view()}
                         </div>
+                        {router}
                         <table class="fields" data-testid="inspector-fields">
                             {fields(&d)
                                 .into_iter()
@@ -120,15 +173,7 @@ pub fn Inspector() -> impl IntoView {
                                 .collect_view()}
                         </table>
                         <h3>{format!("Payload: {} bytes (msgpack, the whole batch)", d.payload.len())}</h3>
-                        <div class="hex" data-testid="inspector-hex">
-                            <VirtualList
-                                rows=payload_lines
-                                row_px=18.0
-                                height_px=180.0
-                                label="payload bytes in hex".to_string()
-                                render=move |i| hex_line(&d2.payload, i)
-                            />
-                        </div>
+                        <HexPager payload=d2.payload.clone() lines=payload_lines />
                     }.into_any()
                 }
             }}

@@ -3,10 +3,12 @@
 
 pub mod app;
 pub mod capture_bar;
+pub mod data_quality;
 pub mod fleet_bar;
 pub mod headline;
 pub mod indexer_log;
 pub mod inspector;
+pub mod router;
 pub mod rules_help;
 pub mod tier_tree;
 pub mod timeline;
@@ -39,11 +41,23 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// Wall-clock time of a Unix-nanosecond stamp, `HH:MM:SS.mmm` UTC.
+/// Wall-clock time of a Unix-nanosecond stamp, `HH:MM:SS.mmm UTC` (the protocol crate's one
+/// formatter, so the page and `check` print the same time).
 pub fn clock(nanos: u64) -> String {
-    let ms = nanos / 1_000_000;
-    let (h, m, s, milli) = ((ms / 3_600_000) % 24, (ms / 60_000) % 60, (ms / 1000) % 60, ms % 1000);
-    format!("{h:02}:{m:02}:{s:02}.{milli:03} UTC")
+    format!("{} UTC", kvscope_protocol::time::utc_time_of_day(nanos))
+}
+
+/// "850 ms", "12.4 s", "3 min 20 s": a span with its unit.
+pub fn human_duration_ms(ms: f64) -> String {
+    let ms = ms.max(0.0);
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else if ms < 60_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        let s = (ms / 1000.0).round() as u64;
+        format!("{} min {} s", s / 60, s % 60)
+    }
 }
 
 #[cfg(test)]
@@ -57,5 +71,8 @@ mod tests {
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(thousands(12), "12");
         assert_eq!(clock(3_723_004_000_000), "01:02:03.004 UTC");
+        assert_eq!(human_duration_ms(850.0), "850 ms");
+        assert_eq!(human_duration_ms(12_400.0), "12.4 s");
+        assert_eq!(human_duration_ms(200_000.0), "3 min 20 s");
     }
 }

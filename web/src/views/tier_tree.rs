@@ -1,12 +1,15 @@
-//! Tier trees: per worker and tier, the prefix tree of blocks, summarised as an icicle (largest
-//! subtrees first, the rest folded into "+N more"), with drill-down, hover details, tier and
-//! worker filters, and a search by block hash across the fleet.
+//! Tier trees: per worker and tier, the prefix tree of blocks, summarised as an icicle sized by
+//! block count (largest subtrees first, the rest folded into "+N more"), with drill-down and
+//! hover details; A's and B's trees side by side per tier (empty tiers collapsed), each
+//! consistency counter explained and opening the events behind it, and a search by block hash
+//! across every worker, tier and policy.
 
 use kvscope_normalize::StorageTier;
-use kvscope_tiers::IcicleNode;
+use kvscope_tiers::{Consistency, IcicleNode};
 use leptos::prelude::*;
 
 use crate::contexts::use_fleet;
+use crate::model::settings::Side;
 use crate::views::thousands;
 
 /// Children shown per node.
@@ -49,8 +52,10 @@ fn build(nodes: &[IcicleNode], titles: &dyn Fn(&IcicleNode) -> String) -> Option
 
 fn render(cell: Cell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> AnyView {
     let n = cell.node;
+    // The first 8 hex digits identify a block among its siblings; the whole hash is in the
+    // title and the hover line.
     let label = match n.hash {
-        Some(h) => format!("{h:016x} · {} blocks", n.blocks),
+        Some(h) => format!("{:08x}… {}", h >> 32, n.blocks),
         None => format!("all roots · {} blocks", n.blocks),
     };
     let title = cell.title.clone();
@@ -125,19 +130,44 @@ pub fn TierTree() -> impl IntoView {
         let drill = root.get();
         fleet.with_model(|m| {
             let trees = m.trees();
+            let side = m.config().trees;
+            let policy = m.policy_name(side).to_owned();
             let Some(summary) = trees.summary(src, tier) else {
-                return view! { <p class="tree-summary" data-testid="tree-summary">"0 blocks: nothing applied on this tier."</p> }.into_any();
+                return view! { <p class="tree-summary" data-testid="tree-summary">{format!("Policy {} {policy}: 0 blocks, nothing applied on {}.", side.as_str().to_uppercase(), tier.label())}</p> }.into_any();
             };
             let c = summary.counters;
             let head = format!(
-                "{} blocks · {} roots · depth {} · parent_block_not_found {} · block_not_found {} · duplicate_store {}",
-                thousands(summary.blocks as u64),
+                "Policy {} {policy}, {}: {} · {} roots · depth {}",
+                side.as_str().to_uppercase(),
+                tier.label(),
+                c.held_explained(summary.blocks),
                 thousands(summary.roots as u64),
                 summary.max_depth,
-                c.parent_block_not_found,
-                c.block_not_found,
-                c.duplicate_store
             );
+            let counters = Consistency::ALL
+                .into_iter()
+                .map(|k| {
+                    let n = k.of(&c);
+                    let events = trees.counter_events(src, tier, k).to_vec();
+                    let first = events.first().copied();
+                    let kept = events.len();
+                    view! {
+                        <li data-testid="tree-counter" data-counter=k.as_str() class:nonzero={n > 0}>
+                            <strong>{format!("{} {}", k.as_str(), thousands(n))}</strong>
+                            {format!(": {}", k.sentence())}
+                            {first.map(|id| view! {
+                                " "
+                                <button class="link" data-testid="tree-counter-open" on:click=move |_| {
+                                    fleet.select(Some(id));
+                                    crate::views::inspector::scroll_to_inspector();
+                                }>
+                                    {if kept > 1 { format!("open the first of {kept} kept") } else { "open it".to_owned() }}
+                                </button>
+                            })}
+                        </li>
+                    }
+                })
+                .collect_view();
             let titles = |n: &IcicleNode| match n.hash {
                 None => "every root of this tier".to_owned(),
                 Some(h) => {
@@ -150,19 +180,71 @@ pub fn TierTree() -> impl IntoView {
             let cell = trees.subtree(src, tier, drill, DEPTH, WIDTH).and_then(|nodes| build(&nodes, &titles));
             view! {
                 <p class="tree-summary" data-testid="tree-summary">{head}</p>
+                <ul class="tree-counters">{counters}</ul>
                 {drill.map(|h| view! {
                     <p>
                         {format!("Drilled into {h:016x}. ")}
                         <button on:click=move |_| root.set(None)>"Back to all roots"</button>
                     </p>
                 })}
-                <div class="icicle" role="tree" aria-label="Block tree, largest subtrees first; click a block to drill down">
+                <div class="icicle" role="tree" aria-label="Block tree sized by block count, largest subtrees first; click a block to drill down">
                     {cell.map(|c| render(c, root, hover))}
                 </div>
             }
             .into_any()
         })
     };
+
+    // A's and B's trees side by side, per tier: what each holds, and what B holds that A does
+    // not. Tiers empty under both are collapsed into one line.
+    let side_by_side = move || {
+        fleet.track();
+        let Some((src, _)) = selected() else { return ().into_any() };
+        fleet.with_model(|m| {
+            let (pa, pb) = (m.policy_name(Side::A).to_owned(), m.policy_name(Side::B).to_owned());
+            let mut empty = Vec::new();
+            let rows = StorageTier::ALL
+                .iter()
+                .filter_map(|&t| {
+                    let (a, b) = (m.trees_of(Side::A).blocks(src, t), m.trees_of(Side::B).blocks(src, t));
+                    let (ca, cb) = (m.trees_of(Side::A).counters(src, t), m.trees_of(Side::B).counters(src, t));
+                    if a == 0 && b == 0 && ca.stores_applied + ca.removes_applied + cb.stores_applied + cb.removes_applied == 0 {
+                        empty.push(t.label());
+                        return None;
+                    }
+                    let diff = b as i64 - a as i64;
+                    Some(view! {
+                        <tr data-testid="tree-tier" data-tier=t.label()>
+                            <th scope="row">{t.label()}</th>
+                            <td data-policy="a" title=ca.held_explained(a as usize)>{thousands(a)}</td>
+                            <td data-policy="b" title=cb.held_explained(b as usize)>{thousands(b)}</td>
+                            <td>{match diff {
+                                0 => "the same".to_owned(),
+                                d if d > 0 => format!("B holds {} more", thousands(d as u64)),
+                                d => format!("A holds {} more", thousands(d.unsigned_abs())),
+                            }}</td>
+                        </tr>
+                    })
+                })
+                .collect_view();
+            view! {
+                <table class="tree-sides" data-testid="tree-sides">
+                    <caption>"Blocks held per tier, each policy's own trees (hover a count for where the applied blocks went)"</caption>
+                    <thead><tr>
+                        <th scope="col">"tier"</th>
+                        <th scope="col"><span class="side side-a">"A"</span>" "{pa}</th>
+                        <th scope="col"><span class="side side-b">"B"</span>" "{pb}</th>
+                        <th scope="col">"difference"</th>
+                    </tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+                {(!empty.is_empty()).then(|| view! { <p class="quiet" data-testid="empty-tiers">{format!("Empty under both policies: {}.", empty.join(", "))}</p> })}
+            }
+            .into_any()
+        })
+    };
+    let tree_side = move || fleet.with_model(|m| m.config().trees);
+    let set_side = move |side: Side| fleet.update_settings(|s| s.trees = Some(side));
 
     let search_results = move || {
         fleet.track();
@@ -171,23 +253,27 @@ pub fn TierTree() -> impl IntoView {
             return if q.trim().is_empty() { ().into_any() } else { view! { <p class="error">"Not a hash: give 16 hex digits or a decimal number."</p> }.into_any() };
         };
         fleet.with_model(|m| {
-            let hits = m.trees().search(h);
+            let hits: Vec<_> = [Side::A, Side::B]
+                .into_iter()
+                .flat_map(|side| m.trees_of(side).search(h).into_iter().map(move |hit| (side, hit)))
+                .collect();
             if hits.is_empty() {
-                return view! { <p data-testid="hash-results">{format!("{h:016x}: in no tree.")}</p> }.into_any();
+                return view! { <p data-testid="hash-results">{format!("{h:016x}: in no tree of either policy.")}</p> }.into_any();
             }
             view! {
                 <ul data-testid="hash-results">
                     {hits
                         .into_iter()
-                        .map(|(src, tier, n)| {
+                        .map(|(side, (src, tier, n))| {
                             let key = m.source(src).map(|s| s.key.clone()).unwrap_or_default();
                             let k2 = key.clone();
                             let parent = n.parent_hash.filter(|_| n.parent_present);
                             let bs = m.block_size_of(src, n.seq, n.hash);
+                            let policy = m.policy_name(side).to_owned();
                             view! {
-                                <li>
-                                    <button on:click=move |_| { set_tree(k2.clone(), tier.label()); root.set(parent); }>
-                                        {format!("{key} {}: seq {}, block_size {}, {} children, parent {}", tier.label(), n.seq, bs.map_or("?".into(), |b| b.to_string()), n.children, n.parent_hash.map_or("none".into(), |p| format!("{p:016x}")))}
+                                <li data-testid="hash-hit" data-policy=side.as_str() data-source=key.clone() data-tier=tier.label()>
+                                    <button on:click=move |_| { set_side(side); set_tree(k2.clone(), tier.label()); root.set(parent); }>
+                                        {format!("{} {policy}: {key} {}: seq {}, block_size {}, {} children, parent {}", side.as_str().to_uppercase(), tier.label(), n.seq, bs.map_or("?".into(), |b| b.to_string()), n.children, n.parent_hash.map_or("none".into(), |p| format!("{p:016x}")))}
                                     </button>
                                 </li>
                             }
@@ -231,6 +317,11 @@ pub fn TierTree() -> impl IntoView {
                             .collect_view()}
                     </select>
                 </label>
+                <span class="field" role="group" aria-label="Whose tree the icicle shows">
+                    <span>"Icicle of"</span>
+                    <button data-testid="tree-side-a" aria-pressed=move || (tree_side() == Side::A).to_string() on:click=move |_| set_side(Side::A)>"A"</button>
+                    <button data-testid="tree-side-b" aria-pressed=move || (tree_side() == Side::B).to_string() on:click=move |_| set_side(Side::B)>"B"</button>
+                </span>
                 <label class="field">
                     <span>"Find block hash"</span>
                     <input
@@ -243,6 +334,7 @@ pub fn TierTree() -> impl IntoView {
                 </label>
             </div>
             {search_results}
+            {side_by_side}
             {icicle}
             <p class="hover" aria-live="polite">{move || hover.get()}</p>
         </section>

@@ -1,5 +1,7 @@
-//! The mismatch timeline: a lane per source over receive time; marks coloured by verdict class
-//! under the chosen policy; zoom (wheel, buttons, + and -), pan (drag, arrow keys); hover shows
+//! The mismatch timeline: a lane per source over wall-clock receive time (UTC); by default only
+//! the events the policies decide differently or that are fatal or skipped under either, with
+//! agreements dimmed; where a policy's indexer exits, a marker and the rest of its half hatched;
+//! shift-drag counts the verdicts of a time range; zoom (wheel, buttons, + and -), pan (drag, arrow keys); hover shows
 //! what a pixel holds; a click opens the event in the inspector.
 //!
 //! Drawn on a canvas through web-sys. Each lane is folded into one column per pixel
@@ -12,12 +14,18 @@ use wasm_bindgen::JsCast;
 use crate::contexts::{Fleet, use_fleet};
 use crate::model::Model;
 use crate::model::settings::Side;
-use crate::model::timeline::{columns, pick, runs};
+use crate::model::timeline::{Show, agreement_runs, columns, pick, range_counts, runs};
+use crate::views::{clock, thousands};
 
 const LANE_MAX_PX: f64 = 32.0;
 const LANE_MIN_PX: f64 = 8.0;
 const AXIS_PX: f64 = 20.0;
 const LABEL_PX: f64 = 0.0;
+
+/// Rows per lane: A and B, and the router's when there is an event plane.
+fn rows_per_lane(m: &Model) -> f64 {
+    if m.router().is_some() { 3.0 } else { 2.0 }
+}
 
 fn lane_px(lanes: usize) -> f64 {
     (420.0 / lanes.max(1) as f64).clamp(LANE_MIN_PX, LANE_MAX_PX)
@@ -25,7 +33,7 @@ fn lane_px(lanes: usize) -> f64 {
 
 /// Source indices shown, in order (the worker filter applies).
 fn shown_lanes(m: &Model, filter: &str) -> Vec<u32> {
-    m.sources().iter().filter(|s| filter.is_empty() || s.key.contains(filter)).map(|s| s.index).collect()
+    m.engine_sources().filter(|s| filter.is_empty() || s.key.contains(filter)).map(|s| s.index).collect()
 }
 
 /// The visible window: the URL's, or everything retained.
@@ -49,13 +57,28 @@ fn tick_ms(span_ms: f64, target: f64) -> f64 {
     10.0 * mag
 }
 
-fn fmt_offset(ms: f64, step: f64) -> String {
-    let ms = if ms.abs() < step / 2.0 { 0.0 } else { ms };
-    if step >= 1000.0 { format!("+{:.0} s", ms / 1000.0) } else if step >= 100.0 { format!("+{:.1} s", ms / 1000.0) } else { format!("+{:.0} ms", ms) }
+/// An axis label in wall-clock UTC: `12:01:03` for steps of a second or more, with
+/// milliseconds below that.
+fn fmt_tick(t0_nanos: Option<u64>, ms: f64, step: f64) -> String {
+    let Some(t0) = t0_nanos else { return format!("+{:.0} ms", ms) };
+    let text = clock(t0.saturating_add((ms.max(0.0) * 1e6) as u64));
+    let text = text.trim_end_matches(" UTC");
+    if step >= 1000.0 { text[..8.min(text.len())].to_owned() } else { text.to_owned() }
+}
+
+fn shown(settings_show_all: bool) -> Show {
+    if settings_show_all { Show::All } else { Show::Mismatches }
 }
 
 /// Draws the timeline. Returns the number of rectangles filled (for the benchmark's log).
-pub fn draw(canvas: &web_sys::HtmlCanvasElement, m: &Model, side: Side, filter: &str, win: Option<(f64, f64)>) -> usize {
+pub fn draw(
+    canvas: &web_sys::HtmlCanvasElement,
+    m: &Model,
+    filter: &str,
+    win: Option<(f64, f64)>,
+    show: Show,
+    selection: Option<(f64, f64)>,
+) -> usize {
     let Ok(Some(ctx)) = canvas.get_context("2d") else { return 0 };
     let Ok(ctx) = ctx.dyn_into::<web_sys::CanvasRenderingContext2d>() else { return 0 };
     let dpr = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio());
@@ -78,12 +101,17 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, m: &Model, side: Side, filter: 
         ctx.set_fill_style_str(if row % 2 == 0 { "#161b22" } else { "#11161d" });
         ctx.fill_rect(LABEL_PX, y, css_w, lane_h);
         let Some(lane) = m.lanes().get(src as usize) else { continue };
-        // Upper half: policy A; lower half: policy B, so a fatal under A sits right above the
-        // skip B made of the same event.
-        let half = lane_h / 2.0;
+        // Upper part: policy A; then policy B, so a fatal under A sits right above the skip B
+        // made of the same event; with an event plane, the router's row below them.
+        let half = lane_h / rows_per_lane(m);
         for (k, policy_b) in [(0.0, false), (1.0, true)] {
             let top = y + k * half;
-            let cols = columns(lane, classes, t0, t1, width_px, policy_b);
+            let cols = columns(lane, classes, t0, t1, width_px, policy_b, show);
+            ctx.set_fill_style_str("#3b434d");
+            for (x, w) in agreement_runs(&cols) {
+                ctx.fill_rect(LABEL_PX + x as f64, top + half / 2.0 - 0.5, w as f64, 1.0);
+                rects += 1;
+            }
             for run in runs(&cols) {
                 let sev = classes.severity(run.top);
                 let (pad, h) = if sev <= 1 { (half * 0.35, half * 0.3) } else { (0.5, half - 1.0) };
@@ -92,11 +120,88 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, m: &Model, side: Side, filter: 
                 rects += 1;
             }
         }
+        if let Some(router) = m.router() {
+            let top = y + 2.0 * half;
+            if let Some(rl) = router.lane(src) {
+                let cols = crate::model::router::router_columns(rl, t0, t1, width_px);
+                for (x, v) in cols.iter().enumerate() {
+                    match v {
+                        1 => {
+                            ctx.set_fill_style_str("#3b434d");
+                            ctx.fill_rect(LABEL_PX + x as f64, top + half / 2.0 - 0.5, 1.0, 1.0);
+                        }
+                        2 => {
+                            ctx.set_fill_style_str(crate::model::classes::OTHER_SKIP);
+                            ctx.fill_rect(LABEL_PX + x as f64, top + 0.5, 1.0, half - 1.0);
+                        }
+                        _ => continue,
+                    }
+                    rects += 1;
+                }
+            }
+            // The reconciliation's differences (the first ones kept): where the router's view
+            // departs from what the relay should have published.
+            let report = router.report();
+            if let Some(sr) = router.source_report(&report, src) {
+                ctx.set_fill_style_str("#e6edf3");
+                for d in &sr.differences {
+                    let Some(origin) = d.origin else { continue };
+                    let Some(t) = router.lane(src).and_then(|rl| rl.time_of(origin.seq, origin.event_index)) else { continue };
+                    let x = LABEL_PX + (t - t0) * width_px as f64 / (t1 - t0);
+                    ctx.fill_rect(x - 1.0, top, 3.0, half);
+                    rects += 1;
+                }
+            }
+        }
         ctx.set_fill_style_str("#0d1117");
         ctx.fill_rect(LABEL_PX, y + lane_h - 1.0, css_w, 1.0);
     }
-    let _ = side;
-    // Axis.
+    // Where a policy's indexer exits: a marker, and the rest of that policy's half of every
+    // lane hatched (the router's indexer is down for the whole fleet, not one worker).
+    let scale = width_px as f64 / (t1 - t0);
+    for (k, side) in [(0.0, Side::A), (1.0, Side::B)] {
+        let Some(exit_ms) = m.exit_time_ms(side) else { continue };
+        let x = (LABEL_PX + (exit_ms - t0) * scale).max(LABEL_PX);
+        if x > css_w {
+            continue;
+        }
+        let half = lane_h / rows_per_lane(m);
+        ctx.set_fill_style_str("rgba(13, 17, 23, 0.55)");
+        for row in 0..lanes.len() {
+            let y = row as f64 * lane_h + k * half;
+            ctx.fill_rect(x, y, css_w - x, half);
+        }
+        let h = lanes.len() as f64 * lane_h;
+        ctx.save();
+        ctx.begin_path();
+        for row in 0..lanes.len() {
+            ctx.rect(x, row as f64 * lane_h + k * half, css_w - x, half);
+        }
+        ctx.clip();
+        ctx.set_stroke_style_str("rgba(213, 94, 0, 0.45)");
+        ctx.set_line_width(1.0);
+        ctx.begin_path();
+        let mut sx = x - h;
+        while sx < css_w {
+            ctx.move_to(sx, h);
+            ctx.line_to(sx + h, 0.0);
+            sx += 8.0;
+        }
+        ctx.stroke();
+        ctx.restore();
+        ctx.set_fill_style_str(crate::model::classes::FATAL);
+        ctx.fill_rect(x, 0.0, 2.0, h);
+        ctx.set_font("bold 11px system-ui, sans-serif");
+        let _ = ctx.fill_text(&format!("{} exits", side.as_str().to_uppercase()), x + 4.0, 11.0 + k * 12.0);
+    }
+    if let Some((a, b)) = selection {
+        let (a, b) = (a.min(b), a.max(b));
+        let xa = LABEL_PX + (a - t0) * scale;
+        let xb = LABEL_PX + (b - t0) * scale;
+        ctx.set_fill_style_str("rgba(230, 237, 243, 0.12)");
+        ctx.fill_rect(xa, 0.0, (xb - xa).max(1.0), lanes.len() as f64 * lane_h);
+    }
+    // Axis, in wall-clock UTC.
     let axis_y = lanes.len() as f64 * lane_h;
     ctx.set_fill_style_str("#c9d1d9");
     ctx.set_font("11px system-ui, sans-serif");
@@ -106,21 +211,31 @@ pub fn draw(canvas: &web_sys::HtmlCanvasElement, m: &Model, side: Side, filter: 
     while t < t1 {
         let x = LABEL_PX + (t - t0) / span * width_px as f64;
         ctx.fill_rect(x, axis_y, 1.0, 4.0);
-        let _ = ctx.fill_text(&fmt_offset(t, step), x + 3.0, axis_y + 14.0);
+        let _ = ctx.fill_text(&fmt_tick(m.t0_nanos(), t, step), x + 3.0, axis_y + 14.0);
         t += step;
     }
     rects
 }
 
-/// What the pixel under the pointer holds, in words.
+/// What the pixel under the pointer holds, in words: when (UTC), which seqs, and the verdicts.
 fn hover_text(m: &Model, side: Side, src: u32, t_lo: f64, t_hi: f64) -> String {
     let Some(lane) = m.lanes().get(src as usize) else { return String::new() };
     let key = m.source(src).map(|s| s.key.clone()).unwrap_or_default();
     let range = lane.range(t_lo, t_hi);
     let n = range.len();
+    let at = fmt_tick(m.t0_nanos(), t_lo, 1.0);
     if n == 0 {
-        return format!("{key} at {}: no events", fmt_offset(t_lo, 1.0));
+        return format!("{key} at {at} UTC: no events");
     }
+    let seqs = {
+        let first = m.event_seq(lane.event_id[range.start]);
+        let last = m.event_seq(lane.event_id[range.end - 1]);
+        match (first, last) {
+            (Some(a), Some(b)) if a == b => format!("seq {a}"),
+            (Some(a), Some(b)) => format!("seq {a}..={b}"),
+            _ => "seq no longer retained".to_owned(),
+        }
+    };
     let codes = if side.is_b() { &lane.class_b } else { &lane.class_a };
     let mut counts: std::collections::BTreeMap<u8, usize> = Default::default();
     for i in range {
@@ -133,11 +248,26 @@ fn hover_text(m: &Model, side: Side, src: u32, t_lo: f64, t_hi: f64) -> String {
         .collect();
     parts.sort_by_key(|p| std::cmp::Reverse(p.0));
     format!(
-        "{key} at {}: {n} events under policy {}: {}. Click to open.",
-        fmt_offset(t_lo, 1.0),
+        "{key} at {at} UTC, {seqs}: {n} events under policy {}: {}. Click to open.",
         side.as_str().to_uppercase(),
         parts.into_iter().map(|p| p.1).collect::<Vec<_>>().join(", ")
     )
+}
+
+/// Verdict counts of a selected time range, per policy, most severe first.
+fn selection_rows(m: &Model, filter: &str, (a, b): (f64, f64)) -> [Vec<(String, u64, &'static str)>; 2] {
+    let (a, b) = (a.min(b), a.max(b));
+    let lanes = shown_lanes(m, filter);
+    let counts = range_counts(lanes.iter().filter_map(|&i| m.lanes().get(i as usize)), a, b);
+    let classes = m.classes();
+    counts.map(|c| {
+        let mut rows: Vec<(u8, String, u64, &'static str)> = c
+            .into_iter()
+            .map(|(code, n)| (classes.severity(code), classes.get(code).map_or("no verdict".into(), |c| c.describe()), n, classes.colour(code)))
+            .collect();
+        rows.sort_by(|x, y| y.0.cmp(&x.0).then(y.2.cmp(&x.2)));
+        rows.into_iter().map(|r| (r.1, r.2, r.3)).collect()
+    })
 }
 
 fn zoom(fleet: Fleet, factor: f64, centre_frac: f64) {
@@ -161,14 +291,16 @@ pub fn Timeline() -> impl IntoView {
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
     let hover = RwSignal::new(String::new());
     let drag = StoredValue::new(None::<(f64, (f64, f64), bool)>);
+    // A shift-drag selects a time range (ms): its verdict counts are listed under the canvas.
+    let selection = RwSignal::new(None::<(f64, f64)>);
+    let selecting = StoredValue::new(None::<f64>);
 
     Effect::new(move |_| {
         fleet.track();
-        let side = fleet.lanes_side();
-        let (filter, win) = fleet.settings.with(|s| (s.worker_filter.clone(), s.window_ms));
-        let _ = fleet.settings.with(|s| s.lanes);
+        let (filter, win, show_all) = fleet.settings.with(|s| (s.worker_filter.clone(), s.window_ms, s.show_all));
+        let sel = selection.get();
         if let Some(canvas) = canvas_ref.get() {
-            fleet.with_model(|m| draw(&canvas, m, side, &filter, win));
+            fleet.with_model(|m| draw(&canvas, m, &filter, win, shown(show_all), sel));
         }
     });
 
@@ -184,7 +316,7 @@ pub fn Timeline() -> impl IntoView {
             let lanes = shown_lanes(m, &filter);
             let lane_h = lane_px(lanes.len());
             let row = (y / lane_h).floor();
-            let side = if y - row * lane_h < lane_h / 2.0 { Side::A } else { Side::B };
+            let side = if y - row * lane_h < lane_h / rows_per_lane(m) { Side::A } else { Side::B };
             if row < 0.0 || x < 0.0 || width <= 0.0 {
                 return None;
             }
@@ -197,6 +329,12 @@ pub fn Timeline() -> impl IntoView {
     };
 
     let on_move = move |ev: web_sys::MouseEvent| {
+        if let Some(Some(start)) = selecting.try_get_value() {
+            if let Some((_, t, _, _, _)) = locate(&ev) {
+                selection.set(Some((start, t)));
+            }
+            return;
+        }
         if let Some(Some((x0, (a, b), _))) = drag.try_get_value() {
             let Some(canvas) = canvas_ref.get() else { return };
             let width = canvas.get_bounding_client_rect().width().max(1.0);
@@ -212,10 +350,21 @@ pub fn Timeline() -> impl IntoView {
         hover.set(text.unwrap_or_default());
     };
     let on_down = move |ev: web_sys::MouseEvent| {
+        if ev.shift_key() {
+            if let Some((_, t, _, _, _)) = locate(&ev) {
+                selecting.set_value(Some(t));
+                selection.set(Some((t, t)));
+            }
+            return;
+        }
         let win = fleet.with_model(|m| window(m, fleet.settings.with_untracked(|s| s.window_ms)));
         drag.set_value(Some((ev.client_x() as f64, win, false)));
     };
     let on_up = move |ev: web_sys::MouseEvent| {
+        if selecting.try_get_value().flatten().is_some() {
+            selecting.set_value(None);
+            return;
+        }
         let moved = drag.try_get_value().flatten().is_some_and(|d| d.2);
         drag.set_value(None);
         if moved {
@@ -264,6 +413,42 @@ pub fn Timeline() -> impl IntoView {
         });
         fleet.select(id);
     };
+    let selection_view = move || {
+        let sel = selection.get()?;
+        fleet.track();
+        let filter = fleet.settings.with(|s| s.worker_filter.clone());
+        let (rows, pa, pb, span) = fleet.with_model(|m| {
+            let t0 = m.t0_nanos().unwrap_or(0);
+            let at = |ms: f64| clock(t0 + (ms.max(0.0) * 1e6) as u64);
+            let (a, b) = (sel.0.min(sel.1), sel.0.max(sel.1));
+            (
+                selection_rows(m, &filter, sel),
+                m.policy_name(Side::A).to_owned(),
+                m.policy_name(Side::B).to_owned(),
+                format!("{} to {}", at(a), at(b)),
+            )
+        });
+        let [ra, rb] = rows;
+        let list = |rows: Vec<(String, u64, &'static str)>| {
+            rows.into_iter()
+                .map(|(name, n, colour)| view! {
+                    <li><span class="swatch" style:background=colour aria-hidden="true"></span>{format!("{} {name}", thousands(n))}</li>
+                })
+                .collect_view()
+        };
+        Some(view! {
+            <div class="range-counts" data-testid="range-counts">
+                <p>
+                    <strong>{format!("Selected: {span}")}</strong>" "
+                    <button class="link" on:click=move |_| selection.set(None)>"clear"</button>
+                </p>
+                <div class="range-cols">
+                    <div><span class="side side-a">"A"</span>" "{pa}<ul>{list(ra)}</ul></div>
+                    <div><span class="side side-b">"B"</span>" "{pb}<ul>{list(rb)}</ul></div>
+                </div>
+            </div>
+        })
+    };
     let legend = move || {
         fleet.track();
         fleet.with_model(|m| {
@@ -273,7 +458,10 @@ pub fn Timeline() -> impl IntoView {
                 .filter(|(code, _)| m.lanes().iter().any(|l| l.class_a.contains(code) || l.class_b.contains(code)))
                 .map(|(code, c)| (classes.severity(code), code, c.describe(), classes.colour(code)))
                 .collect();
+            // Five blues in a row say nothing: applied classes share one legend entry per tier
+            // colour, and the legend says what a dim line means.
             present.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
+            present.dedup_by(|x, y| x.3 == y.3 && x.0 == 1 && y.0 == 1);
             present
                 .into_iter()
                 .map(|(_, _, name, colour)| {
@@ -297,7 +485,9 @@ pub fn Timeline() -> impl IntoView {
                     view! {
                         <li style:height=format!("{h}px")>
                             <span class="lane-key">{key}</span>
-                            <span class="lane-ab" style:line-height=format!("{}px", h / 2.0)>"A"<br />"B"</span>
+                            <span class="lane-ab" style:line-height=format!("{}px", h / rows_per_lane(m))>
+                                "A"<br />"B"{m.router().is_some().then(|| view! { <br />"R" })}
+                            </span>
                         </li>
                     }
                 })
@@ -313,6 +503,13 @@ pub fn Timeline() -> impl IntoView {
                     <button on:click=move |_| zoom(fleet, 0.5, 0.5) aria-label="Zoom in">"Zoom in"</button>
                     <button on:click=move |_| zoom(fleet, 2.0, 0.5) aria-label="Zoom out">"Zoom out"</button>
                     <button on:click=move |_| fleet.settings.update(|s| s.window_ms = None)>"Show all"</button>
+                    <button
+                        data-testid="show-toggle"
+                        aria-pressed=move || fleet.settings.with(|s| s.show_all).to_string()
+                        on:click=move |_| fleet.settings.update(|s| s.show_all = !s.show_all)
+                    >
+                        {move || if fleet.settings.with(|s| s.show_all) { "Show mismatches only" } else { "Show every event" }}
+                    </button>
                     <button data-testid="next-fatal" on:click=move |_| jump(4)>"Next fatal"</button>
                     <button data-testid="next-skip" on:click=move |_| jump(3)>"Next offload skip or fatal"</button>
                 </div>
@@ -338,6 +535,14 @@ pub fn Timeline() -> impl IntoView {
                     if h.is_empty() { "Hover a lane for details; drag to pan, wheel to zoom, click to inspect.".to_owned() } else { h }
                 }}
             </p>
+            {selection_view}
+            <p class="legend-note">
+                {move || if fleet.settings.with(|s| s.show_all) {
+                    "Every event, coloured by its verdict."
+                } else {
+                    "Only events the policies decide differently, or that are fatal or a notable skip under either; a dim line is events both decide alike. Shift-drag to count a time range."
+                }}
+            </p>
             <ul class="legend" data-testid="timeline-legend">{legend}</ul>
         </section>
     }
@@ -352,6 +557,8 @@ mod tests {
         assert_eq!(tick_ms(10_000.0, 10.0), 1_000.0);
         assert_eq!(tick_ms(7_000.0, 10.0), 1_000.0);
         assert_eq!(tick_ms(3_000.0, 10.0), 500.0);
-        assert_eq!(fmt_offset(12_000.0, 1000.0), "+12 s");
+        // 1970-01-01 00:00:01 plus 12 s, on a whole-second step; milliseconds below one.
+        assert_eq!(fmt_tick(Some(1_000_000_000), 12_000.0, 1000.0), "00:00:13");
+        assert_eq!(fmt_tick(Some(1_000_000_000), 12_345.0, 100.0), "00:00:13.345");
     }
 }

@@ -77,6 +77,20 @@ pub fn disagreement(m: &Model, index: u32) -> Option<String> {
     Some(format!("policies disagree: A {} · B {}", word(Side::A), word(Side::B)))
 }
 
+/// What the card says of its source's connection. "live" means the page is analysing the
+/// source's events, not only that the server's socket is open.
+pub fn status_word(m: &Model, index: u32) -> String {
+    let Some(src) = m.source(index) else { return "—".to_owned() };
+    match &src.status {
+        Some(st) if st.state == kvscope_protocol::ConnState::Live && src.counts(Side::A).events == 0 => {
+            "connected, no events analysed".to_owned()
+        }
+        Some(st) => format!("{:?}", st.state).to_lowercase(),
+        None if matches!(m.origin, crate::model::Origin::Capture { .. }) => "capture".to_owned(),
+        None => "—".to_owned(),
+    }
+}
+
 #[component]
 pub fn WorkerCard(index: u32) -> impl IntoView {
     let fleet = use_fleet();
@@ -94,11 +108,10 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
             let rows = card_rows(m, index);
             let disagree = disagreement(m, index);
             let is_disagree = disagree.is_some();
-            let status = src
-                .status
-                .as_ref()
-                .map(|s| format!("{:?}", s.state).to_lowercase())
-                .unwrap_or_else(|| if matches!(m.origin, crate::model::Origin::Capture { .. }) { "capture".into() } else { "—".into() });
+            let status = status_word(m, index);
+            let completeness = m.completeness(index);
+            let completeness_key = completeness.key();
+            let short = (!completeness.is_complete()).then(|| completeness.prefix().trim_end_matches([':', ' ']).to_owned());
             let tier_counts: Vec<(StorageTier, u64)> =
                 StorageTier::ALL.iter().map(|t| (*t, m.trees().blocks(index, *t))).collect();
             let fatal_a = src.counts(Side::A).first_fatal.clone();
@@ -110,7 +123,7 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
             let last_error = src.last_error.clone();
             let worker = src.worker_id.clone();
             let dp = src.dp_rank;
-            let title = format!("worker {} · dp rank {}", src.worker_id, src.dp_rank);
+            let title = src.key.clone();
             let title_label = title.clone();
             let frames = src.frames;
             let events = src.counts(Side::A).events;
@@ -132,15 +145,18 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
                     data-testid="worker-card"
                     data-worker=worker
                     data-dp-rank=dp.to_string()
+                    data-completeness=completeness_key
                     aria-label=title_label
                 >
                     <header>
                         <h3>{title}</h3>
                         <span class="status">{status}</span>
                     </header>
+                    {short.map(|t| view! { <p class="badge incomplete" data-testid="completeness">{t}</p> })}
                     {disagree.map(|d| view! { <p class="badge" data-testid="disagree">{d}</p> })}
                     {fatal_line("a", &pa, fatal_a)}
                     {fatal_line("b", &pb, fatal_b)}
+                    {crate::views::router::card_row(m, index)}
                     <table class="tiers">
                         <caption>{format!("Blocks held per tier (trees built by policy {})", tree_policy)}</caption>
                         <tr>

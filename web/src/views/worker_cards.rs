@@ -11,11 +11,15 @@ pub fn WorkerCards() -> impl IntoView {
     let shown = move || {
         let filter = fleet.settings.with(|s| s.worker_filter.clone());
         let list = fleet.source_list.get();
-        if filter.is_empty() {
-            return list;
-        }
+        // Event-plane sources are the router's side, listed apart (views::router).
         fleet.with_model(|m| {
-            list.into_iter().filter(|i| m.source(*i).is_some_and(|s| s.key.contains(filter.as_str()))).collect()
+            list.into_iter()
+                .filter(|i| {
+                    m.source(*i).is_some_and(|s| {
+                        s.kind == kvscope_protocol::SourceKind::Engine && (filter.is_empty() || s.key.contains(filter.as_str()))
+                    })
+                })
+                .collect::<Vec<_>>()
         })
     };
     view! {

@@ -1,0 +1,186 @@
+//! Whether the verdicts the page shows cover the whole stream: complete, incomplete (and by
+//! what), or unknown. A verdict over incomplete or unknown data must never read as an all-clear,
+//! so every card and the headline ask this first and say it in their first words.
+//!
+//! One place decides it, from the model's own counters: the cards, the headline, the
+//! data-quality strip and the tests all read [`Completeness`], never the counters directly.
+//! Rejected alternative: each view checking the counters it happens to show (the card looked at
+//! gaps, the headline at nothing); a verdict then read green over 24,000 lost frames.
+
+use std::fmt;
+
+use super::{Model, Origin, Source};
+use crate::views::thousands;
+
+/// One reason the data behind a verdict is not the whole stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shortfall {
+    /// Frames missing in seq gaps that replay did not recover.
+    LostInGaps { frames: u64 },
+    /// Frames the server dropped for this page because it read too slowly.
+    LostToLag { frames: u64 },
+    /// Frames the server's history had evicted before this page joined (fleet-wide: the server
+    /// does not say whose).
+    HistoryEvicted { frames: u64 },
+    /// Frames that are not in the counts: evicted by the page's retention bound before a
+    /// re-classification rebuilt the counts from what was still retained.
+    Uncounted { frames: u64 },
+    /// Payloads that did not decode, and messages that were not frames: their events are unknown.
+    Errors { frames: u64 },
+}
+
+impl Shortfall {
+    /// Stable key for `data-shortfall` and the tests.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Shortfall::LostInGaps { .. } => "gaps",
+            Shortfall::LostToLag { .. } => "lag",
+            Shortfall::HistoryEvicted { .. } => "history",
+            Shortfall::Uncounted { .. } => "retention",
+            Shortfall::Errors { .. } => "errors",
+        }
+    }
+}
+
+impl fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Shortfall::LostInGaps { frames } => write!(f, "{} frames lost in seq gaps", thousands(*frames)),
+            Shortfall::LostToLag { frames } => write!(f, "{} frames lost to lag", thousands(*frames)),
+            Shortfall::HistoryEvicted { frames } => {
+                write!(f, "{} frames of history evicted before this page joined", thousands(*frames))
+            }
+            Shortfall::Uncounted { frames } => {
+                write!(f, "{} frames evicted by the page's retention bound and not counted", thousands(*frames))
+            }
+            Shortfall::Errors { frames } => write!(f, "{} frames that did not decode", thousands(*frames)),
+        }
+    }
+}
+
+/// Why nothing can be said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unknown {
+    /// No event analysed yet (or every frame failed).
+    NoEvents,
+    /// The source is configured but no frame arrived.
+    NotConnected,
+}
+
+impl fmt::Display for Unknown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unknown::NoEvents => f.write_str("no events analysed"),
+            Unknown::NotConnected => f.write_str("no frame received yet"),
+        }
+    }
+}
+
+/// How much of the stream the verdicts cover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completeness {
+    Complete,
+    Incomplete(Vec<Shortfall>),
+    Unknown(Unknown),
+}
+
+impl Completeness {
+    /// `complete`, `incomplete` or `unknown`: `data-completeness` on cards and the headline.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Completeness::Complete => "complete",
+            Completeness::Incomplete(_) => "incomplete",
+            Completeness::Unknown(_) => "unknown",
+        }
+    }
+
+    pub fn is_complete(&self) -> bool {
+        matches!(self, Completeness::Complete)
+    }
+
+    /// The words a verdict over this data starts with: empty when complete.
+    pub fn prefix(&self) -> String {
+        match self {
+            Completeness::Complete => String::new(),
+            Completeness::Incomplete(s) => {
+                let what: Vec<String> = s.iter().map(ToString::to_string).collect();
+                format!("Incomplete data ({}): ", what.join(", "))
+            }
+            Completeness::Unknown(u) => format!("Unknown ({u}): "),
+        }
+    }
+
+    fn from_shortfalls(shortfalls: Vec<Shortfall>) -> Completeness {
+        if shortfalls.is_empty() { Completeness::Complete } else { Completeness::Incomplete(shortfalls) }
+    }
+}
+
+/// Frames lost for good in seq gaps: the server's count when live; from a capture, the
+/// missing seqs minus the frames replay filled in.
+fn lost_in_gaps(src: &Source) -> u64 {
+    let from_frames = src.seq.missing_frames.saturating_sub(src.seq.replayed);
+    src.status.as_ref().map_or(from_frames, |s| s.counters.lost_frames)
+}
+
+impl Model {
+    /// What one source's verdicts cover.
+    pub fn completeness(&self, index: u32) -> Completeness {
+        let Some(src) = self.source(index) else { return Completeness::Unknown(Unknown::NoEvents) };
+        let mut shortfalls = Vec::new();
+        let push = |v: &mut Vec<Shortfall>, n: u64, make: fn(u64) -> Shortfall| {
+            if n > 0 {
+                v.push(make(n));
+            }
+        };
+        push(&mut shortfalls, lost_in_gaps(src), |frames| Shortfall::LostInGaps { frames });
+        push(&mut shortfalls, src.lagged_frames, |frames| Shortfall::LostToLag { frames });
+        push(&mut shortfalls, self.history_evicted_frames, |frames| Shortfall::HistoryEvicted { frames });
+        push(&mut shortfalls, self.uncounted_frames, |frames| Shortfall::Uncounted { frames });
+        push(&mut shortfalls, src.decode_errors + src.frame_errors, |frames| Shortfall::Errors { frames });
+        if src.counts[0].events == 0 {
+            let live_server = matches!(self.origin, Origin::Server { .. });
+            return Completeness::Unknown(if src.frames == 0 && src.frame_errors == 0 && live_server {
+                Unknown::NotConnected
+            } else {
+                Unknown::NoEvents
+            });
+        }
+        Completeness::from_shortfalls(shortfalls)
+    }
+
+    /// What the fleet-wide verdicts cover: unknown when no source has events, incomplete when
+    /// any source is short (summed by kind) or the page lost frames it cannot attribute.
+    pub fn fleet_completeness(&self) -> Completeness {
+        let analysed = self.sources().iter().filter(|s| s.counts[0].events > 0).count();
+        if analysed == 0 {
+            return Completeness::Unknown(Unknown::NoEvents);
+        }
+        let mut sum = [0u64; 5];
+        let attributed_lag: u64 = self.sources().iter().map(|s| s.lagged_frames).sum();
+        for src in self.sources() {
+            sum[0] += lost_in_gaps(src);
+            sum[4] += src.decode_errors + src.frame_errors;
+        }
+        sum[1] = self.lagged_frames.max(attributed_lag);
+        sum[2] = self.history_evicted_frames;
+        sum[3] = self.uncounted_frames;
+        let make: [fn(u64) -> Shortfall; 5] = [
+            |frames| Shortfall::LostInGaps { frames },
+            |frames| Shortfall::LostToLag { frames },
+            |frames| Shortfall::HistoryEvicted { frames },
+            |frames| Shortfall::Uncounted { frames },
+            |frames| Shortfall::Errors { frames },
+        ];
+        let shortfalls = sum.iter().zip(make).filter(|(n, _)| **n > 0).map(|(n, f)| f(*n)).collect();
+        Completeness::from_shortfalls(shortfalls)
+    }
+
+    /// Sources whose data is not complete, as `worker:rank`.
+    pub fn short_sources(&self) -> Vec<String> {
+        self.sources()
+            .iter()
+            .filter(|s| !self.completeness(s.index).is_complete())
+            .map(|s| s.key.clone())
+            .collect()
+    }
+}

@@ -1,0 +1,258 @@
+//! The router's side in the page: what Dynamo's relay should have published for each engine
+//! source (predicted by `kvscope-router` under the relay's policy) against what the event plane
+//! delivered, fed from the same frames the rest of the model sees.
+//!
+//! Present only when the server (or the capture) has event-plane sources. One [`Reconciler`]
+//! for the page: engine frames feed its predictions, event-plane frames its receptions, in
+//! arrival order. Each engine source also gets a router lane: one mark per engine event, the
+//! RouterEvent the relay publishes for it or the rule that drops it, so the timeline draws the
+//! router's view beside A's and B's. Counts and differences come from the reconciler's report,
+//! asked for when a view renders.
+
+use kvscope_normalize::{Policy, VerdictLabel};
+use kvscope_protocol as proto;
+use kvscope_router::{
+    Predicted, Reconciler, ReconcilerConfig, RelayConfig, RouterReport, RouterSourceId, SourceReport,
+};
+
+/// What the relay does with one engine event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelayMark {
+    /// It publishes a RouterEvent for it.
+    Publishes,
+    /// It publishes nothing: this rule drops it.
+    Drops(VerdictLabel),
+}
+
+/// One engine source's router lane, oldest first, parallel vectors like [`super::timeline::Lane`].
+#[derive(Clone, Debug, Default)]
+pub struct RouterLane {
+    pub time_ms: Vec<f64>,
+    pub mark: Vec<RelayMark>,
+    /// The model's event id of the engine event.
+    pub event_id: Vec<u64>,
+    /// Per engine seq, the model's id of its first event (the latest run's, across restarts):
+    /// how a reconciliation difference, which names (seq, event index), finds its mark.
+    frames: std::collections::BTreeMap<u64, u64>,
+}
+
+impl RouterLane {
+    fn push(&mut self, time_ms: f64, mark: RelayMark, event_id: u64) {
+        let time_ms = self.time_ms.last().map_or(time_ms, |&l| time_ms.max(l));
+        self.time_ms.push(time_ms);
+        self.mark.push(mark);
+        self.event_id.push(event_id);
+    }
+
+    pub fn range(&self, t0: f64, t1: f64) -> std::ops::Range<usize> {
+        let start = self.time_ms.partition_point(|&t| t < t0);
+        let end = self.time_ms.partition_point(|&t| t < t1);
+        start..end.max(start)
+    }
+
+    pub(super) fn evict_below(&mut self, first_kept: u64) {
+        let n = self.event_id.partition_point(|&id| id < first_kept);
+        self.time_ms.drain(..n);
+        self.mark.drain(..n);
+        self.event_id.drain(..n);
+        self.frames.retain(|_, id| *id >= first_kept);
+    }
+
+    /// The receive time of the engine event at (seq, index), while retained.
+    pub fn time_of(&self, seq: u64, index: u32) -> Option<f64> {
+        let id = self.frames.get(&seq)? + u64::from(index);
+        let i = self.event_id.partition_point(|&e| e < id);
+        (self.event_id.get(i) == Some(&id)).then(|| self.time_ms[i])
+    }
+}
+
+/// The page's reconciliation.
+#[derive(Debug)]
+pub struct RouterSide {
+    reconciler: Reconciler,
+    /// Reconciler source per model source index (engine sources with a decimal worker id).
+    ids: Vec<Option<RouterSourceId>>,
+    lanes: Vec<RouterLane>,
+    pub policy: Policy,
+    /// Event-plane messages whose envelope did not decode, in words (the latest).
+    pub last_plane_error: Option<String>,
+}
+
+impl RouterSide {
+    /// A reconciliation for these sources, when any of them is an event plane; the relays are
+    /// predicted under `policy` at `block_size` (the relay's `kv_block_size`).
+    pub fn for_sources(sources: &[proto::SourceInfo], policy: Policy, block_size: u32) -> Option<RouterSide> {
+        if !sources.iter().any(|s| s.kind == proto::SourceKind::EventPlane) {
+            return None;
+        }
+        let mut reconciler = Reconciler::new(ReconcilerConfig::default());
+        let mut ids = Vec::new();
+        for s in sources {
+            let i = s.index as usize;
+            if ids.len() <= i {
+                ids.resize(i + 1, None);
+            }
+            if s.kind != proto::SourceKind::Engine {
+                continue;
+            }
+            // Dynamo names an engine by its worker id in decimal; a source named otherwise has
+            // no RouterEvents to be matched with.
+            if let Ok(worker) = s.worker_id.parse::<u64>() {
+                let relay = RelayConfig { worker_id: worker, dp_rank: s.dp_rank, kv_block_size: block_size, policy };
+                ids[i] = Some(reconciler.add_source(&s.key, relay));
+            }
+        }
+        Some(RouterSide { reconciler, ids, lanes: Vec::new(), policy, last_plane_error: None })
+    }
+
+    /// One engine frame: the relay's predictions for its events, marked on the source's lane.
+    pub fn push_engine(&mut self, source: u32, seq: u64, payload: &[u8], time_ms: f64, first_event_id: u64) {
+        let Some(Some(id)) = self.ids.get(source as usize).copied() else { return };
+        let Ok(predictions) = self.reconciler.push_engine(id, seq, payload) else { return };
+        let i = source as usize;
+        if self.lanes.len() <= i {
+            self.lanes.resize_with(i + 1, RouterLane::default);
+        }
+        self.lanes[i].frames.insert(seq, first_event_id);
+        for p in predictions {
+            let mark = match p.outcome {
+                Predicted::Publish(_) => RelayMark::Publishes,
+                Predicted::Dropped { label, .. } => RelayMark::Drops(label),
+            };
+            self.lanes[i].push(time_ms, mark, first_event_id + u64::from(p.origin.event_index));
+        }
+    }
+
+    /// One event-plane message: the envelope as relayed (`payload` of a live frame), or the
+    /// frames as recorded (`[subject, body]` from NATS, Dynamo's 4 ZMQ-plane frames).
+    pub fn push_plane(&mut self, frames: &[&[u8]]) {
+        let result = match frames {
+            [envelope] | [_, envelope] => self.reconciler.push_plane_message(envelope),
+            _ => self.reconciler.push_zmq_frames(frames),
+        };
+        if let Err(e) = result {
+            self.last_plane_error = Some(e.to_string());
+        }
+    }
+
+    pub fn lane(&self, source: u32) -> Option<&RouterLane> {
+        self.lanes.get(source as usize)
+    }
+
+    pub(super) fn evict_below(&mut self, first_kept: u64) {
+        for lane in &mut self.lanes {
+            lane.evict_below(first_kept);
+        }
+    }
+
+    /// Everything counted so far (pending predictions are not yet missing: the plane may be
+    /// behind).
+    pub fn report(&self) -> RouterReport {
+        self.reconciler.report()
+    }
+
+    /// The report's entry for one model source.
+    pub fn source_report<'a>(&self, report: &'a RouterReport, source: u32) -> Option<&'a SourceReport> {
+        let id = self.ids.get(source as usize).copied().flatten()?;
+        report.sources.get(id.0 as usize)
+    }
+}
+
+/// What one pixel column of a router lane shows: 0 nothing, 1 only events the relay publishes,
+/// 2 some event it drops.
+pub fn router_columns(lane: &RouterLane, t0: f64, t1: f64, width_px: usize) -> Vec<u8> {
+    let mut out = vec![0u8; width_px];
+    if width_px == 0 || t1 <= t0 {
+        return out;
+    }
+    let scale = width_px as f64 / (t1 - t0);
+    for i in lane.range(t0, t1) {
+        let x = (((lane.time_ms[i] - t0) * scale) as usize).min(width_px - 1);
+        let v = match lane.mark[i] {
+            RelayMark::Publishes => 1,
+            RelayMark::Drops(_) => 2,
+        };
+        out[x] = out[x].max(v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_shows_a_drop_over_publishes() {
+        let mut lane = RouterLane::default();
+        lane.push(0.0, RelayMark::Publishes, 0);
+        lane.push(0.5, RelayMark::Drops(VerdictLabel::UnknownMedium), 1);
+        lane.push(5.0, RelayMark::Publishes, 2);
+        assert_eq!(router_columns(&lane, 0.0, 10.0, 10), [2, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
+        lane.frames.insert(7, 0);
+        assert_eq!(lane.time_of(7, 1), Some(0.5));
+        lane.evict_below(2);
+        assert_eq!(lane.event_id, [2]);
+        assert_eq!(lane.time_of(7, 1), None);
+    }
+}
+
+/// What the router's side says of one engine event, for the inspector: the RouterEvent the
+/// relay publishes for it (or the rule that drops it) and whether the event plane delivered it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouterDetail {
+    pub policy: &'static str,
+    /// `None` when the relay publishes nothing; then `dropped` says why.
+    pub published: Option<kvscope_router::RouterEvent>,
+    pub dropped: Option<(VerdictLabel, String)>,
+    /// What the reconciliation recorded for it: `None` when it kept no difference (matched, or
+    /// past the differences kept), else the difference kind and the fields.
+    pub difference: Option<String>,
+    /// What arrived in its place, when a mismatch was recorded.
+    pub received: Option<kvscope_router::RouterEvent>,
+}
+
+impl super::Model {
+    /// The router's view of event `id` (an engine event), when there is an event plane. The
+    /// prediction re-runs the relay's normalizer over the event's batch alone: state learned
+    /// from earlier batches (attention groups) is not replayed, as the inspector's rule sentences
+    /// are not.
+    pub fn router_detail(&self, id: u64) -> Option<RouterDetail> {
+        let router = self.router.as_ref()?;
+        let loc = self.event_loc(id)?;
+        let frame = self.frame_by_id(loc.frame)?;
+        let src = self.source(loc.source)?;
+        let worker = src.worker_id.parse::<u64>().ok()?;
+        let predictions =
+            kvscope_router::predict(frame.payload()?, worker, src.dp_rank, self.config.block_size, router.policy).ok()?;
+        let p = predictions.into_iter().find(|p| p.origin.event_index == loc.index)?;
+        let (published, dropped) = match p.outcome {
+            Predicted::Publish(e) => (Some(e), None),
+            Predicted::Dropped { label, sentence } => (None, Some((label, sentence))),
+        };
+        let report = router.report();
+        let diff = router.source_report(&report, loc.source).and_then(|s| {
+            s.differences.iter().find(|d| d.origin.is_some_and(|o| o.seq == frame.seq && o.event_index == loc.index)).cloned()
+        });
+        let difference = diff.as_ref().map(|d| {
+            let fields: Vec<&str> = d.fields.iter().map(|f| f.as_str()).collect();
+            if fields.is_empty() { format!("{:?}", d.kind).to_lowercase() } else { format!("{:?} ({})", d.kind, fields.join(", ")).to_lowercase() }
+        });
+        Some(RouterDetail { policy: router.policy.name, published, dropped, difference, received: diff.and_then(|d| d.received) })
+    }
+}
+
+/// A RouterEvent in one line: "stored on host_pinned: 2 blocks 1001 1002, parent 7, tokens hashes …".
+pub fn describe(e: &kvscope_router::RouterEvent) -> String {
+    use kvscope_router::EventData;
+    let head = format!("worker {} dp {} on {}", e.worker_id, e.event.dp_rank, e.storage_tier);
+    match &e.event.data {
+        EventData::Stored(s) => {
+            let blocks: Vec<String> = s.blocks.iter().take(4).map(|b| format!("{} (tokens {:016x})", b.block_hash, b.tokens_hash)).collect();
+            let more = if s.blocks.len() > 4 { format!(" +{} more", s.blocks.len() - 4) } else { String::new() };
+            let parent = s.parent_hash.map_or("none".to_owned(), |p| p.to_string());
+            format!("stored, {head}: {} blocks [{}{more}], parent {parent}", s.blocks.len(), blocks.join(", "))
+        }
+        EventData::Removed(r) => format!("removed, {head}: {} blocks", r.block_hashes.len()),
+        EventData::Cleared => format!("cleared, {head}"),
+    }
+}
