@@ -50,6 +50,27 @@ async fn wait_for_frames(b: &Browser, frames: u64, what: &str) {
     b.wait_for(&script, Duration::from_secs(60), what).await;
 }
 
+/// Waits for `cards` worker cards, then until the page's frame count stops moving (the demo has
+/// published its batches), then a moment more for the recording, which is flushed continuously.
+async fn wait_for_demo_to_finish(b: &Browser, cards: usize) {
+    b.wait_for(
+        &format!("return document.querySelectorAll('[data-testid=\"worker-card\"]').length >= {cards}"),
+        Duration::from_secs(60),
+        "the demo's worker cards",
+    )
+    .await;
+    let mut last = u64::MAX;
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = frames_shown(b).await;
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
 async fn assert_page_equals_check(b: &Browser, capture: &std::path::Path) {
     let legacy = check_json(capture, BLOCK_SIZE, "legacy");
     let fixed = check_json(capture, BLOCK_SIZE, "fixed");
@@ -172,24 +193,7 @@ async fn demo_fleet_matches_check_on_its_own_recording() {
     .await;
     let b = Browser::start().await;
     b.open(&server.url).await;
-    b.wait_for(
-        "return document.querySelectorAll('[data-testid=\"worker-card\"]').length > 0",
-        Duration::from_secs(30),
-        "the demo's worker cards",
-    )
-    .await;
-    // Wait until the page's frame count stops moving (the demo publishes 60 batches per worker).
-    let mut last = u64::MAX;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = frames_shown(&b).await;
-        if now == last && now > 0 {
-            break;
-        }
-        last = now;
-    }
-    // The recording is flushed continuously; give it a moment, then compare.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_for_demo_to_finish(&b, 1).await;
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
     wait_for_frames(&b, expected, "the demo's recorded frames on the cards").await;
     assert_page_equals_check(&b, &capture).await;
@@ -295,22 +299,7 @@ async fn the_incident_view_at_64_sources() {
     .await;
     let b = Browser::start().await;
     b.open(&server.url).await;
-    b.wait_for(
-        "return document.querySelectorAll('[data-testid=\"worker-card\"]').length >= 64",
-        Duration::from_secs(60),
-        "64 worker cards",
-    )
-    .await;
-    let mut last = u64::MAX;
-    for _ in 0..120 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = frames_shown(&b).await;
-        if now == last && now > 0 {
-            break;
-        }
-        last = now;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_for_demo_to_finish(&b, 64).await;
     let legacy = check_json(&capture, BLOCK_SIZE, "legacy");
     wait_for_frames(&b, total_frames(&legacy), "the demo's recorded frames on the cards").await;
     assert_headline_matches_check(&b, &legacy, false).await;
