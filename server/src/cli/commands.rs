@@ -9,7 +9,7 @@ use kvscope_normalize::Policy;
 use kvscope_protocol as proto;
 
 use super::args::*;
-use super::{EXIT_FATAL, failure, usage};
+use super::{EXIT_FATAL, EXIT_ROUTER_MISMATCH, failure, usage};
 use crate::app::{App, AppConfig, Feed};
 use crate::demo::{Fleet, FleetOptions, Scenario, payload::Release};
 use crate::http::HttpConfig;
@@ -25,6 +25,7 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, b
         block_size,
         policy_a: policy.policy_a,
         policy_b: policy.policy,
+        relay_policy: Policy::DYNAMO_1_6_1,
         listen: Some(server.listen),
         http: server.http(),
         history_bytes: server.history_bytes,
@@ -76,6 +77,7 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
         n => format!("{} endpoint(s), {n} event plane(s)", config.sources.len()),
     };
     config.planes = planes;
+    config.relay_policy = args.plane.relay_policy;
     config.record = args.record.map(|p| (p, command_line()));
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
@@ -197,6 +199,7 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         block_size: 16,
         policy_a: Policy::LEGACY,
         policy_b: Policy::FIXED,
+        relay_policy: args.plane.relay_policy,
         listen: None,
         http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0, loopback_listener: true },
         history_bytes: 0,
@@ -305,7 +308,13 @@ pub(super) async fn publish(args: PublishArgs) -> ExitCode {
 }
 
 pub(super) fn check(args: CheckArgs) -> ExitCode {
-    let report = match crate::check::check(&args.file, args.block_size, args.policy, args.stream.options()) {
+    let opts = crate::check::CheckOptions {
+        block_size: args.block_size,
+        policy: args.policy,
+        relay_policy: args.relay_policy,
+        stream: args.stream.options(),
+    };
+    let report = match crate::check::check(&args.file, &opts) {
         Ok(r) => r,
         Err(e) => return failure(&e),
     };
@@ -324,7 +333,13 @@ pub(super) fn check(args: CheckArgs) -> ExitCode {
         let _ = write!(out, "{}", report.table);
     }
     let _ = out.flush();
-    if report.fatal { ExitCode::from(EXIT_FATAL) } else { ExitCode::SUCCESS }
+    if report.fatal {
+        ExitCode::from(EXIT_FATAL)
+    } else if args.fail_on_router_mismatch && report.router_mismatch {
+        ExitCode::from(EXIT_ROUTER_MISMATCH)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 pub(super) fn rules(args: RulesArgs) -> ExitCode {
