@@ -221,10 +221,12 @@ pub struct DemoArgs {
     /// Stop each worker after this many batches (default: run until stopped).
     #[arg(long, value_name = "N")]
     pub batches: Option<u64>,
-    /// Dynamo's event plane for the simulated relays: by default each worker's relay binds an
-    /// embedded ZMQ-plane PUB on loopback; nats://HOST:PORT publishes onto that NATS server
-    /// instead. kvscope subscribes to it either way.
-    #[arg(long = "event-plane", value_name = "URL")]
+    /// Dynamo's event plane for the simulated relays (each worker's relay publishes what Dynamo
+    /// 1.6.1's KvEventPublisher would): by default an embedded ZMQ-plane PUB per worker on
+    /// loopback; nats://HOST:PORT publishes onto that NATS server instead, on
+    /// namespace.demo.component.backend.endpoint.generate.kv-events. kvscope subscribes to it
+    /// either way and reconciles it with the engines (/metrics' kvscope_router_*).
+    #[arg(long = "event-plane", value_name = "URL", conflicts_with = "no_event_plane")]
     pub event_plane: Option<String>,
     /// Do not simulate Dynamo's relay (engines only).
     #[arg(long)]

@@ -11,7 +11,9 @@ use kvscope_protocol as proto;
 use super::args::*;
 use super::{EXIT_FATAL, EXIT_ROUTER_MISMATCH, failure, usage};
 use crate::app::{App, AppConfig, Feed};
+use crate::demo::relay::{DEMO_SUBJECT, DemoPlane};
 use crate::demo::{Fleet, FleetOptions, Scenario, payload::Release};
+use crate::plane::PlaneSource;
 use crate::http::HttpConfig;
 use crate::intake::IntakeOptions;
 use crate::sources::Source;
@@ -128,7 +130,19 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     if !(args.rate >= 0.0 && args.rate.is_finite()) {
         return usage(&format!("--rate {}: write batches per second per worker, or 0 for as fast as possible", args.rate));
     }
-    let fleet = match Fleet::bind(&FleetOptions { scenario, release, workers, rate: args.rate, batches: args.batches }).await {
+    let plane = match (&args.event_plane, args.no_event_plane) {
+        (_, true) => DemoPlane::Off,
+        (None, false) => DemoPlane::Embedded,
+        (Some(url), false) if url.starts_with("nats://") => DemoPlane::Nats(url.clone()),
+        (Some(url), false) => {
+            return usage(&format!(
+                "--event-plane {url:?}: the demo publishes its relays onto nats://HOST:PORT; without --event-plane they use an embedded ZMQ plane"
+            ));
+        }
+    };
+    let block_size = args.block_size.unwrap_or(scenario.block_size());
+    let options = FleetOptions { scenario, release, workers, rate: args.rate, batches: args.batches, plane, block_size };
+    let fleet = match Fleet::bind(&options).await {
         Ok(f) => f,
         Err(e) => return failure(&e),
     };
@@ -143,22 +157,29 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
             replay_endpoint: Some(replay_ep.clone()),
         })
         .collect();
-    let block_size = args.block_size.unwrap_or(scenario.block_size());
     let mut config = base_config(sources, &args.server, &args.stream, block_size, &args.policy);
+    let subject = matches!(options.plane, DemoPlane::Nats(_)).then_some(DEMO_SUBJECT);
+    config.planes = match fleet.planes.iter().map(|url| PlaneSource::parse(url, subject)).collect() {
+        Ok(p) => p,
+        Err(e) => return failure(&e),
+    };
     config.mode = proto::ServerMode::Demo;
     config.mode_detail = format!("scenario {} ({}), {workers} worker(s): {}", scenario.name(), release.name(), scenario.describe());
+    if !config.planes.is_empty() {
+        config.mode_detail.push_str("; Dynamo 1.6.1's relay per worker on the event plane");
+    }
     config.record = args.record.map(|p| (p, command_line()));
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
         Err(e) => return failure(&e),
     };
     // Start publishing once every source is subscribed, so the dashboard starts near seq 0
-    // (a PUB drops what it sends before a subscription arrives).
+    // (a PUB drops what it sends before a subscription arrives; the event plane has no replay).
+    let planes: Vec<String> = app.hub.config().hello.sources.iter().filter(|s| s.kind == proto::SourceKind::EventPlane).map(|s| s.key.clone()).collect();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < deadline {
-        let connected = (0..workers).all(|w| {
-            app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source: format!("{w}:0") }).get() == 1
-        });
+        let is_up = |source: String| app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source }).get() == 1;
+        let connected = (0..workers).all(|w| is_up(format!("{w}:0"))) && planes.iter().all(|key| is_up(key.clone()));
         if connected {
             break;
         }

@@ -549,3 +549,60 @@ async fn plane_faults_a_plane_that_is_away_at_start_is_retried() {
     assert!(status.success());
     let _ = wait_child;
 }
+
+/// `kvscope demo` acts as Dynamo 1.6.1's relay for its workers; recorded for a few seconds and
+/// checked, every worker's RouterEvents arrive as predicted (the relay's policy drops show in
+/// `dropped_by_policy`, not as missing).
+async fn demo_run(name: &str, extra: &[&str], scenario: &str, block_size: u32, workers: u32) -> Value {
+    let dir = scratch(name);
+    let capture = dir.join("demo.kvcap");
+    let batches = 40;
+    let mut args = vec!["demo", "--listen", "127.0.0.1:0", "--scenario", scenario, "--rate", "40"];
+    let (batches_s, workers_s) = (batches.to_string(), workers.to_string());
+    args.extend(["--batches", &batches_s, "--workers", &workers_s, "--record", capture.to_str().unwrap()]);
+    args.extend(extra);
+    let mut server = Server::start(&args);
+    for w in 0..workers {
+        server.wait_metric(&format!("kvscope_frames_total{{source=\"{w}:0\"}}"), f64::from(batches)).await;
+        let expected = settled(&server, &format!("kvscope_router_events_total{{source=\"{w}:0\",count=\"expected\"}}"), Duration::from_millis(300)).await;
+        server.wait_metric(&format!("kvscope_router_events_total{{source=\"{w}:0\",count=\"received\"}}"), expected).await;
+    }
+    assert!(server.interrupt().success());
+    let report = check_json(&capture, block_size);
+    assert_eq!(report["sources"].as_array().unwrap().len(), workers as usize);
+    for (w, source) in report["sources"].as_array().unwrap().iter().enumerate() {
+        let r = &source["router"];
+        eprintln!("demo {scenario} {name} worker {w}: router {r}");
+        let n = |k: &str| r[k].as_u64().unwrap();
+        assert!(n("expected") > 0, "{r}");
+        assert_eq!([n("received"), n("matched"), n("missing"), n("unexpected"), n("mismatched")], [n("expected"), n("expected"), 0, 0, 0], "{r}");
+    }
+    assert_eq!(report["router"]["unknown_workers"], serde_json::json!([]));
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_demo_embedded_relays_are_reconciled_for_every_worker() {
+    let report = demo_run("plane_demo_embedded", &[], "kimi-k3", 1536, 3).await;
+    // One embedded ZMQ-plane publisher per worker; lowercase `cpu` offload stores dropped by the relay.
+    assert_eq!(report["event_planes"].as_array().unwrap().len(), 3);
+    assert!(report["sources"][0]["router"]["dropped_by_policy"]["unknown_medium"].as_u64().unwrap() > 0, "{report:#}");
+    let report = demo_run("plane_demo_embedded_sglang", &[], "sglang-tiers", 16, 2).await;
+    assert_eq!(report["event_planes"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_demo_onto_a_real_nats_server_is_reconciled() {
+    let nats = Nats::start(free_port());
+    let report = demo_run("plane_demo_nats", &["--event-plane", &nats.url()], "lmcache-relay", 16, 2).await;
+    let planes = report["event_planes"].as_array().unwrap();
+    assert_eq!(planes.len(), 1);
+    assert_eq!(planes[0]["subject"], "namespace.demo.component.backend.endpoint.generate.kv-events");
+    assert_eq!(planes[0]["publishers"], 2);
+}
+
+#[test]
+fn plane_demo_event_plane_and_no_event_plane_are_a_usage_error_together() {
+    let out = Command::new(BIN).args(["demo", "--no-event-plane", "--event-plane", "nats://127.0.0.1:1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
