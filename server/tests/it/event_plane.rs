@@ -584,6 +584,8 @@ async fn demo_run(name: &str, extra: &[&str], scenario: &str, block_size: u32, w
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plane_demo_embedded_relays_are_reconciled_for_every_worker() {
     let report = demo_run("plane_demo_embedded", &[], "kimi-k3", 1536, 3).await;
+    let keys: Vec<&str> = report["event_planes"].as_array().unwrap().iter().map(|p| p["key"].as_str().unwrap()).collect();
+    assert!(keys.iter().all(|k| k.starts_with("plane:zmq://127.0.0.1:")), "{keys:?}");
     // One embedded ZMQ-plane publisher per worker; lowercase `cpu` offload stores dropped by the relay.
     assert_eq!(report["event_planes"].as_array().unwrap().len(), 3);
     assert!(report["sources"][0]["router"]["dropped_by_policy"]["unknown_medium"].as_u64().unwrap() > 0, "{report:#}");
