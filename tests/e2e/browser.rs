@@ -104,6 +104,29 @@ async fn assert_headline_matches_check(b: &Browser, legacy: &Value, same_order: 
     }
 }
 
+/// The demo plays Dynamo 1.6.1's relay for each worker: every card's router row shows what
+/// `check --json` reconciled for that source (expected, received, matched; nothing missing).
+async fn assert_router_rows_match_check(b: &Browser, check: &Value) {
+    let rows = b
+        .js("return Array.from(document.querySelectorAll('[data-testid=\"worker-card\"]')).map(c => { \
+               const r = {key: c.getAttribute('aria-label')}; \
+               c.querySelectorAll('[data-testid=\"router-counts\"] [data-count]').forEach(e => \
+                 r[e.dataset.count] = Number(e.textContent.replace(/[^0-9]/g, ''))); return r; });")
+        .await;
+    let rows = rows.as_array().cloned().unwrap_or_default();
+    assert!(!rows.is_empty());
+    for row in rows {
+        let key = row["key"].as_str().unwrap_or_default();
+        let source = check["sources"].as_array().and_then(|s| s.iter().find(|s| s["key"] == key)).expect("the card's source in check");
+        let router = &source["router"];
+        assert!(router["expected"].as_u64().unwrap_or(0) > 0, "{key}: the demo's relay publishes: {router}");
+        for count in ["expected", "received", "matched", "missing", "unexpected", "mismatched"] {
+            assert_eq!(row[count], router[count], "{key} {count}: page {row} vs check {router}");
+        }
+        assert_eq!(router["missing"], 0, "{key}");
+    }
+}
+
 /// Screenshots of every view, after opening the first fatal event in the inspector.
 async fn screenshots(b: &Browser, prefix: &str) {
     b.screenshot(&format!("{prefix}-page")).await;
@@ -193,7 +216,9 @@ async fn demo_fleet_matches_check_on_its_own_recording() {
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
     wait_for_frames(&b, expected, "the demo's recorded frames on the cards").await;
     assert_page_equals_check(&b, &capture).await;
-    assert_headline_matches_check(&b, &check_json(&capture, BLOCK_SIZE, "legacy"), false).await;
+    let legacy = check_json(&capture, BLOCK_SIZE, "legacy");
+    assert_headline_matches_check(&b, &legacy, false).await;
+    assert_router_rows_match_check(&b, &legacy).await;
     screenshots(&b, "demo").await;
     b.assert_no_errors().await;
     b.close().await;
