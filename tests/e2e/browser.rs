@@ -89,12 +89,12 @@ async fn assert_headline_matches_check(b: &Browser, legacy: &Value, same_order: 
     let line = page["line"].as_str().unwrap_or_default();
     assert!(line.starts_with("legacy: the router's indexer EXITS at "), "{line}");
     assert_eq!(page["crashloop"], fleet["fatal_after_first_fatal"], "crashloop: page {page} vs check {fleet}");
-    let source = page["source"].as_str().expect("the page names the exit's source");
+    let source = page["source"].as_str().unwrap_or_else(|| panic!("the page names the exit's source: {page}"));
     let own_first = legacy["sources"]
         .as_array()
         .and_then(|s| s.iter().find(|s| s["key"] == source))
         .map(|s| s["fatal"]["first_seq"].clone())
-        .expect("the exit's source is in check --json");
+        .unwrap_or_else(|| panic!("the exit's source {source} is in check --json"));
     assert_eq!(page["seq"], own_first, "the exit is {source}'s first fatal");
     if same_order {
         assert_eq!(page["source"], first["source"], "page {page} vs check {first}");
@@ -117,7 +117,10 @@ async fn assert_router_rows_match_check(b: &Browser, check: &Value) {
     assert!(!rows.is_empty());
     for row in rows {
         let key = row["key"].as_str().unwrap_or_default();
-        let source = check["sources"].as_array().and_then(|s| s.iter().find(|s| s["key"] == key)).expect("the card's source in check");
+        let source = check["sources"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["key"] == key))
+            .unwrap_or_else(|| panic!("the card's source {key} in check --json"));
         let router = &source["router"];
         assert!(router["expected"].as_u64().unwrap_or(0) > 0, "{key}: the demo's relay publishes: {router}");
         for count in ["expected", "received", "matched", "missing", "unexpected", "mismatched"] {
