@@ -69,6 +69,10 @@ class BenchReportTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         root = Path(cls.tmp.name)
         make_run(root)
+        # A section measured by its own command, in the report being replaced: carried over.
+        (root / "BENCHMARKS.md").write_text(
+            "# old\n\n## 1. Decode\nold figures\n\n## Event-plane intake: NATS in\n\n| run | 1 |\n\n## Not measured\n- x\n"
+        )
         cls.proc = subprocess.run(
             [sys.executable, str(SCRIPT), "target/bench-run", "target/bench-inputs"],
             cwd=root, capture_output=True, text=True,
@@ -101,6 +105,11 @@ class BenchReportTest(unittest.TestCase):
         self.assertIn("- 2 cores, Test CPU (from /proc/cpuinfo), Linux 6", self.md)
         self.assertIn("**14 min 35 s**", self.md)
         self.assertIn("| decode | 2 min 01 s | 0.88 / 1.05 / 1.58 |", self.md)
+
+    def test_sections_measured_apart_are_carried_over_and_the_rest_rewritten(self):
+        self.assertIn("## Event-plane intake: NATS in\n\n| run | 1 |\n", self.md)
+        self.assertNotIn("old figures", self.md)
+        self.assertLess(self.md.index("## Event-plane intake"), self.md.index("## Not measured in this run"))
 
     def test_steps_without_logs_are_named_as_not_measured(self):
         tail = self.md[self.md.index("## Not measured in this run"):]

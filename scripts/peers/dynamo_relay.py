@@ -15,6 +15,10 @@ subscriptions and a line arrives on standard input, then publishes each payload 
 `[b"", seq u64 BE, payload]` `--interval` seconds apart (seq from 0, repeated `--repeat` times),
 prints {"published": N}, and keeps the relay up until standard input closes.
 
+With `--engine tcp://HOST:PORT` it relays an engine someone else binds (a test that kills the
+relay while the engine keeps publishing): no XPUB, no payload files; it prints {"ready": true}
+and relays until standard input closes or it is killed.
+
 NATS must be up first: with no NATS reachable the runtime's constructor retries for up to 120 s.
 """
 
@@ -61,17 +65,24 @@ async def main():
     ap.add_argument("--subscribers", type=int, default=2)
     ap.add_argument("--interval", type=float, default=0.01)
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("payloads", nargs="+")
+    ap.add_argument("--engine", help="relay this engine endpoint instead of binding one")
+    ap.add_argument("payloads", nargs="*")
     args = ap.parse_args()
+    if not args.engine and not args.payloads:
+        ap.error("give payload files, or --engine to relay an engine bound elsewhere")
 
     import zmq
 
     ctx = zmq.Context()
-    xpub = ctx.socket(zmq.XPUB)
-    xpub.setsockopt(zmq.XPUB_VERBOSE, 1)  # count every subscriber, not every distinct topic
-    port = xpub.bind_to_random_port("tcp://127.0.0.1")
-    engine = f"tcp://127.0.0.1:{port}"
-    say(engine=engine)
+    xpub = None
+    if args.engine:
+        engine = args.engine
+    else:
+        xpub = ctx.socket(zmq.XPUB)
+        xpub.setsockopt(zmq.XPUB_VERBOSE, 1)  # count every subscriber, not every distinct topic
+        port = xpub.bind_to_random_port("tcp://127.0.0.1")
+        engine = f"tcp://127.0.0.1:{port}"
+        say(engine=engine)
 
     if args.nats:
         os.environ["NATS_SERVER"] = args.nats
@@ -98,6 +109,13 @@ async def main():
     if args.plane == "zmq":
         say(event_plane=discovered_endpoint(root, time.time() + 30))
     say(ready=True)
+
+    if xpub is None:
+        # External engine: relay until standard input closes (or SIGKILL).
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        del publisher
+        runtime.shutdown()
+        return
 
     payloads = [open(p, "rb").read() for p in args.payloads]
     subscribed = 0

@@ -161,6 +161,7 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
         mode_detail: "bench".into(),
         block_size: 16,
         policy_a: Policy::LEGACY,
+        relay_policy: Policy::DYNAMO_1_6_1,
         policy_b: Policy::FIXED,
         listen: Some("127.0.0.1:0".parse().unwrap()),
         http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536, loopback_listener: true },

@@ -36,6 +36,9 @@ pub struct AppConfig {
     pub block_size: u32,
     pub policy_a: Policy,
     pub policy_b: Policy,
+    /// The policy Dynamo's relays are predicted to run, for the live reconciliation with the
+    /// event plane (`/metrics`' `kvscope_router_*`); used only with event-plane sources.
+    pub relay_policy: Policy,
     /// `None`: no HTTP server (`record`).
     pub listen: Option<SocketAddr>,
     pub http: HttpConfig,
@@ -71,6 +74,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<Vec<SourceSummary>>>,
+    /// The live reconciler's task.
+    router: Option<tokio::task::JoinHandle<()>>,
     http: Option<tokio::task::JoinHandle<()>>,
     writer: Option<Writer>,
     /// Turns true when a file feed reached the end of the capture.
@@ -150,6 +155,18 @@ impl App {
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (done_tx, feed_done) = watch::channel(false);
+        // The live reconciliation, when there is an event plane to reconcile and /metrics to show it.
+        let live = (!config.planes.is_empty() && config.listen.is_some()).then(|| {
+            let engines: Vec<(String, String, u32)> =
+                infos[..num_engines].iter().map(|i| (i.key.clone(), i.worker_id.clone(), i.dp_rank)).collect();
+            crate::router::start_live(&engines, config.block_size, config.relay_policy, metrics.clone(), shutdown_rx.clone())
+        });
+        let engine_tap = |index: u32| {
+            let live = live.as_ref()?;
+            let source = *live.engines.get(&(index as usize))?;
+            Some(crate::router::EngineTap { tap: live.tap.clone(), source })
+        };
+        let plane_tap = live.as_ref().map(|l| l.tap.clone());
         let make_pipeline = |info: &proto::SourceInfo, source: &Source, recorder: Option<Recorder>| {
             let sm = metrics.source(&info.key);
             let classifier = Classifier::new(
@@ -159,8 +176,8 @@ impl App {
                 &policies(config.policy_a, config.policy_b),
                 Some((sm.clone(), metrics.clone())),
             );
-            Pipeline::new(info, Some(classifier), Some(sm), RelayOutput::new(hub.clone(), recorder))
-                .with_options(config.intake.stream)
+            let output = RelayOutput::new(hub.clone(), recorder).with_router(engine_tap(info.index));
+            Pipeline::new(info, Some(classifier), Some(sm), output).with_options(config.intake.stream)
         };
         let make_plane = |info: &proto::SourceInfo, recorder: Option<Recorder>| {
             PlanePipeline::new(
@@ -169,6 +186,7 @@ impl App {
                 Some(metrics.source(&info.key)),
                 RelayOutput::new(hub.clone(), recorder),
             )
+            .with_router(plane_tap.clone())
         };
         let plane_infos = &infos[num_engines..];
         let mut tasks = Vec::new();
@@ -213,7 +231,8 @@ impl App {
             }
         }
         drop(recorder);
-        Ok(App { addr, hub, metrics, shutdown, tasks, http: http_task, writer, feed_done })
+        let router = live.map(|l| l.task);
+        Ok(App { addr, hub, metrics, shutdown, tasks, router, http: http_task, writer, feed_done })
     }
 
     /// Stops the feed, finishes the capture and stops HTTP; returns per-source totals.
@@ -224,6 +243,9 @@ impl App {
             if let Ok(mut s) = t.await {
                 summaries.append(&mut s);
             }
+        }
+        if let Some(r) = self.router {
+            let _ = r.await;
         }
         let written = match self.writer {
             Some(w) => Some(w.finish().await?),
@@ -248,7 +270,10 @@ impl<O: crate::stream::Output> AnyPipeline<O> {
     pub fn capture_record(&mut self, frames: Vec<Bytes>, recv_time_nanos: u64, replayed: bool) {
         match self {
             AnyPipeline::Engine(p) => p.capture_record(frames, recv_time_nanos, replayed),
-            AnyPipeline::Plane(p) => p.message(frames, recv_time_nanos),
+            AnyPipeline::Plane(p) => {
+                // With a live reconciler the envelope went to it; otherwise nothing takes it.
+                let _ = p.message(frames, recv_time_nanos);
+            }
         }
     }
 

@@ -68,11 +68,20 @@ pub struct RelayOutput {
     pub recorder: Option<Recorder>,
     /// Records the writer had no room for yet; sent (waiting) after the current message.
     pending: Vec<Vec<u8>>,
+    /// An engine source's handle on the live reconciler (event-plane sources hand theirs to
+    /// their pipeline).
+    router: Option<crate::router::EngineTap>,
 }
 
 impl RelayOutput {
     pub fn new(hub: Arc<Hub>, recorder: Option<Recorder>) -> Self {
-        RelayOutput { hub, recorder, pending: Vec::new() }
+        RelayOutput { hub, recorder, pending: Vec::new(), router: None }
+    }
+
+    /// Also hands every relayed engine batch to the live reconciler.
+    pub fn with_router(mut self, router: Option<crate::router::EngineTap>) -> Self {
+        self.router = router;
+        self
     }
 
     fn record(&mut self, source: u32, recv_time_nanos: u64, replayed: bool, raw: &[Bytes]) {
@@ -101,6 +110,14 @@ impl RelayOutput {
 impl Output for RelayOutput {
     fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes]) {
         self.record(frame.source, frame.recv_time_nanos, frame.replayed, raw);
+        if let Some(r) = &self.router {
+            // The payload is the last frame as received (no copy); a refcount and a try_send.
+            let payload = match raw.last() {
+                Some(last) if last.len() == frame.payload.len() => last.clone(),
+                _ => Bytes::copy_from_slice(&frame.payload),
+            };
+            r.tap.send(crate::router::Input::Engine { source: r.source, seq: frame.seq, payload });
+        }
         let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::Frame(frame)));
         self.hub.publish(bytes, Kind::Frame { source: frame.source, seq: frame.seq });
     }

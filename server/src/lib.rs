@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod plane;
 pub mod publish;
 pub mod relay;
+pub mod router;
 pub mod rules;
 pub mod sources;
 pub mod stream;

@@ -83,6 +83,24 @@ pub struct Metrics {
     pub recording: Family<StateLabels, Gauge>,
     pub recording_records: Gauge,
     pub recording_dropped_records: Gauge,
+    pub router_events: Family<RouterCountLabels, Counter>,
+    pub router_dropped: Family<RouterDroppedLabels, Counter>,
+    pub router_unknown_worker_events: Counter,
+    pub router_dropped_inputs: Counter,
+}
+
+/// `kvscope_router_events_total{source="worker:rank", count="expected|received|..."}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouterCountLabels {
+    pub source: String,
+    pub count: String,
+}
+
+/// `kvscope_router_dropped_total{source, label}`: engine events the relay drops by policy.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouterDroppedLabels {
+    pub source: String,
+    pub label: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -135,6 +153,10 @@ impl Metrics {
             recording: Family::default(),
             recording_records: Gauge::default(),
             recording_dropped_records: Gauge::default(),
+            router_events: Family::default(),
+            router_dropped: Family::default(),
+            router_unknown_worker_events: Counter::default(),
+            router_dropped_inputs: Counter::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -178,6 +200,27 @@ impl Metrics {
                 "recording_dropped_records",
                 "Records not in the capture because writing had stopped (see the failed state's log line)",
                 m.recording_dropped_records.clone(),
+            );
+            r.register(
+                "router_events",
+                "Reconciliation with Dynamo's event plane per engine source (worker:rank): RouterEvents its relay should \
+                 have published (expected), that arrived (received), matched, missing, unexpected, mismatched",
+                m.router_events.clone(),
+            );
+            r.register(
+                "router_dropped",
+                "Engine events the relay publishes nothing for under the relay policy, by the rule's label",
+                m.router_dropped.clone(),
+            );
+            r.register(
+                "router_unknown_worker_events",
+                "RouterEvents on the event plane for a (worker_id, dp_rank) no engine source has",
+                m.router_unknown_worker_events.clone(),
+            );
+            r.register(
+                "router_dropped_inputs",
+                "Engine batches and envelopes the live reconciler had no room for (its counts then undercount)",
+                m.router_dropped_inputs.clone(),
             );
         }
         m

@@ -89,6 +89,12 @@ pub struct PlaneArgs {
     /// ending in .kv-events are taken.
     #[arg(long, env = "KVSCOPE_EVENT_PLANE_SUBJECT", value_name = "SUBJECT")]
     pub event_plane_subject: Option<String>,
+    /// With --event-plane: the policy Dynamo's relays are predicted to run, for the live
+    /// reconciliation /metrics exports (kvscope_router_*); dynamo-1.6.1 is Dynamo 1.6.1's
+    /// KvEventPublisher. Engine sources take part when their worker id is Dynamo's decimal
+    /// worker_id, at their dp_rank, with --block-size as the relay's kv_block_size.
+    #[arg(long, env = "KVSCOPE_RELAY_POLICY", default_value = crate::router::DEFAULT_RELAY_POLICY, value_parser = parse_policy, value_name = "NAME")]
+    pub relay_policy: Policy,
 }
 
 impl PlaneArgs {
@@ -215,10 +221,12 @@ pub struct DemoArgs {
     /// Stop each worker after this many batches (default: run until stopped).
     #[arg(long, value_name = "N")]
     pub batches: Option<u64>,
-    /// Dynamo's event plane for the simulated relays: by default each worker's relay binds an
-    /// embedded ZMQ-plane PUB on loopback; nats://HOST:PORT publishes onto that NATS server
-    /// instead. kvscope subscribes to it either way.
-    #[arg(long = "event-plane", value_name = "URL")]
+    /// Dynamo's event plane for the simulated relays (each worker's relay publishes what Dynamo
+    /// 1.6.1's KvEventPublisher would): by default an embedded ZMQ-plane PUB per worker on
+    /// loopback; nats://HOST:PORT publishes onto that NATS server instead, on
+    /// namespace.demo.component.backend.endpoint.generate.kv-events. kvscope subscribes to it
+    /// either way and reconciles it with the engines (/metrics' kvscope_router_*).
+    #[arg(long = "event-plane", value_name = "URL", conflicts_with = "no_event_plane")]
     pub event_plane: Option<String>,
     /// Do not simulate Dynamo's relay (engines only).
     #[arg(long)]
@@ -302,12 +310,22 @@ pub struct PublishArgs {
 pub struct CheckArgs {
     /// The capture to check.
     pub file: PathBuf,
-    /// The indexer's --block-size.
+    /// The indexer's --block-size; with event-plane sources, also the relays' kv_block_size.
     #[arg(long, env = "KVSCOPE_BLOCK_SIZE", value_name = "N")]
     pub block_size: u32,
-    /// The normalizer policy to check under.
+    /// The normalizer policy of the indexer being checked (fatal verdicts, exit 3).
     #[arg(long, env = "KVSCOPE_POLICY", default_value = "fixed", value_parser = parse_policy, value_name = "NAME")]
     pub policy: Policy,
+    /// With event-plane sources in the capture: the policy Dynamo's relay (KvEventPublisher) is
+    /// predicted to run when reconciling what each engine sent with what the router received.
+    /// dynamo-1.6.1 is Dynamo 1.6.1's relay. Independent of --policy, which judges the indexer.
+    #[arg(long, env = "KVSCOPE_RELAY_POLICY", default_value = crate::router::DEFAULT_RELAY_POLICY, value_parser = parse_policy, value_name = "NAME")]
+    pub relay_policy: Policy,
+    /// Exit 4 when the reconciliation with the event plane shows anything but matches (missing,
+    /// unexpected or mismatched RouterEvents, unknown workers, undecodable plane messages). A
+    /// fatal verdict still exits 3 first.
+    #[arg(long)]
+    pub fail_on_router_mismatch: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -9,9 +9,11 @@ use kvscope_normalize::Policy;
 use kvscope_protocol as proto;
 
 use super::args::*;
-use super::{EXIT_FATAL, failure, usage};
+use super::{EXIT_FATAL, EXIT_ROUTER_MISMATCH, failure, usage};
 use crate::app::{App, AppConfig, Feed};
+use crate::demo::relay::{DEMO_SUBJECT, DemoPlane};
 use crate::demo::{Fleet, FleetOptions, Scenario, payload::Release};
+use crate::plane::PlaneSource;
 use crate::http::HttpConfig;
 use crate::intake::IntakeOptions;
 use crate::sources::Source;
@@ -25,6 +27,7 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, b
         block_size,
         policy_a: policy.policy_a,
         policy_b: policy.policy,
+        relay_policy: Policy::DYNAMO_1_6_1,
         listen: Some(server.listen),
         http: server.http(),
         history_bytes: server.history_bytes,
@@ -76,6 +79,7 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
         n => format!("{} endpoint(s), {n} event plane(s)", config.sources.len()),
     };
     config.planes = planes;
+    config.relay_policy = args.plane.relay_policy;
     config.record = args.record.map(|p| (p, command_line()));
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
@@ -126,7 +130,19 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     if !(args.rate >= 0.0 && args.rate.is_finite()) {
         return usage(&format!("--rate {}: write batches per second per worker, or 0 for as fast as possible", args.rate));
     }
-    let fleet = match Fleet::bind(&FleetOptions { scenario, release, workers, rate: args.rate, batches: args.batches }).await {
+    let plane = match (&args.event_plane, args.no_event_plane) {
+        (_, true) => DemoPlane::Off,
+        (None, false) => DemoPlane::Embedded,
+        (Some(url), false) if url.starts_with("nats://") => DemoPlane::Nats(url.clone()),
+        (Some(url), false) => {
+            return usage(&format!(
+                "--event-plane {url:?}: the demo publishes its relays onto nats://HOST:PORT; without --event-plane they use an embedded ZMQ plane"
+            ));
+        }
+    };
+    let block_size = args.block_size.unwrap_or(scenario.block_size());
+    let options = FleetOptions { scenario, release, workers, rate: args.rate, batches: args.batches, plane, block_size };
+    let fleet = match Fleet::bind(&options).await {
         Ok(f) => f,
         Err(e) => return failure(&e),
     };
@@ -141,22 +157,29 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
             replay_endpoint: Some(replay_ep.clone()),
         })
         .collect();
-    let block_size = args.block_size.unwrap_or(scenario.block_size());
     let mut config = base_config(sources, &args.server, &args.stream, block_size, &args.policy);
+    let subject = matches!(options.plane, DemoPlane::Nats(_)).then_some(DEMO_SUBJECT);
+    config.planes = match fleet.planes.iter().map(|url| PlaneSource::parse(url, subject)).collect() {
+        Ok(p) => p,
+        Err(e) => return failure(&e),
+    };
     config.mode = proto::ServerMode::Demo;
     config.mode_detail = format!("scenario {} ({}), {workers} worker(s): {}", scenario.name(), release.name(), scenario.describe());
+    if !config.planes.is_empty() {
+        config.mode_detail.push_str("; Dynamo 1.6.1's relay per worker on the event plane");
+    }
     config.record = args.record.map(|p| (p, command_line()));
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
         Err(e) => return failure(&e),
     };
     // Start publishing once every source is subscribed, so the dashboard starts near seq 0
-    // (a PUB drops what it sends before a subscription arrives).
+    // (a PUB drops what it sends before a subscription arrives; the event plane has no replay).
+    let planes: Vec<String> = app.hub.config().hello.sources.iter().filter(|s| s.kind == proto::SourceKind::EventPlane).map(|s| s.key.clone()).collect();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < deadline {
-        let connected = (0..workers).all(|w| {
-            app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source: format!("{w}:0") }).get() == 1
-        });
+        let is_up = |source: String| app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source }).get() == 1;
+        let connected = (0..workers).all(|w| is_up(format!("{w}:0"))) && planes.iter().all(|key| is_up(key.clone()));
         if connected {
             break;
         }
@@ -197,6 +220,7 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         block_size: 16,
         policy_a: Policy::LEGACY,
         policy_b: Policy::FIXED,
+        relay_policy: args.plane.relay_policy,
         listen: None,
         http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0, loopback_listener: true },
         history_bytes: 0,
@@ -305,7 +329,13 @@ pub(super) async fn publish(args: PublishArgs) -> ExitCode {
 }
 
 pub(super) fn check(args: CheckArgs) -> ExitCode {
-    let report = match crate::check::check(&args.file, args.block_size, args.policy, args.stream.options()) {
+    let opts = crate::check::CheckOptions {
+        block_size: args.block_size,
+        policy: args.policy,
+        relay_policy: args.relay_policy,
+        stream: args.stream.options(),
+    };
+    let report = match crate::check::check(&args.file, &opts) {
         Ok(r) => r,
         Err(e) => return failure(&e),
     };
@@ -324,7 +354,13 @@ pub(super) fn check(args: CheckArgs) -> ExitCode {
         let _ = write!(out, "{}", report.table);
     }
     let _ = out.flush();
-    if report.fatal { ExitCode::from(EXIT_FATAL) } else { ExitCode::SUCCESS }
+    if report.fatal {
+        ExitCode::from(EXIT_FATAL)
+    } else if args.fail_on_router_mismatch && report.router_mismatch {
+        ExitCode::from(EXIT_ROUTER_MISMATCH)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 pub(super) fn rules(args: RulesArgs) -> ExitCode {

@@ -3,7 +3,8 @@
 //!
 //! Exit status: 0 fine, 1 a runtime failure (a port in use, a file that cannot be read), 2 a
 //! usage error (clap's own, and ours: a bad `--workers`, listening beyond loopback without a
-//! token), 3 `check` found a fatal verdict.
+//! token), 3 `check` found a fatal verdict, 4 `check --fail-on-router-mismatch` found the
+//! router's view (the event plane) differing from what the relays should have published.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -19,13 +20,16 @@ pub use args::*;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status of `check` when a verdict is fatal.
 pub const EXIT_FATAL: u8 = 3;
+/// Exit status of `check --fail-on-router-mismatch` when the reconciliation is not clean.
+pub const EXIT_ROUTER_MISMATCH: u8 = 4;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "kvscope",
     version,
     about = "See what LLM engines' KV-cache event streams contain and what a KV router's normalizer does with each event.",
-    after_help = "Exit status: 0 fine, 1 runtime failure, 2 usage error, 3 `check` found a fatal verdict.\n\
+    after_help = "Exit status: 0 fine, 1 runtime failure, 2 usage error, 3 `check` found a fatal verdict,\n\
+                  4 `check --fail-on-router-mismatch` found the event plane differing from the prediction.\n\
                   Logs go to stderr; set KVSCOPE_LOG (e.g. KVSCOPE_LOG=debug) for more."
 )]
 pub struct Cli {

@@ -5,6 +5,10 @@
 //! ([`payload`]). The server side is the same as `kvscope serve`: it subscribes to the engines
 //! over TCP like to any other, so the demo exercises the real intake.
 //!
+//! Each worker also has Dynamo 1.6.1's relay ([`relay`]): the RouterEvents its
+//! `KvEventPublisher` would publish, on an embedded ZMQ-plane publisher per worker (default) or
+//! onto a NATS server, which the demo's server reads as event-plane sources like any other.
+//!
 //! Scenarios:
 //! - `kimi-k3` (default, the incident of DESIGN.md): groups 0-2 `mamba` and group 3
 //!   `mla_attention` at block_size 1536 on `GPU`; every 8 GPU blocks a `cpu` store of one
@@ -17,6 +21,7 @@
 
 pub mod engine;
 pub mod payload;
+pub mod relay;
 
 use std::time::Duration;
 
@@ -279,12 +284,18 @@ pub struct FleetOptions {
     pub rate: f64,
     /// Stop after this many batches per worker (None: run until stopped).
     pub batches: Option<u64>,
+    /// Where the workers' simulated Dynamo relays publish.
+    pub plane: relay::DemoPlane,
+    /// The relays' `kv_block_size`.
+    pub block_size: u32,
 }
 
 /// A running fleet: its engines' endpoints and their publishing tasks.
 #[derive(Debug)]
 pub struct Fleet {
     pub endpoints: Vec<(String, String)>,
+    /// The event-plane URLs the relays publish on (one `zmq://` per worker, or the `nats://`).
+    pub planes: Vec<String>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     start: tokio::sync::watch::Sender<bool>,
 }
@@ -295,9 +306,30 @@ impl Fleet {
         let (start, start_rx) = tokio::sync::watch::channel(false);
         let mut endpoints = Vec::new();
         let mut tasks = Vec::new();
+        let mut planes = Vec::new();
+        let nats = match &opts.plane {
+            relay::DemoPlane::Nats(url) => {
+                let client = tokio::time::timeout(crate::plane::nats::CONNECT_WAIT, async_nats::connect(url.as_str()))
+                    .await
+                    .map_err(|_| format!("--event-plane {url}: no NATS server answered within 5 s"))?
+                    .map_err(|e| format!("--event-plane {url}: {e} (is nats-server up?)"))?;
+                planes.push(url.clone());
+                Some(client)
+            }
+            _ => None,
+        };
         for worker in 0..opts.workers {
             let mut engine = engine::Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", false, opts.release.replay_has_topic()).await?;
             endpoints.push((engine.endpoint.clone(), engine.replay_endpoint.clone()));
+            let mut relay = match (&opts.plane, &nats) {
+                (relay::DemoPlane::Embedded, _) => {
+                    let (relay, url) = relay::Relay::bind_zmq(worker, opts.block_size).await?;
+                    planes.push(url);
+                    Some(relay)
+                }
+                (relay::DemoPlane::Nats(_), Some(client)) => Some(relay::Relay::nats(worker, opts.block_size, client.clone())),
+                _ => None,
+            };
             let mut generator = Generator::new(opts.scenario, worker);
             let release = opts.release;
             let rate = opts.rate;
@@ -308,6 +340,9 @@ impl Fleet {
                     if start_rx.changed().await.is_err() {
                         return;
                     }
+                }
+                if let Some(r) = &mut relay {
+                    r.wait_subscribed(Duration::from_secs(3)).await;
                 }
                 let topic = Bytes::from_static(b"kv-events");
                 let period = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
@@ -338,12 +373,17 @@ impl Fleet {
                             continue;
                         }
                     };
-                    engine.publish(&topic, Bytes::from(payload)).await;
+                    let seq = engine.next_seq();
+                    let payload = Bytes::from(payload);
+                    engine.publish(&topic, payload.clone()).await;
+                    if let Some(r) = &mut relay {
+                        r.relay(seq, &payload).await;
+                    }
                     sent += 1;
                 }
             }));
         }
-        Ok(Fleet { endpoints, tasks, start })
+        Ok(Fleet { endpoints, planes, tasks, start })
     }
 
     /// Starts publishing.

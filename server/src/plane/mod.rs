@@ -14,9 +14,10 @@
 //!
 //! Each message is relayed as a frame whose topic is the subject (or ZMQ topic) and whose payload
 //! is the envelope, recorded and counted like an engine's. Neighbours: [`pipeline`] holds the
-//! rules; [`nats`] and [`zmq`] the connection loops; [`envelope`] reads the envelope's head.
+//! rules; [`nats`] and [`zmq`] the connection loops. Dynamo's bytes (the ZMQ plane's frames, the
+//! envelope, its RouterEvents) are read by `kvscope-router` only; with a live reconciler
+//! ([`crate::router`]) each decoded envelope also goes to it.
 
-pub mod envelope;
 pub mod nats;
 pub mod pipeline;
 pub mod zmq;

@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use kvscope_protocol as proto;
 
-use super::envelope::{decode_head, split_zmq_plane};
+use kvscope_router::{Envelope, split_zmq_plane};
 use crate::metrics::SourceMetrics;
 use crate::stream::Output;
 use crate::time::unix_nanos;
@@ -40,6 +40,8 @@ pub struct PlanePipeline<O: Output> {
     gaps: VecDeque<proto::Gap>,
     status_dirty: bool,
     metrics: Option<SourceMetrics>,
+    /// The live reconciler, when the server runs one.
+    router: Option<crate::router::Tap>,
     pub output: O,
 }
 
@@ -70,8 +72,16 @@ impl<O: Output> PlanePipeline<O> {
             gaps: VecDeque::new(),
             status_dirty: true,
             metrics,
+            router: None,
             output,
         }
+    }
+
+    /// Sends every decoded envelope to the live reconciler (then [`PlanePipeline::message`]
+    /// returns `None`).
+    pub fn with_router(mut self, tap: Option<crate::router::Tap>) -> Self {
+        self.router = tap;
+        self
     }
 
     pub fn counters(&self) -> &proto::SourceCounters {
@@ -131,19 +141,27 @@ impl<O: Output> PlanePipeline<O> {
     }
 
     /// One message as it arrived: `[subject, body]` from NATS, the 4 frames from the ZMQ plane.
-    pub fn message(&mut self, frames: Vec<Bytes>, recv_time_nanos: u64) {
+    /// Returns the decoded envelope when the message was relayed and no live reconciler takes it
+    /// (`check` feeds its own); its RouterEvents are not decoded here.
+    pub fn message(&mut self, frames: Vec<Bytes>, recv_time_nanos: u64) -> Option<Envelope> {
         let seq = self.arrivals;
         self.arrivals += 1;
         self.status.last_seq = Some(seq);
         self.status.last_recv_unix_nanos = Some(recv_time_nanos);
         self.status_dirty = true;
-        let envelope = match frames.len() {
-            2 => Ok(frames[1].clone()),
-            _ => split_zmq_plane(&frames).map(|range| frames[3].slice(range)),
+        // NATS: the body is the envelope. ZMQ plane: kvscope-router checks the 4 frames, and that
+        // the envelope names the frames' publisher and sequence.
+        let parts: Vec<&[u8]> = frames.iter().map(|f| f.as_ref()).collect();
+        let zmq = match frames.len() {
+            2 => None,
+            _ => match split_zmq_plane(&parts) {
+                Ok(m) => Some(m),
+                Err(e) => return self.frame_error("zmq_plane_framing", e.to_string(), seq, recv_time_nanos, &frames),
+            },
         };
-        let envelope = match envelope {
-            Ok(e) => e,
-            Err(what) => return self.frame_error("zmq_plane_framing", what, seq, recv_time_nanos, &frames),
+        let envelope = match &zmq {
+            Some(m) => frames[3].slice(frames[3].len() - m.envelope.len()..),
+            None => frames[1].clone(),
         };
         if envelope.len() > self.max_frame_bytes {
             let what = format!(
@@ -153,11 +171,15 @@ impl<O: Output> PlanePipeline<O> {
             );
             return self.frame_error(proto::FRAME_TOO_LARGE, what, seq, recv_time_nanos, &frames);
         }
-        let head = match decode_head(&envelope) {
-            Ok(h) => h,
-            Err(what) => return self.frame_error(ENVELOPE_ERROR, what, seq, recv_time_nanos, &frames),
+        let decoded = match &zmq {
+            Some(m) => m.decode_envelope(),
+            None => kvscope_router::decode_envelope(&envelope),
         };
-        self.track(head.publisher_id, head.sequence);
+        let env = match decoded {
+            Ok(env) => env,
+            Err(e) => return self.frame_error(ENVELOPE_ERROR, e.to_string(), seq, recv_time_nanos, &frames),
+        };
+        self.track(env.publisher_id, env.sequence);
         let c = &mut self.status.counters;
         c.frames += 1;
         c.payload_bytes += envelope.len() as u64;
@@ -174,6 +196,13 @@ impl<O: Output> PlanePipeline<O> {
             payload: envelope.to_vec(),
         };
         self.output.frame(&frame, &frames);
+        match &self.router {
+            Some(tap) => {
+                tap.send(crate::router::Input::Plane(env));
+                None
+            }
+            None => Some(env),
+        }
     }
 
     fn track(&mut self, publisher: u64, sequence: u64) {
@@ -221,7 +250,7 @@ impl<O: Output> PlanePipeline<O> {
         self.flush_status();
     }
 
-    fn frame_error(&mut self, kind: &str, what: String, seq: u64, recv_time_nanos: u64, frames: &[Bytes]) {
+    fn frame_error(&mut self, kind: &str, what: String, seq: u64, recv_time_nanos: u64, frames: &[Bytes]) -> Option<Envelope> {
         self.status.counters.frame_errors += 1;
         self.status_dirty = true;
         if let Some(m) = &self.metrics {
@@ -240,6 +269,7 @@ impl<O: Output> PlanePipeline<O> {
             frames: frames.iter().map(|f| serde_bytes::ByteBuf::from(f.to_vec())).collect(),
         };
         self.output.frame_error(&error, frames);
+        None
     }
 }
 
@@ -306,7 +336,7 @@ mod tests {
         p.message(nats(9, 0), 0); // publisher 9 restarted
         assert_eq!(p.output.frames, vec![0, 1, 2, 4, 5, 6]);
         assert_eq!(p.output.errors.len(), 1);
-        assert!(p.output.errors[0].starts_with("plane:nats://127.0.0.1:4222 seq 3: envelope is not Dynamo's msgpack envelope"), "{}", p.output.errors[0]);
+        assert!(p.output.errors[0].starts_with("plane:nats://127.0.0.1:4222 seq 3: envelope: byte 0"), "{}", p.output.errors[0]);
         let c = p.counters();
         assert_eq!((c.frames, c.frame_errors, c.gaps, c.lost_frames, c.restarts), (6, 1, 1, 2, 1));
         let g = p.gaps().next().unwrap();
@@ -333,7 +363,7 @@ mod tests {
         assert_eq!(p.counters().payload_bytes, env.len() as u64);
         assert_eq!(
             p.output.errors,
-            vec!["plane:nats://127.0.0.1:4222 seq 1: expected 4 frames [topic, publisher id, sequence, envelope] from Dynamo's ZMQ event plane, got 3".to_owned()]
+            vec!["plane:nats://127.0.0.1:4222 seq 1: ZMQ plane frames: expected 4 frames [topic, publisher id, sequence, envelope], got 3".to_owned()]
         );
     }
 }

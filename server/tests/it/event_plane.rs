@@ -2,11 +2,19 @@
 //! loopback port, NVIDIA Dynamo 1.6.1's own relay (`KvEventPublisher` from ai-dynamo-runtime,
 //! `scripts/peers/dynamo_relay.py`) fed with corpus payloads, and faults injected with
 //! async-nats, each with its exact counters.
+//!
+//! The real-relay runs are reconciled by `check --json` (kvscope-router's Reconciler): every
+//! RouterEvent the prediction expects arrives, matched field for field, and nothing else does;
+//! the events the relay drops are exactly the prediction's `dropped_by_policy`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
+use kvscope::demo::engine::Engine;
+use kvscope_router::{Predicted, Predictor, RelayConfig};
 use serde_json::Value;
 
 use crate::support::{BIN, Server, free_port, peer_python, repo, scratch, wait_child};
@@ -61,10 +69,20 @@ struct Relay {
 
 impl Relay {
     fn start(plane: &str, nats: &str, worker_id: u64, block_size: u32, payloads: &[std::path::PathBuf]) -> Relay {
+        let payloads: Vec<String> = payloads.iter().map(|p| p.display().to_string()).collect();
+        Relay::start_with(plane, nats, worker_id, block_size, &payloads)
+    }
+
+    /// Relays an engine bound elsewhere (`--engine`), until killed.
+    fn relay_engine(nats: &str, worker_id: u64, block_size: u32, engine: &str) -> Relay {
+        Relay::start_with("nats", nats, worker_id, block_size, &["--engine".to_owned(), engine.to_owned()])
+    }
+
+    fn start_with(plane: &str, nats: &str, worker_id: u64, block_size: u32, extra: &[String]) -> Relay {
         let mut child = Command::new(peer_python())
             .arg(repo().join("scripts/peers/dynamo_relay.py"))
             .args(["--plane", plane, "--nats", nats, "--worker-id", &worker_id.to_string(), "--block-size", &block_size.to_string()])
-            .args(payloads)
+            .args(extra)
             .env("DYN_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -103,7 +121,14 @@ impl Relay {
         stdin.write_all(b"go\n").unwrap();
         stdin.flush().unwrap();
     }
+
+    /// SIGKILL: the relay stops mid-stream, with no goodbye on the plane.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
+
 
 impl Drop for Relay {
     fn drop(&mut self) {
@@ -111,6 +136,49 @@ impl Drop for Relay {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+
+/// What kvscope-router predicts Dynamo 1.6.1's relay (worker 42, rank 0) publishes for these
+/// engine batches, published in this order from seq 0: RouterEvents per batch, and the events it
+/// drops by label.
+fn predicted(payloads: &[Vec<u8>], block_size: u32) -> (Vec<u64>, BTreeMap<String, u64>) {
+    let mut predictor = Predictor::new(RelayConfig::dynamo_1_6_1(42, 0, block_size));
+    let mut per_batch = Vec::new();
+    let mut dropped = BTreeMap::new();
+    for (seq, payload) in payloads.iter().enumerate() {
+        let predictions = predictor.predict(seq as u64, payload).expect("corpus payloads decode");
+        per_batch.push(predictions.iter().filter(|p| p.router_event().is_some()).count() as u64);
+        for p in &predictions {
+            if let Predicted::Dropped { label, .. } = &p.outcome {
+                *dropped.entry(label.as_str().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    (per_batch, dropped)
+}
+
+fn read_all(paths: &[std::path::PathBuf]) -> Vec<Vec<u8>> {
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+/// The engine source's `"router"` object shows every predicted RouterEvent arriving as
+/// predicted and nothing else, with exactly `dropped` dropped by the relay. Returns it.
+fn assert_reconciled(report: &Value, expected: u64, dropped: &[(&str, u64)]) -> Value {
+    let router = report["sources"][0]["router"].clone();
+    let counts = |k: &str| router[k].as_u64().unwrap_or_else(|| panic!("router.{k} missing: {report:#}"));
+    assert!(expected > 0);
+    assert_eq!(
+        [counts("expected"), counts("received"), counts("matched"), counts("missing"), counts("unexpected"), counts("mismatched")],
+        [expected, expected, expected, 0, 0, 0],
+        "expected, received, matched, missing, unexpected, mismatched; differences: {:#}",
+        report["sources"][0]["router_differences"]
+    );
+    let want: serde_json::Map<String, Value> = dropped.iter().map(|(l, n)| ((*l).to_owned(), Value::from(*n))).collect();
+    assert_eq!(router["dropped_by_policy"], Value::Object(want), "{router:#}");
+    assert_eq!(report["router"]["unknown_workers"], serde_json::json!([]), "{report:#}");
+    assert_eq!(report["totals"]["router"]["matched"].as_u64(), Some(expected));
+    router
 }
 
 fn corpus(names: &[&str]) -> Vec<std::path::PathBuf> {
@@ -187,41 +255,182 @@ async fn relay_run(plane: &str, names: &[&str], block_size: u32, name: &str) -> 
     (report, published)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plane_nats_real_relay_vllm_0_33_payloads_are_recorded_and_checked() {
-    let names = ["gpu_basic", "storage_tier", "bytes_hashes-1", "bytes_hashes-2", "mooncake_lowercase_cpu-1", "cpu_offload_placeholder", "hybrid_groups"];
-    let (report, published) = relay_run("nats", &names, 16, "plane_nats_vllm").await;
-    let engine = &report["sources"][0];
-    let plane = &report["event_planes"][0];
-    eprintln!("nats/vLLM 0.33: engine {published} batches; event plane {plane}");
-    assert_eq!(engine["frames"], published);
-    assert_eq!((plane["frame_errors"].as_u64(), plane["gaps"].as_u64(), plane["publishers"].as_u64()), (Some(0), Some(0), Some(1)), "{plane}");
-    assert!(plane["frames"].as_u64().unwrap() > 0, "the relay published nothing: {report:#}");
-    assert_eq!(plane["subject"], "namespace.>");
+/// One real-relay run, reconciled: the plane's counters, then `assert_reconciled` with the
+/// prediction's RouterEvent count and `dropped` (the prediction's drops, written out).
+async fn reconciled_run(plane: &str, names: &[&str], block_size: u32, name: &str, dropped: &[(&str, u64)]) -> Value {
+    let (report, published) = relay_run(plane, names, block_size, name).await;
+    let (per_batch, predicted_drops) = predicted(&read_all(&corpus(names)), block_size);
+    let want: BTreeMap<String, u64> = dropped.iter().map(|(l, n)| ((*l).to_owned(), *n)).collect();
+    assert_eq!(predicted_drops, want, "the prediction's drops are not the ones this test writes out");
+    let plane_json = &report["event_planes"][0];
+    assert_eq!(report["sources"][0]["frames"], published);
+    assert_eq!((plane_json["frame_errors"].as_u64(), plane_json["gaps"].as_u64(), plane_json["publishers"].as_u64()), (Some(0), Some(0), Some(1)), "{plane_json}");
+    // Dynamo sends one message per batch that keeps at least one event.
+    assert_eq!(plane_json["frames"].as_u64(), Some(per_batch.iter().filter(|n| **n > 0).count() as u64), "{report:#}");
+    let router = assert_reconciled(&report, per_batch.iter().sum(), dropped);
+    eprintln!("{plane}/{name}: engine {published} batches, event plane {} messages; router {router}", plane_json["frames"]);
+    report
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plane_nats_real_relay_kimi_k3_stream_is_recorded_and_checked() {
+async fn plane_nats_real_relay_vllm_0_33_payloads_are_reconciled() {
+    let names = ["gpu_basic", "storage_tier", "bytes_hashes-1", "bytes_hashes-2", "mooncake_lowercase_cpu-1", "cpu_offload_placeholder", "hybrid_groups"];
+    let report = reconciled_run("nats", &names, 16, "plane_nats_vllm", DROPPED_VLLM).await;
+    assert_eq!(report["event_planes"][0]["subject"], "namespace.>");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_nats_real_relay_kimi_k3_stream_is_reconciled() {
     let names: Vec<String> = (1..=20).map(|i| format!("kimi_k3_agg-w0-{i:02}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (report, published) = relay_run("nats", &names, 1536, "plane_nats_kimi").await;
-    let plane = &report["event_planes"][0];
-    eprintln!("nats/kimi_k3 w0: engine {published} batches; event plane {plane}");
-    assert_eq!(report["sources"][0]["frames"], published);
-    assert_eq!((plane["frame_errors"].as_u64(), plane["gaps"].as_u64()), (Some(0), Some(0)), "{plane}");
-    assert!(plane["frames"].as_u64().unwrap() > 0);
+    reconciled_run("nats", &names, 1536, "plane_nats_kimi", DROPPED_KIMI).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plane_zmq_real_relay_through_dynamos_zmq_plane() {
+async fn plane_zmq_real_relay_through_dynamos_zmq_plane_is_reconciled() {
     let names = ["gpu_basic", "storage_tier", "bytes_hashes-1", "mooncake_lowercase_cpu-1", "hybrid_groups"];
-    let (report, published) = relay_run("zmq", &names, 16, "plane_zmq_vllm").await;
-    let plane = &report["event_planes"][0];
-    eprintln!("zmq/vLLM 0.33: engine {published} batches; event plane {plane}");
-    assert_eq!(report["sources"][0]["frames"], published);
-    assert_eq!((plane["frame_errors"].as_u64(), plane["gaps"].as_u64(), plane["publishers"].as_u64()), (Some(0), Some(0), Some(1)), "{plane}");
-    assert!(plane["frames"].as_u64().unwrap() > 0);
-    assert_eq!(plane["subject"], Value::Null);
+    let report = reconciled_run("zmq", &names, 16, "plane_zmq_vllm", DROPPED_ZMQ).await;
+    assert_eq!(report["event_planes"][0]["subject"], Value::Null);
+}
+
+/// What Dynamo 1.6.1's relay drops of the vLLM 0.33 mix: lowercase `cpu` (and `gpu`) mediums
+/// are in no row of its exact-match table, and a batch holding a 32-byte bin hash is rejected whole.
+/// The rest are hybrid_groups' non-main attention groups and cpu_offload_placeholder's remote block.
+const DROPPED_VLLM: &[(&str, u64)] = &[
+    ("batch_decode_rejected", 4),
+    ("non_local_locality", 1),
+    ("non_main_attention_group", 3),
+    ("non_main_attention_kind", 3),
+    ("unknown_medium", 3),
+];
+/// kimi_k3 worker 0: the mamba groups are not the main attention group, and the offload
+/// connector's lowercase `cpu` stores are in no row.
+const DROPPED_KIMI: &[(&str, u64)] = &[("non_main_attention_group", 12), ("non_main_attention_kind", 60), ("unknown_medium", 4)];
+const DROPPED_ZMQ: &[(&str, u64)] = &[
+    ("batch_decode_rejected", 2),
+    ("non_local_locality", 1),
+    ("non_main_attention_group", 3),
+    ("non_main_attention_kind", 3),
+    ("unknown_medium", 3),
+];
+
+/// The relay is SIGKILLed mid-stream while the engine keeps publishing: every RouterEvent
+/// predicted for the batches after the kill is `missing`, exactly, and the ones before matched.
+/// /metrics shows the same live (matched and received; missing is decided at the end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_faults_a_relay_killed_mid_stream_leaves_exactly_the_later_events_missing() {
+    let nats = Nats::start(free_port());
+    let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
+    let mut relay = Relay::relay_engine(&nats.url(), 42, 16, &engine.endpoint);
+    relay.wait("ready");
+    let dir = scratch("plane_relay_killed");
+    let capture = dir.join("k.kvcap");
+    let mut server = Server::start(&[
+        "serve", "--listen", "127.0.0.1:0", "--workers", &format!("42={}", engine.endpoint), "--event-plane", &nats.url(),
+        "--block-size", "16", "--record", capture.to_str().unwrap(),
+    ]);
+    let plane_key = format!("plane:{}", nats.url());
+    server.wait_metric(&format!("kvscope_source_connected{{source=\"{plane_key}\"}}"), 1.0).await;
+    engine.wait_subscribers(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let names = ["gpu_basic", "storage_tier", "hybrid_groups", "gpu_basic", "storage_tier", "hybrid_groups", "gpu_basic"];
+    let payloads = read_all(&corpus(&names));
+    let (per_batch, _) = predicted(&payloads, 16);
+    let (before, after) = (4usize, names.len() - 4);
+    let topic = bytes::Bytes::from_static(b"");
+    for p in &payloads[..before] {
+        engine.publish(&topic, bytes::Bytes::from(p.clone())).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let messages_before = per_batch[..before].iter().filter(|n| **n > 0).count() as f64;
+    server.wait_metric(&format!("kvscope_frames_total{{source=\"{plane_key}\"}}"), messages_before).await;
+    let events_before: u64 = per_batch[..before].iter().sum();
+    server.wait_metric("kvscope_router_events_total{source=\"42:0\",count=\"matched\"}", events_before as f64).await;
+    relay.kill();
+    for p in &payloads[before..] {
+        engine.publish(&topic, bytes::Bytes::from(p.clone())).await;
+    }
+    server.wait_metric("kvscope_frames_total{source=\"42:0\"}", names.len() as f64).await;
+    server.wait_metric("kvscope_router_events_total{source=\"42:0\",count=\"expected\"}", per_batch.iter().sum::<u64>() as f64).await;
+    assert_eq!(server.metric("kvscope_router_events_total{source=\"42:0\",count=\"received\"}").await, events_before as f64);
+    assert!(server.interrupt().success());
+    let report = check_json(&capture, 16);
+    let router = &report["sources"][0]["router"];
+    let events_after: u64 = per_batch[before..].iter().sum();
+    eprintln!("relay killed after {before} of {} batches: router {router}", names.len());
+    assert!(after > 0 && events_after > 0);
+    assert_eq!(
+        [&router["expected"], &router["received"], &router["matched"], &router["missing"], &router["unexpected"], &router["mismatched"]]
+            .map(|v| v.as_u64().unwrap()),
+        [events_before + events_after, events_before, events_before, events_after, 0, 0],
+        "{report:#}"
+    );
+    // The missing ones are exactly the batches after the kill, in order.
+    let missing_seqs: Vec<u64> = report["sources"][0]["router_differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["origin"]["seq"].as_u64().unwrap())
+        .collect();
+    assert!(missing_seqs.iter().all(|s| *s >= before as u64), "{missing_seqs:?}");
+}
+
+/// A RouterEvent for a worker no engine source has (published raw, written by kvscope-encode's
+/// router encoder) is listed under unknown workers with its count, live and in `check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_faults_router_events_for_an_unknown_worker_are_listed_with_their_count() {
+    use kvscope_router::{EventData, KvCacheEvent, PlaneTier, RouterEvent, StoredBlock, StoredData};
+    let nats = Nats::start(free_port());
+    let dir = scratch("plane_unknown_worker");
+    let capture = dir.join("u.kvcap");
+    let mut server = Server::start(&[
+        "serve", "--listen", "127.0.0.1:0", "--workers", &format!("42=tcp://127.0.0.1:{}", free_port()), "--event-plane", &nats.url(),
+        "--record", capture.to_str().unwrap(),
+    ]);
+    let key = format!("plane:{}", nats.url());
+    server.wait_metric(&format!("kvscope_source_connected{{source=\"{key}\"}}"), 1.0).await;
+    let event = |id: u64, worker_id: u64, dp_rank: u32| RouterEvent {
+        worker_id,
+        storage_tier: PlaneTier::Device,
+        residency_domain: Some("worker".to_owned()),
+        event: KvCacheEvent {
+            event_id: id,
+            data: EventData::Stored(StoredData { parent_hash: None, start_position: None, blocks: vec![StoredBlock { block_hash: id, tokens_hash: 7 }] }),
+            dp_rank,
+        },
+    };
+    let client = publisher(&nats.url()).await;
+    let batches = [vec![event(1, 99, 0), event(2, 99, 0), event(3, 99, 0)], vec![event(4, 99, 0), event(5, 42, 1)]];
+    for (seq, events) in batches.iter().enumerate() {
+        let env = kvscope_router::Envelope {
+            publisher_id: 5,
+            sequence: seq as u64,
+            published_at: 1,
+            topic: "kv-events".to_owned(),
+            payload: kvscope_encode::router::encode_router_events(events).unwrap(),
+            form: kvscope_router::EnvelopeForm::Msgpack,
+        };
+        publish(&client, SUBJECT, kvscope_encode::router::encode_envelope(&env).unwrap()).await;
+    }
+    server.wait_metric(&format!("kvscope_frames_total{{source=\"{key}\"}}"), 2.0).await;
+    server.wait_metric("kvscope_router_unknown_worker_events_total", 5.0).await;
+    assert!(server.interrupt().success());
+    let report = check_json(&capture, 16);
+    assert_eq!(
+        report["router"]["unknown_workers"],
+        serde_json::json!([{"worker_id": 42, "dp_rank": 1, "events": 1}, {"worker_id": 99, "dp_rank": 0, "events": 4}]),
+        "{report:#}"
+    );
+    assert_eq!(report["sources"][0]["router"]["received"], 0);
+    assert_eq!((report["totals"]["router"]["received"].as_u64(), report["totals"]["router"]["unexpected"].as_u64()), (Some(5), Some(5)));
+    assert_eq!(report["router"]["publishers"][0]["messages"], 2);
+    // The table says it in words too.
+    let out = Command::new(BIN).arg("check").arg(&capture).args(["--block-size", "16"]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("event plane: 4 RouterEvents for worker 99 dp_rank 0, which no engine source has (unknown worker)"), "{table}");
+    assert_eq!(out.status.code(), Some(0));
+    let strict = Command::new(BIN).arg("check").arg(&capture).args(["--block-size", "16", "--fail-on-router-mismatch"]).status().unwrap();
+    assert_eq!(strict.code(), Some(4));
 }
 
 /// A Dynamo envelope as the relay writes it (msgpack map, payload bin of RouterEvents).
@@ -339,4 +548,63 @@ async fn plane_faults_a_plane_that_is_away_at_start_is_retried() {
     let status = server.interrupt();
     assert!(status.success());
     let _ = wait_child;
+}
+
+/// `kvscope demo` acts as Dynamo 1.6.1's relay for its workers; recorded for a few seconds and
+/// checked, every worker's RouterEvents arrive as predicted (the relay's policy drops show in
+/// `dropped_by_policy`, not as missing).
+async fn demo_run(name: &str, extra: &[&str], scenario: &str, block_size: u32, workers: u32) -> Value {
+    let dir = scratch(name);
+    let capture = dir.join("demo.kvcap");
+    let batches = 40;
+    let mut args = vec!["demo", "--listen", "127.0.0.1:0", "--scenario", scenario, "--rate", "40"];
+    let (batches_s, workers_s) = (batches.to_string(), workers.to_string());
+    args.extend(["--batches", &batches_s, "--workers", &workers_s, "--record", capture.to_str().unwrap()]);
+    args.extend(extra);
+    let mut server = Server::start(&args);
+    for w in 0..workers {
+        server.wait_metric(&format!("kvscope_frames_total{{source=\"{w}:0\"}}"), f64::from(batches)).await;
+        let expected = settled(&server, &format!("kvscope_router_events_total{{source=\"{w}:0\",count=\"expected\"}}"), Duration::from_millis(300)).await;
+        server.wait_metric(&format!("kvscope_router_events_total{{source=\"{w}:0\",count=\"received\"}}"), expected).await;
+    }
+    assert!(server.interrupt().success());
+    let report = check_json(&capture, block_size);
+    assert_eq!(report["sources"].as_array().unwrap().len(), workers as usize);
+    for (w, source) in report["sources"].as_array().unwrap().iter().enumerate() {
+        let r = &source["router"];
+        eprintln!("demo {scenario} {name} worker {w}: router {r}");
+        let n = |k: &str| r[k].as_u64().unwrap();
+        assert!(n("expected") > 0, "{r}");
+        assert_eq!([n("received"), n("matched"), n("missing"), n("unexpected"), n("mismatched")], [n("expected"), n("expected"), 0, 0, 0], "{r}");
+    }
+    assert_eq!(report["router"]["unknown_workers"], serde_json::json!([]));
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_demo_embedded_relays_are_reconciled_for_every_worker() {
+    let report = demo_run("plane_demo_embedded", &[], "kimi-k3", 1536, 3).await;
+    let keys: Vec<&str> = report["event_planes"].as_array().unwrap().iter().map(|p| p["key"].as_str().unwrap()).collect();
+    assert!(keys.iter().all(|k| k.starts_with("plane:zmq://127.0.0.1:")), "{keys:?}");
+    // One embedded ZMQ-plane publisher per worker; lowercase `cpu` offload stores dropped by the relay.
+    assert_eq!(report["event_planes"].as_array().unwrap().len(), 3);
+    assert!(report["sources"][0]["router"]["dropped_by_policy"]["unknown_medium"].as_u64().unwrap() > 0, "{report:#}");
+    let report = demo_run("plane_demo_embedded_sglang", &[], "sglang-tiers", 16, 2).await;
+    assert_eq!(report["event_planes"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_demo_onto_a_real_nats_server_is_reconciled() {
+    let nats = Nats::start(free_port());
+    let report = demo_run("plane_demo_nats", &["--event-plane", &nats.url()], "lmcache-relay", 16, 2).await;
+    let planes = report["event_planes"].as_array().unwrap();
+    assert_eq!(planes.len(), 1);
+    assert_eq!(planes[0]["subject"], "namespace.demo.component.backend.endpoint.generate.kv-events");
+    assert_eq!(planes[0]["publishers"], 2);
+}
+
+#[test]
+fn plane_demo_event_plane_and_no_event_plane_are_a_usage_error_together() {
+    let out = Command::new(BIN).args(["demo", "--no-event-plane", "--event-plane", "nats://127.0.0.1:1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -75,17 +75,20 @@ async fn a_prometheus_server_scrapes_kvscope_and_sees_frames_rise() {
         .unwrap();
     let series = "kvscope_frames_total{source=\"0:0\"}";
     let mut first = None;
-    let rose = wait_until(Duration::from_secs(60), || async {
+    let mut rose = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    // Prometheus takes a moment to listen; http_get panics on a refused connection.
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    while !rose && tokio::time::Instant::now() < deadline {
         match (first, query(port, series).await) {
-            (None, Some(v)) => {
-                first = Some(v);
-                false
-            }
-            (Some(a), Some(b)) => b > a,
-            _ => false,
+            (None, Some(v)) => first = Some(v),
+            (Some(a), Some(b)) => rose = b > a,
+            _ => {}
         }
-    })
-    .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let up = query(port, "up{job=\"kvscope\"}").await;
     let _ = prometheus.kill();
     let _ = prometheus.wait();

@@ -24,7 +24,8 @@ fn assert_once_in_order(seqs: &BTreeMap<u32, Vec<u64>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_clients_get_hello_history_then_live_frames_once_and_in_order() {
-    let server = Server::start(&["demo", "--listen", "127.0.0.1:0", "--rate", "40"]);
+    // Engine sources only; the demo's event plane is event_plane.rs's (plane_demo_*).
+    let server = Server::start(&["demo", "--listen", "127.0.0.1:0", "--rate", "40", "--no-event-plane"]);
     let mut first = ws_connect(&server.ws_url(), &[]).await.unwrap();
     let (hello, _) = read_preamble(&mut first).await;
     assert_eq!(hello.mode, proto::ServerMode::Demo);
