@@ -18,6 +18,9 @@ use super::settings::Side;
 use super::Model;
 use crate::views::thousands;
 
+/// Sources the crashloop line names by name (most fatal events first).
+pub const CRASHLOOP_SOURCES_NAMED: usize = 8;
+
 /// Where the fleet's indexer exits under a fatal policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exit {
@@ -188,10 +191,17 @@ impl PolicySummary {
             out.push(format!("why: {}", e.sentence));
             let later: u64 = self.crashloop.iter().map(|c| c.1).sum();
             if later > 0 {
-                let per: Vec<String> = self.crashloop.iter().map(|(k, n)| format!("{k} {}", thousands(*n))).collect();
+                // The sources that crash it most, then how many more: at 512 sources the whole
+                // list would be a wall.
+                let mut per: Vec<String> =
+                    self.crashloop.iter().take(CRASHLOOP_SOURCES_NAMED).map(|(k, n)| format!("{k} {}", thousands(*n))).collect();
+                if self.crashloop.len() > CRASHLOOP_SOURCES_NAMED {
+                    per.push(format!("and {} more sources", self.crashloop.len() - CRASHLOOP_SOURCES_NAMED));
+                }
                 out.push(format!(
-                    "crashloop: {} later events would stop a restarted indexer again ({})",
+                    "crashloop: {} later events would stop a restarted indexer again, from {} sources ({})",
                     thousands(later),
+                    self.crashloop.len(),
                     per.join(", ")
                 ));
             } else {

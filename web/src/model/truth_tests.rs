@@ -325,3 +325,13 @@ fn policy_b_says_what_it_moves_between_tiers() {
     }
     assert!(m.policy_summary(Side::A).moved.is_empty());
 }
+
+#[test]
+fn the_crashloop_line_names_the_worst_sources_then_counts_the_rest() {
+    let mut s = loaded(1536).policy_summary(Side::A);
+    s.crashloop = (0..10).map(|i| (format!("{i}:0"), 10 - i as u64)).collect();
+    let line = s.detail_lines().into_iter().find(|l| l.starts_with("crashloop: ")).unwrap();
+    assert!(line.starts_with("crashloop: 55 later events would stop a restarted indexer again, from 10 sources (0:0 10, "), "{line}");
+    assert!(line.contains("7:0 3, and 2 more sources)"), "{line}");
+    assert!(!line.contains("8:0"), "{line}");
+}
