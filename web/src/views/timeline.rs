@@ -499,7 +499,10 @@ pub fn Timeline() -> impl IntoView {
             <div class="section-head">
                 <h2 id="timeline-title">"Mismatch timeline"</h2>
                 <div class="toolbar" role="toolbar" aria-label="Timeline controls">
-                    <span class="quiet">{move || { fleet.track(); fleet.with_model(|m| format!("Each lane: upper half A {}, lower half B {}", m.policy_name(Side::A), m.policy_name(Side::B))) }}</span>
+                    <span class="quiet">{move || { fleet.track(); fleet.with_model(|m| {
+                        let router = if m.router().is_some() { ", R the router (what the relay drops, where the router's view differs)" } else { "" };
+                        format!("Each lane: A {}, B {}{router}", m.policy_name(Side::A), m.policy_name(Side::B))
+                    }) }}</span>
                     <button on:click=move |_| zoom(fleet, 0.5, 0.5) aria-label="Zoom in">"Zoom in"</button>
                     <button on:click=move |_| zoom(fleet, 2.0, 0.5) aria-label="Zoom out">"Zoom out"</button>
                     <button on:click=move |_| fleet.settings.update(|s| s.window_ms = None)>"Show all"</button>
