@@ -151,13 +151,15 @@ impl Model {
     /// What the fleet-wide verdicts cover: unknown when no source has events, incomplete when
     /// any source is short (summed by kind) or the page lost frames it cannot attribute.
     pub fn fleet_completeness(&self) -> Completeness {
-        let analysed = self.sources().iter().filter(|s| s.counts[0].events > 0).count();
+        // Engine sources only: an event plane carries RouterEvents, not verdicts (its own
+        // health is the router side's, `views::router`).
+        let analysed = self.engine_sources().filter(|s| s.counts[0].events > 0).count();
         if analysed == 0 {
             return Completeness::Unknown(Unknown::NoEvents);
         }
         let mut sum = [0u64; 5];
-        let attributed_lag: u64 = self.sources().iter().map(|s| s.lagged_frames).sum();
-        for src in self.sources() {
+        let attributed_lag: u64 = self.engine_sources().map(|s| s.lagged_frames).sum();
+        for src in self.engine_sources() {
             sum[0] += lost_in_gaps(src);
             sum[4] += src.decode_errors + src.frame_errors;
         }
@@ -175,10 +177,9 @@ impl Model {
         Completeness::from_shortfalls(shortfalls)
     }
 
-    /// Sources whose data is not complete, as `worker:rank`.
+    /// Engine sources whose data is not complete, as `worker:rank`.
     pub fn short_sources(&self) -> Vec<String> {
-        self.sources()
-            .iter()
+        self.engine_sources()
             .filter(|s| !self.completeness(s.index).is_complete())
             .map(|s| s.key.clone())
             .collect()

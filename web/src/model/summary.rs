@@ -80,7 +80,7 @@ impl Model {
         let mut applied_tiers: BTreeMap<TierShown, u64> = BTreeMap::new();
         let (mut applied, mut events, mut never_indexed) = (0, 0, 0);
         let mut crashloop = Vec::new();
-        for src in self.sources() {
+        for src in self.engine_sources() {
             let counts = src.counts(side);
             events += counts.events;
             never_indexed += counts.after_exit;
@@ -123,7 +123,7 @@ impl Model {
             side,
             about: policy.parse::<Policy>().map_or("", |p| p.about),
             policy,
-            sources: self.sources().len(),
+            sources: self.engine_sources().count(),
             events,
             completeness: self.fleet_completeness(),
             exit,

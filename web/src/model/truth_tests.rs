@@ -271,7 +271,13 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
     assert_eq!((c.missing, c.unexpected, c.mismatched), (0, 0, 0));
     assert_eq!(c.dropped_by_policy.get(&VerdictLabel::UnknownMedium), Some(&5));
     assert_eq!(c.dropped_by_policy.get(&VerdictLabel::BatchDecodeRejected), Some(&1));
-    // The event plane is not a worker: no cards, no lanes of verdicts for it.
+    // The event plane is not a worker: no cards, no lanes of verdicts, and it neither makes the
+    // verdicts incomplete nor counts as a source in the headline.
+    assert_eq!(m.fleet_completeness(), Completeness::Complete);
+    assert!(m.short_sources().is_empty());
+    assert_eq!(m.policy_summary(Side::B).sources, 1);
+    let lines = crate::views::router::headline_lines(&m);
+    assert!(!lines.iter().any(|l| l.contains("non_main_attention")), "routine filters are summed, not listed: {lines:?}");
     assert_eq!(m.engine_sources().count(), 1);
     assert_eq!(m.source(1).unwrap().frames as usize, kvscope_corpus::dynamo_plane::messages(tag).unwrap().len());
     assert_eq!(m.source(1).unwrap().counts(Side::A).events, 0);
@@ -279,7 +285,6 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
     let lane = router.lane(0).unwrap();
     let drops = lane.mark.iter().filter(|k| matches!(k, super::router::RelayMark::Drops(_))).count() as u64;
     assert_eq!(drops, c.dropped_by_policy.values().sum::<u64>());
-    let lines = crate::views::router::headline_lines(&m);
     assert!(lines.iter().any(|l| l.starts_with("dynamo-1.6.1's relay dropped 5 events of 42:0 (unknown_medium)")), "{lines:?}");
     // A re-classification reconciles the retained plane frames again.
     m.reconfigure(Config { block_size: 16, policy_a: "fixed".into(), ..m.config().clone() });

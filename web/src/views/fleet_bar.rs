@@ -33,21 +33,23 @@ pub fn FleetBar() -> impl IntoView {
     let sources = move || {
         fleet.track();
         fleet.with_model(|m| {
-            let total = m.sources().len();
+            // Workers are the engine sources; event planes are counted apart.
+            let total = m.engine_sources().count();
+            let planes = m.sources().len() - total;
+            let planes = if planes > 0 { format!(" · {planes} event planes") } else { String::new() };
             // Live means analysed here: a socket that is open but whose events this page has not
             // analysed is not live.
             let live = m
-                .sources()
-                .iter()
+                .engine_sources()
                 .filter(|s| {
                     s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live)
                         && s.counts(crate::model::settings::Side::A).events > 0
                 })
                 .count();
             if matches!(m.origin, Origin::Server { .. }) {
-                format!("{live} of {total} sources live")
+                format!("{live} of {total} workers live{planes}")
             } else {
-                format!("{total} sources")
+                format!("{total} workers{planes}")
             }
         })
     };

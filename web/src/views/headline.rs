@@ -48,15 +48,6 @@ pub fn Headline() -> impl IntoView {
     view! {
         <section class="headline" aria-labelledby="headline-title" data-testid="headline">
             <h2 id="headline-title" class="visually-hidden">"What each policy does to the indexer"</h2>
-            {move || {
-                let lines = router_lines();
-                (!lines.is_empty()).then(|| view! {
-                    <div class="router-lines" data-testid="router-headline">
-                        <p><strong>"The router's side (Dynamo's event plane)"</strong></p>
-                        <ul>{lines.into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}</ul>
-                    </div>
-                })
-            }}
             <div class="differences" data-testid="differences">
                 {move || {
                     let rows = differences();
@@ -139,6 +130,15 @@ pub fn Headline() -> impl IntoView {
                         }
                     })
                     .collect_view()
+            }}
+            {move || {
+                let lines = router_lines();
+                (!lines.is_empty()).then(|| view! {
+                    <div class="router-lines" data-testid="router-headline">
+                        <p><strong>"The router's side (Dynamo's event plane)"</strong></p>
+                        <ul>{lines.into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}</ul>
+                    </div>
+                })
             }}
         </section>
     }

@@ -17,8 +17,15 @@ pub fn headline_lines(m: &Model) -> Vec<String> {
     let report = router.report();
     let policy = router.policy.name;
     let mut out = Vec::new();
+    let mut routine = 0;
     for s in &report.sources {
         for (label, n) in &s.router.dropped_by_policy {
+            // Routine filtering (non-main attention groups, unknown events) is what every relay
+            // does; it is summed once below, not listed per source.
+            if label.is_routine_filter() {
+                routine += n;
+                continue;
+            }
             out.push(format!(
                 "{policy}'s relay dropped {} events of {} ({label}): the router never indexes them. {}",
                 thousands(*n),
@@ -36,6 +43,9 @@ pub fn headline_lines(m: &Model) -> Vec<String> {
                 thousands(c.mismatched)
             ));
         }
+    }
+    if routine > 0 {
+        out.push(format!("and {} events dropped by the relays as routine filtering (non-main attention groups and kinds)", thousands(routine)));
     }
     for u in &report.unknown_workers {
         out.push(format!(
