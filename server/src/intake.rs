@@ -136,6 +136,37 @@ impl Output for RelayOutput {
     }
 }
 
+/// Capped exponential backoff between connection attempts: the one retry rule of every intake
+/// loop (engines, Dynamo's ZMQ plane, NATS), from `backoff_min` doubling to `backoff_max`.
+#[derive(Debug)]
+pub struct Backoff {
+    next: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    pub fn new(opts: &IntakeOptions) -> Backoff {
+        Backoff { next: opts.backoff_min, min: opts.backoff_min, max: opts.backoff_max }
+    }
+
+    /// Waits the current delay, then doubles it (up to the cap). False when `shutdown` changed
+    /// first: the caller stops.
+    pub async fn wait(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let delay = self.next;
+        self.next = (self.next * 2).min(self.max);
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => true,
+            _ = shutdown.changed() => false,
+        }
+    }
+
+    /// After a connection succeeded: the next failure waits the shortest delay again.
+    pub fn reset(&mut self) {
+        self.next = self.min;
+    }
+}
+
 /// Why a connection attempt failed, in words with what to do.
 fn describe_connect_error(endpoint: &str, err: &str) -> String {
     format!("{endpoint}: {err}; retrying (is the engine up and started with KV events on this port?)")
@@ -149,7 +180,7 @@ pub async fn run_source(
     opts: IntakeOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> Pipeline<RelayOutput> {
-    let mut backoff = opts.backoff_min;
+    let mut backoff = Backoff::new(&opts);
     let mut ever_connected = false;
     let mut last_error: Option<String> = None;
     'outer: loop {
@@ -182,25 +213,21 @@ pub async fn run_source(
                 } else {
                     pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => break 'outer,
+                if !backoff.wait(&mut shutdown).await {
+                    break 'outer;
                 }
-                backoff = (backoff * 2).min(opts.backoff_max);
                 continue;
             }
             Err(_) => {
                 last_error = Some(describe_connect_error(&endpoint, "connect timed out"));
                 pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => break 'outer,
+                if !backoff.wait(&mut shutdown).await {
+                    break 'outer;
                 }
-                backoff = (backoff * 2).min(opts.backoff_max);
                 continue;
             }
         }
-        backoff = opts.backoff_min;
+        backoff.reset();
         if ever_connected {
             pipeline.count_reconnect();
         }
@@ -308,5 +335,29 @@ async fn replay<O: Output>(pipeline: &mut Pipeline<O>, held: &mut Held, endpoint
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn backoff_doubles_to_its_cap_resets_and_stops_on_shutdown() {
+        let opts = IntakeOptions { backoff_min: Duration::from_millis(1), backoff_max: Duration::from_millis(4), ..IntakeOptions::default() };
+        let mut b = Backoff::new(&opts);
+        let (tx, mut rx) = watch::channel(false);
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(b.next.as_millis());
+            assert!(b.wait(&mut rx).await);
+        }
+        assert_eq!(seen, [1, 2, 4, 4]);
+        b.reset();
+        assert_eq!(b.next, Duration::from_millis(1));
+        // A shutdown that arrives while waiting ends the wait with false.
+        let mut long = Backoff::new(&IntakeOptions { backoff_min: Duration::from_secs(60), ..opts });
+        let _ = tx.send(true);
+        assert!(!long.wait(&mut rx).await);
     }
 }

@@ -15,7 +15,7 @@ use kvscope_protocol as proto;
 use tokio::sync::{mpsc, watch};
 
 use super::{KV_EVENTS_TOKEN, PlanePipeline};
-use crate::intake::{IntakeOptions, RelayOutput};
+use crate::intake::{Backoff, IntakeOptions, RelayOutput};
 use crate::time::unix_nanos;
 
 /// The credentials Dynamo's own clients take, in their order of priority.
@@ -67,7 +67,7 @@ pub async fn run(
     opts: IntakeOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> PlanePipeline<RelayOutput> {
-    let mut backoff = opts.backoff_min;
+    let mut backoff = Backoff::new(&opts);
     let shown = pipeline.key.trim_start_matches("plane:").to_owned();
     let (events_tx, mut events) = mpsc::unbounded_channel::<Change>();
     let client = loop {
@@ -112,11 +112,8 @@ pub async fn run(
                     _ => proto::ConnState::Connecting,
                 };
                 pipeline.set_state(state, Some(text));
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => {}
-                }
-                backoff = (backoff * 2).min(opts.backoff_max);
+                // Shutdown is seen at the top of the loop.
+                backoff.wait(&mut shutdown).await;
             }
         }
     };

@@ -10,7 +10,7 @@ use zeromq::{Socket, SocketEvent, SocketOptions, SocketRecv, SubSocket};
 
 use super::PlanePipeline;
 use super::nats::stale_check;
-use crate::intake::{IntakeOptions, RelayOutput};
+use crate::intake::{Backoff, IntakeOptions, RelayOutput};
 use crate::time::unix_nanos;
 
 /// Runs one ZMQ-plane source until `shutdown` turns true.
@@ -20,7 +20,7 @@ pub async fn run(
     opts: IntakeOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> PlanePipeline<RelayOutput> {
-    let mut backoff = opts.backoff_min;
+    let mut backoff = Backoff::new(&opts);
     let mut ever_connected = false;
     let mut last_error: Option<String> = None;
     'outer: loop {
@@ -46,14 +46,12 @@ pub async fn run(
             };
             last_error = Some(format!("{endpoint}: {why}; retrying (is the Dynamo relay up, and is this the endpoint its discovery record advertises?)"));
             pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = shutdown.changed() => break 'outer,
+            if !backoff.wait(&mut shutdown).await {
+                break 'outer;
             }
-            backoff = (backoff * 2).min(opts.backoff_max);
             continue;
         }
-        backoff = opts.backoff_min;
+        backoff.reset();
         if ever_connected {
             pipeline.count_reconnect();
         }
