@@ -710,6 +710,9 @@ impl Model {
 
     /// Ids of sources whose cards changed since the last call; clears the flags.
     pub fn take_dirty(&mut self) -> (bool, Vec<u32>) {
+        if let Some(r) = &mut self.router {
+            r.refresh();
+        }
         let global = std::mem::take(&mut self.dirty);
         let changed = self
             .sources

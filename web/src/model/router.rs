@@ -73,6 +73,11 @@ pub struct RouterSide {
     /// Reconciler source per model source index (engine sources with a decimal worker id).
     ids: Vec<Option<RouterSourceId>>,
     lanes: Vec<RouterLane>,
+    /// The reconciler's report as of the last flush ([`RouterSide::refresh`]): building one walks
+    /// every source, so views share one per flush instead of each card and lane building its own.
+    report: RouterReport,
+    /// Something was pushed since the report was built.
+    stale: bool,
     pub policy: Policy,
     /// Event-plane messages whose envelope did not decode, in words (the latest).
     pub last_plane_error: Option<String>,
@@ -102,12 +107,14 @@ impl RouterSide {
                 ids[i] = Some(reconciler.add_source(&s.key, relay));
             }
         }
-        Some(RouterSide { reconciler, ids, lanes: Vec::new(), policy, last_plane_error: None })
+        let report = reconciler.report();
+        Some(RouterSide { reconciler, ids, lanes: Vec::new(), report, stale: false, policy, last_plane_error: None })
     }
 
     /// One engine frame: the relay's predictions for its events, marked on the source's lane.
     pub fn push_engine(&mut self, source: u32, seq: u64, payload: &[u8], time_ms: f64, first_event_id: u64) {
         let Some(Some(id)) = self.ids.get(source as usize).copied() else { return };
+        self.stale = true;
         let Ok(predictions) = self.reconciler.push_engine(id, seq, payload) else { return };
         let i = source as usize;
         if self.lanes.len() <= i {
@@ -126,6 +133,7 @@ impl RouterSide {
     /// One event-plane message: the envelope as relayed (`payload` of a live frame), or the
     /// frames as recorded (`[subject, body]` from NATS, Dynamo's 4 ZMQ-plane frames).
     pub fn push_plane(&mut self, frames: &[&[u8]]) {
+        self.stale = true;
         let result = match frames {
             [envelope] | [_, envelope] => self.reconciler.push_plane_message(envelope),
             _ => self.reconciler.push_zmq_frames(frames),
@@ -145,10 +153,18 @@ impl RouterSide {
         }
     }
 
-    /// Everything counted so far (pending predictions are not yet missing: the plane may be
-    /// behind).
-    pub fn report(&self) -> RouterReport {
-        self.reconciler.report()
+    /// Rebuilds the report when something was pushed since; the model calls it once per flush
+    /// ([`super::Model::take_dirty`]).
+    pub(super) fn refresh(&mut self) {
+        if std::mem::take(&mut self.stale) {
+            self.report = self.reconciler.report();
+        }
+    }
+
+    /// Everything counted as of the last flush (pending predictions are not yet missing: the
+    /// plane may be behind).
+    pub fn report(&self) -> &RouterReport {
+        &self.report
     }
 
     /// The report's entry for one model source.
@@ -229,8 +245,7 @@ impl super::Model {
             Predicted::Publish(e) => (Some(e), None),
             Predicted::Dropped { label, sentence } => (None, Some((label, sentence))),
         };
-        let report = router.report();
-        let diff = router.source_report(&report, loc.source).and_then(|s| {
+        let diff = router.source_report(router.report(), loc.source).and_then(|s| {
             s.differences.iter().find(|d| d.origin.is_some_and(|o| o.seq == frame.seq && o.event_index == loc.index)).cloned()
         });
         let difference = diff.as_ref().map(|d| {

@@ -262,10 +262,12 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
             0.0,
         );
     }
+    // Views read the report as of the last flush.
+    m.take_dirty();
     let router = m.router().expect("an event-plane source makes a router side");
     let report = router.report();
-    let s = router.source_report(&report, 0).expect("worker 42 is reconciled");
-    let c = &s.router;
+    let s = router.source_report(report, 0).expect("worker 42 is reconciled");
+    let c = &s.router.clone();
     assert!(c.expected > 0);
     assert_eq!((c.matched, c.received), (c.expected, c.expected), "{c:?}");
     assert_eq!((c.missing, c.unexpected, c.mismatched), (0, 0, 0));
@@ -288,6 +290,7 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
     assert!(lines.iter().any(|l| l.starts_with("dynamo-1.6.1's relay dropped 5 events of 42:0 (unknown_medium)")), "{lines:?}");
     // A re-classification reconciles the retained plane frames again.
     m.reconfigure(Config { block_size: 16, policy_a: "fixed".into(), ..m.config().clone() });
+    m.take_dirty();
     let again = m.router().unwrap().report();
     assert_eq!(again.sources[0].router.matched, c.matched);
 }
@@ -300,6 +303,7 @@ fn the_inspector_shows_what_an_engine_event_became_on_the_event_plane() {
     for b in kvscope_corpus::dynamo_plane::sent(tag).unwrap() {
         m.apply_message(frame(0, b.seq, b.payload.clone()), 0.0);
     }
+    m.take_dirty();
     let (mut published, mut dropped) = (0, 0);
     for id in m.first_event_id..m.next_event_id {
         let d = m.router_detail(id).expect("every engine event has a router view");

@@ -62,7 +62,7 @@ pub fn headline_lines(m: &Model) -> Vec<String> {
 pub fn card_row(m: &Model, index: u32) -> Option<AnyView> {
     let router = m.router()?;
     let report = router.report();
-    let Some(s) = router.source_report(&report, index) else {
+    let Some(s) = router.source_report(report, index) else {
         return Some(view! { <p class="router-row quiet" data-testid="router-counts">"router: not matched (the worker id is not a Dynamo worker id in decimal)"</p> }.into_any());
     };
     let c = s.router.clone();
@@ -104,7 +104,7 @@ pub fn EventPlanes() -> impl IntoView {
             if planes.is_empty() {
                 return ().into_any();
             }
-            let report = m.router().map(|r| r.report()).unwrap_or_default();
+            let report = m.router().map(|r| r.report().clone()).unwrap_or_default();
             let publishers = report
                 .publishers
                 .iter()

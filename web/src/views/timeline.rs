@@ -141,8 +141,7 @@ pub fn draw(
             }
             // The reconciliation's differences (the first ones kept): where the router's view
             // departs from what the relay should have published.
-            let report = router.report();
-            if let Some(sr) = router.source_report(&report, src) {
+            if let Some(sr) = router.source_report(router.report(), src) {
                 ctx.set_fill_style_str("#e6edf3");
                 for d in &sr.differences {
                     let Some(origin) = d.origin else { continue };
