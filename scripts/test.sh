@@ -14,6 +14,15 @@ quick=0
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
+# Incremental caches only help rebuilds after edits; on a clean clone they cost gigabytes of disk.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
+# A full run writes about $NEED_GIB GiB under target/ and fuzz/target/; say so up front rather than
+# fail half an hour in with "No space left on device".
+NEED_GIB=12
+free_gib() { df -Pk . | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
+disk() { printf 'disk: %s GiB free in %s\n' "$(free_gib)" "$PWD" >&2; }
+
 # Every test runner's output is also kept here, so the script can close with one total.
 RESULTS=target/test-results.log
 mkdir -p target
@@ -31,6 +40,11 @@ if [ "$quick" = 1 ]; then
   python3 scripts/test_bench_report.py
   total
   exit 0
+fi
+
+disk
+if [ "$(free_gib)" -lt "$NEED_GIB" ]; then
+  echo "warning: fewer than $NEED_GIB GiB free here; the build may run out of disk (free some, e.g. cargo clean in other checkouts)" >&2
 fi
 
 step "installing tools (pinned; skipped when present)"
@@ -76,4 +90,5 @@ KVSCOPE_REQUIRE_WEB=1 cargo build --release -p kvscope
 KVSCOPE_BIN="$PWD/target/release/kvscope" run cargo test -p kvscope-e2e -- --test-threads=1
 
 step "all tests passed"
+disk
 total
