@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kvscope_e2e::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const BLOCK_SIZE: u32 = 1536;
 
@@ -32,9 +32,9 @@ fn temp_capture(name: &str, repeat: usize) -> PathBuf {
     path
 }
 
-/// Total frames the cards show.
+/// Total frames the fleet overview counts (every engine source, whether its row is in view).
 async fn frames_shown(b: &Browser) -> u64 {
-    b.cards().await.iter().map(|c| c["frames"].as_u64().unwrap_or(0)).sum()
+    b.js("return Number(document.querySelector('[data-testid=\"fleet-frames\"]').textContent)").await.as_u64().unwrap_or(0)
 }
 
 fn total_frames(check: &Value) -> u64 {
@@ -43,20 +43,18 @@ fn total_frames(check: &Value) -> u64 {
 
 /// Waits until the page shows `frames` frames in total and they stay put for a moment.
 async fn wait_for_frames(b: &Browser, frames: u64, what: &str) {
-    let script = format!(
-        "return Array.from(document.querySelectorAll('[data-testid=\"worker-card\"] [data-testid=\"frames\"]'))\
-         .map(e => Number(e.textContent.replace(/[^0-9]/g, ''))).reduce((a, b) => a + b, 0) === {frames};"
-    );
+    let script = format!("return Number(document.querySelector('[data-testid=\"fleet-frames\"]').textContent) === {frames};");
     b.wait_for(&script, Duration::from_secs(60), what).await;
 }
 
-/// Waits for `cards` worker cards, then until the page's frame count stops moving (the demo has
-/// published its batches), then a moment more for the recording, which is flushed continuously.
-async fn wait_for_demo_to_finish(b: &Browser, cards: usize) {
+/// Waits for the overview to list `sources` sources, then until the page's frame count stops
+/// moving (the demo has published its batches), then a moment more for the recording, which is
+/// flushed continuously.
+async fn wait_for_demo_to_finish(b: &Browser, sources: usize) {
     b.wait_for(
-        &format!("return document.querySelectorAll('[data-testid=\"worker-card\"]').length >= {cards}"),
+        &format!("return Number(document.querySelector('[data-testid=\"fleet-sources\"]').textContent) >= {sources}"),
         Duration::from_secs(60),
-        "the demo's worker cards",
+        "the demo's sources in the overview",
     )
     .await;
     let mut last = u64::MAX;
@@ -155,6 +153,7 @@ async fn assert_router_rows_match_check(b: &Browser, check: &Value) {
 async fn screenshots(b: &Browser, prefix: &str) {
     b.screenshot(&format!("{prefix}-page")).await;
     b.screenshot_of("[data-testid=\"headline\"]", &format!("{prefix}-headline")).await;
+    b.screenshot_of(".overview-section", &format!("{prefix}-overview")).await;
     b.screenshot_of(".cards-section", &format!("{prefix}-cards")).await;
     b.screenshot_of("[data-testid=\"timeline\"]", &format!("{prefix}-timeline")).await;
     let _ = b.js("document.querySelector('[data-testid=\"next-fatal\"]').click(); return true;").await;
@@ -348,4 +347,166 @@ async fn the_incident_view_at_64_sources() {
     b.close().await;
     drop(server);
     let _ = std::fs::remove_file(capture);
+}
+
+/// The rows of the overview now in the DOM (the list is virtual: those in view and a margin), in
+/// order: `{source, anomalies: [key]}`.
+async fn overview_rows(b: &Browser) -> Vec<Value> {
+    b.js("return Array.from(document.querySelectorAll('[data-testid=\"source-row\"]')).map(r => ({source: r.dataset.source, \
+          anomalies: Array.from(r.querySelectorAll('[data-anomaly]')).map(c => c.dataset.anomaly)}));")
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `demo --scenario fleet`: 64 workers, most healthy. The overview lists the odd ones first, each
+/// with what stands out (the four behind a CPU-offload connector fatal under legacy, then the one
+/// losing frames, the one restarting, the one on vLLM 0.23), the healthy after them with nothing;
+/// clicking a row opens that source's card, timeline lane and trees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_overview_lists_the_misbehaving_workers_first() {
+    if !ready() {
+        return;
+    }
+    let server = Server::start(&["demo", "--scenario", "fleet", "--rate", "25", "--no-event-plane"], free_port()).await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    // 29 first loses frames after 2 s, 13 first restarts after 4 s.
+    b.wait_for(
+        "return !!document.querySelector('[data-source=\"13:0\"] [data-anomaly=\"restarted\"]') \
+           && !!document.querySelector('[data-source=\"29:0\"] [data-anomaly=\"lost\"]') \
+           && !!document.querySelector('[data-source=\"46:0\"] [data-anomaly=\"wire\"]') \
+           && document.querySelectorAll('[data-anomaly=\"fatal\"]').length === 4",
+        Duration::from_secs(60),
+        "the fleet's odd workers in the overview",
+    )
+    .await;
+    let rows = overview_rows(&b).await;
+    let order: Vec<&str> = rows.iter().take(7).map(|r| r["source"].as_str().unwrap_or_default()).collect();
+    assert_eq!(order, ["5:0", "21:0", "37:0", "53:0", "29:0", "13:0", "46:0"], "{rows:#?}");
+    for r in &rows[..4] {
+        for a in ["fatal", "disagree", "offload"] {
+            assert!(r["anomalies"].as_array().is_some_and(|v| v.iter().any(|x| x == a)), "{r}: {a}");
+        }
+    }
+    assert!(rows.len() > 12, "the rows in view: {}", rows.len());
+    for r in &rows[7..] {
+        assert_eq!(r["anomalies"], json!([]), "a healthy worker stands out: {r}");
+    }
+    let sources = b.js("return Number(document.querySelector('[data-testid=\"fleet-sources\"]').textContent)").await;
+    assert_eq!(sources.as_u64(), Some(64));
+    b.screenshot_of(".overview-section", "fleet-overview-64").await;
+    // Opening 13:0: its card, its lane alone on the timeline, its trees.
+    assert_eq!(b.js("return document.querySelectorAll('[data-testid=\"worker-card\"]').length").await.as_u64(), Some(0));
+    b.js("document.querySelector('[data-source=\"13:0\"] .ov-key').click(); return true;").await;
+    b.wait_for(
+        "return !!document.querySelector('[data-testid=\"worker-card\"][data-worker=\"13\"]') \
+           && Array.from(document.querySelectorAll('.lane-key')).map(e => e.textContent).join() === '13:0'",
+        Duration::from_secs(10),
+        "13:0's card and lane",
+    )
+    .await;
+    let restarts = b.js("return Number(document.querySelector('[data-testid=\"worker-card\"] [data-testid=\"restarts\"]').textContent.replace(/[^0-9]/g, ''))").await;
+    assert!(restarts.as_u64().unwrap_or(0) >= 1, "the card says it restarted: {restarts}");
+    let tree = b.js("return document.querySelector('[data-testid=\"tier-tree\"] select').value").await;
+    assert_eq!(tree.as_str(), Some("13:0"), "the trees show the opened source");
+    b.screenshot("fleet-opened-13").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    drop(server);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap_or_else(|e| panic!("not hex at {}: {e}", 2 * i)))
+        .collect()
+}
+
+/// A capture dropped onto the page (a real drop event carrying the file) is analysed as when
+/// chosen with the picker; both downloads then hold what the page shows: the `.kvcap` gives the
+/// same `check --json` as the original, and the JSON lines one verdict pair per event, as many
+/// fatal and offload-skipped ones as check counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_capture_downloads_back_to_the_same_verdicts() {
+    if !ready() {
+        return;
+    }
+    let capture = temp_capture("dropped", 1);
+    let stat = StaticServer::start(root().join("dist")).await;
+    let b = Browser::start().await;
+    b.open(&stat.url).await;
+    let bytes = std::fs::read(&capture).unwrap();
+    b.client
+        .execute(
+            "const hex = arguments[0]; const bytes = new Uint8Array(hex.length / 2); \
+             for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.substr(2 * i, 2), 16); \
+             const dt = new DataTransfer(); dt.items.add(new File([bytes], 'dropped.kvcap')); \
+             const zone = document.querySelector('.capture-bar'); \
+             zone.dispatchEvent(new DragEvent('dragover', {dataTransfer: dt, bubbles: true, cancelable: true})); \
+             zone.dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true})); return true;",
+            vec![json!(hex(&bytes))],
+        )
+        .await
+        .unwrap();
+    b.wait_for("return !!document.querySelector('[data-testid=\"capture-done\"]')", Duration::from_secs(60), "the dropped capture").await;
+    let legacy = check_json(&capture, BLOCK_SIZE, "legacy");
+    let fixed = check_json(&capture, BLOCK_SIZE, "fixed");
+    wait_for_frames(&b, total_frames(&fixed), "every frame of the dropped capture").await;
+    assert_page_equals_check(&b, &capture).await;
+
+    // Both downloads, caught as the page makes them: the Blob behind each object URL.
+    b.js("window.__kvBlobs = []; const make = URL.createObjectURL; \
+          URL.createObjectURL = blob => { window.__kvBlobs.push(blob); return make(blob); }; \
+          HTMLAnchorElement.prototype.click = function () { window.__kvBlobs[window.__kvBlobs.length - 1].name = this.download; }; \
+          document.querySelector('[data-testid=\"download-kvcap\"]').click(); \
+          document.querySelector('[data-testid=\"download-jsonl\"]').click(); return window.__kvBlobs.length;")
+        .await;
+    let files = b
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1]; \
+             Promise.all(window.__kvBlobs.map(async blob => ({name: blob.name, type: blob.type, \
+               hex: Array.from(new Uint8Array(await blob.arrayBuffer())).map(x => x.toString(16).padStart(2, '0')).join('')}))).then(done);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let files = files.as_array().cloned().unwrap_or_default();
+    assert_eq!(files.len(), 2, "two downloads");
+    assert_eq!(files[0]["name"], "kvscope.kvcap");
+    assert_eq!(files[1]["name"], "kvscope-verdicts.jsonl");
+
+    let downloaded = std::env::temp_dir().join(format!("kvscope-e2e-{}-downloaded.kvcap", std::process::id()));
+    std::fs::write(&downloaded, unhex(files[0]["hex"].as_str().unwrap_or_default())).unwrap();
+    for (policy, original) in [("legacy", &legacy), ("fixed", &fixed)] {
+        let again = check_json(&downloaded, BLOCK_SIZE, policy);
+        assert_eq!(again["totals"], original["totals"], "{policy}: the downloaded .kvcap checks as the original");
+        for (a, o) in again["sources"].as_array().unwrap().iter().zip(original["sources"].as_array().unwrap()) {
+            for field in ["key", "frames", "events", "fatal", "skipped", "applied"] {
+                assert_eq!(a[field], o[field], "{policy} {field}");
+            }
+        }
+    }
+    let jsonl = String::from_utf8(unhex(files[1]["hex"].as_str().unwrap_or_default())).unwrap();
+    let lines: Vec<Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len() as u64, fixed["totals"]["events"].as_u64().unwrap(), "one line per event");
+    let count = |side: &str, kind: &str, reason: Option<&str>| {
+        lines.iter().filter(|l| l[side]["kind"] == kind && reason.is_none_or(|r| l[side]["reason"] == r)).count() as u64
+    };
+    assert_eq!(count("a", "fatal", None), legacy["totals"]["fatal"]["count"].as_u64().unwrap());
+    assert_eq!(count("b", "fatal", None), 0);
+    assert_eq!(
+        count("b", "skipped", Some("offload_block_size_mismatch")),
+        fixed["totals"]["skipped"]["offload_block_size_mismatch"].as_u64().unwrap()
+    );
+    assert!(lines.iter().all(|l| l["a"]["policy"] == "legacy" && l["b"]["policy"] == "fixed"));
+    b.assert_no_errors().await;
+    b.close().await;
+    let _ = std::fs::remove_file(capture);
+    let _ = std::fs::remove_file(downloaded);
 }

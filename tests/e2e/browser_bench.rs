@@ -16,7 +16,9 @@
 //! model retains. Every result is printed as one JSON object per line, prefixed `BENCH `.
 //!
 //! Env: KVSCOPE_BENCH_QUERY (page settings, e.g. `mem=64`), KVSCOPE_BENCH_WORKERS (default "16,64"), KVSCOPE_BENCH_RATES (batches/s per worker,
-//! default "5,10,20,40,80,160"), KVSCOPE_BENCH_SCENARIO (default kimi-k3), KVSCOPE_BIN.
+//! default "5,10,20,40,80,160"), KVSCOPE_BENCH_SCENARIO (default kimi-k3), KVSCOPE_BENCH_DP_RANKS
+//! (engines per worker, default 1), KVSCOPE_BENCH_NO_PLANE=1 (no simulated Dynamo relays),
+//! KVSCOPE_BIN. Each step also reports the longest task of start-up (load to the end of warm-up).
 
 use std::time::{Duration, Instant};
 
@@ -31,9 +33,9 @@ fn env_secs(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
+/// Frames the page ingested, fleet-wide (the overview's total).
 async fn frames_shown(b: &Browser) -> u64 {
-    b.js("return Array.from(document.querySelectorAll('[data-testid=\"worker-card\"] [data-testid=\"frames\"]'))\
-          .map(e => Number(e.textContent.replace(/[^0-9]/g, ''))).reduce((a, b) => a + b, 0);")
+    b.js("const e = document.querySelector('[data-testid=\"fleet-frames\"]'); return e ? Number(e.textContent) : 0;")
         .await
         .as_u64()
         .unwrap_or(0)
@@ -49,6 +51,8 @@ async fn page_memory(b: &Browser) -> Value {
 }
 
 struct Step {
+    /// The longest main-thread task from page load to the end of the warm-up (start-up).
+    startup_longest_task_ms: f64,
     offered_fps: f64,
     ingested_fps: f64,
     longest_task_ms: f64,
@@ -57,24 +61,28 @@ struct Step {
 }
 
 async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step, Option<(Browser, Server)>) {
-    let server = Server::start(
-        &["demo", "--scenario", scenario, "--workers", &workers.to_string(), "--rate", &rate.to_string()],
-        free_port(),
-    )
-    .await;
+    let dp_ranks = env_secs("KVSCOPE_BENCH_DP_RANKS", 1) as u32;
+    let (w, r, dp) = (workers.to_string(), rate.to_string(), dp_ranks.to_string());
+    let mut args = vec!["demo", "--scenario", scenario, "--workers", &w, "--rate", &r, "--dp-ranks", &dp];
+    if std::env::var("KVSCOPE_BENCH_NO_PLANE").as_deref() == Ok("1") {
+        args.push("--no-event-plane");
+    }
+    let server = Server::start(&args, free_port()).await;
+    let sources = workers * dp_ranks;
     let b = Browser::start().await;
     // Extra page settings, e.g. KVSCOPE_BENCH_QUERY="mem=64" for a 64 MiB retention bound.
     let query = std::env::var("KVSCOPE_BENCH_QUERY").unwrap_or_default();
     let url = if query.is_empty() { server.url.clone() } else { format!("{}?{query}", server.url.trim_end_matches('/')) };
     b.open(&url).await;
     b.wait_for(
-        &format!("return document.querySelectorAll('[data-testid=\"worker-card\"]').length >= {workers}"),
+        &format!("const e = document.querySelector('[data-testid=\"fleet-sources\"]'); return !!e && Number(e.textContent) >= {sources}"),
         Duration::from_secs(60),
-        "every worker card",
+        "every source in the overview",
     )
     .await;
     // Warm up (wasm compile, first history burst), then reset the long-task record.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let startup = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
     let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; return true;").await;
     let f0 = frames_shown(&b).await;
     let t0 = Instant::now();
@@ -85,7 +93,8 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     let long_tasks = b.js("return window.__kvLongTasks || 0;").await.as_u64().unwrap_or(0);
     let lagged = b.js("return !document.querySelector('[data-testid=\"lagged\"]').hidden;").await.as_bool().unwrap_or(false);
     let step = Step {
-        offered_fps: f64::from(workers) * rate,
+        startup_longest_task_ms: startup,
+        offered_fps: f64::from(sources) * rate,
         ingested_fps: (f1.saturating_sub(f0)) as f64 / dt,
         longest_task_ms: longest,
         long_tasks,
@@ -118,7 +127,8 @@ async fn main() {
             println!(
                 "BENCH {}",
                 json!({
-                    "kind": "step", "workers": w, "rate_per_worker": rate, "offered_fps": step.offered_fps,
+                    "kind": "step", "workers": w, "dp_ranks": env_secs("KVSCOPE_BENCH_DP_RANKS", 1), "scenario": scenario,
+                    "rate_per_worker": rate, "offered_fps": step.offered_fps, "startup_longest_task_ms": step.startup_longest_task_ms,
                     "ingested_fps": (step.ingested_fps * 10.0).round() / 10.0, "longest_task_ms": step.longest_task_ms,
                     "long_tasks": step.long_tasks, "lagged": step.lagged, "responsive_and_keeping_up": ok,
                 })
@@ -149,7 +159,8 @@ async fn main() {
             "kind": "max", "workers": w, "rate_per_worker": rate, "max_fps": (step.ingested_fps * 10.0).round() / 10.0,
             "longest_task_ms": step.longest_task_ms,
             "soak_seconds": soak_secs, "soak_ingested_fps": (soak.ingested_fps * 10.0).round() / 10.0,
-            "soak_longest_task_ms": soak.longest_task_ms, "soak_lagged": soak.lagged, "memory_after_soak": memory,
+            "soak_longest_task_ms": soak.longest_task_ms, "soak_startup_longest_task_ms": soak.startup_longest_task_ms,
+            "soak_lagged": soak.lagged, "memory_after_soak": memory,
         });
         println!("BENCH {line}");
         results.push(line);

@@ -205,7 +205,8 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// kimi-k3 (the incident), sglang-tiers or lmcache-relay.
+    /// kimi-k3 (the incident), sglang-tiers, lmcache-relay, or fleet (64 workers, a few of them
+    /// odd: offload at another block size, restarting, losing frames, an older release).
     #[arg(long, default_value = "kimi-k3", value_name = "NAME")]
     pub scenario: String,
     /// Engine release whose byte layout to publish: vllm-0.33.0, vllm-0.23.0, sglang-0.5.23
@@ -215,7 +216,11 @@ pub struct DemoArgs {
     /// Simulated workers (default: the scenario's; benchmarks use 16 and 64).
     #[arg(long = "workers", value_name = "N")]
     pub num_workers: Option<u32>,
-    /// Batches per second per worker; 0 publishes as fast as possible.
+    /// Engines per worker, one per data-parallel rank, each its own source `worker:rank`.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub dp_ranks: u32,
+    /// Batches per second per engine, on average (each engine ticks at its own rate within
+    /// +/-20% and phase); 0 publishes as fast as possible.
     #[arg(long, default_value_t = 10.0, value_name = "PER_SECOND")]
     pub rate: f64,
     /// Stop each worker after this many batches (default: run until stopped).

@@ -141,22 +141,34 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
         }
     };
     let block_size = args.block_size.unwrap_or(scenario.block_size());
-    let options = FleetOptions { scenario, release, workers, rate: args.rate, batches: args.batches, plane, block_size };
+    if args.dp_ranks == 0 {
+        return usage("--dp-ranks 0: each worker needs at least one rank");
+    }
+    let options = FleetOptions {
+        scenario,
+        release,
+        workers,
+        dp_ranks: args.dp_ranks,
+        rate: args.rate,
+        batches: args.batches,
+        plane,
+        block_size,
+    };
     let fleet = match Fleet::bind(&options).await {
         Ok(f) => f,
         Err(e) => return failure(&e),
     };
     let sources: Vec<Source> = fleet
-        .endpoints
+        .engines
         .iter()
-        .enumerate()
-        .map(|(i, (pub_ep, replay_ep))| Source {
-            worker_id: i.to_string(),
-            dp_rank: 0,
-            endpoint: pub_ep.clone(),
-            replay_endpoint: Some(replay_ep.clone()),
+        .map(|e| Source {
+            worker_id: e.worker.to_string(),
+            dp_rank: e.dp_rank,
+            endpoint: e.endpoint.clone(),
+            replay_endpoint: Some(e.replay_endpoint.clone()),
         })
         .collect();
+    let engine_keys: Vec<String> = fleet.engines.iter().map(|e| format!("{}:{}", e.worker, e.dp_rank)).collect();
     let mut config = base_config(sources, &args.server, &args.stream, block_size, &args.policy);
     let subject = matches!(options.plane, DemoPlane::Nats(_)).then_some(DEMO_SUBJECT);
     config.planes = match fleet.planes.iter().map(|url| PlaneSource::parse(url, subject)).collect() {
@@ -165,6 +177,12 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     };
     config.mode = proto::ServerMode::Demo;
     config.mode_detail = format!("scenario {} ({}), {workers} worker(s): {}", scenario.name(), release.name(), scenario.describe());
+    if args.dp_ranks > 1 {
+        config.mode_detail.push_str(&format!(", {} dp ranks each", args.dp_ranks));
+    }
+    if scenario == Scenario::Fleet {
+        config.mode_detail.push_str(&format!(" ({})", crate::demo::cast::Role::cast(workers)));
+    }
     if !config.planes.is_empty() {
         config.mode_detail.push_str("; Dynamo 1.6.1's relay per worker on the event plane");
     }
@@ -176,10 +194,11 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     // Start publishing once every source is subscribed, so the dashboard starts near seq 0
     // (a PUB drops what it sends before a subscription arrives; the event plane has no replay).
     let planes: Vec<String> = app.hub.config().hello.sources.iter().filter(|s| s.kind == proto::SourceKind::EventPlane).map(|s| s.key.clone()).collect();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    // Hundreds of sources take a moment to subscribe.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3 + engine_keys.len() as u64 / 50);
     while tokio::time::Instant::now() < deadline {
         let is_up = |source: String| app.metrics.connected.get_or_create(&crate::metrics::SourceLabels { source }).get() == 1;
-        let connected = (0..workers).all(|w| is_up(format!("{w}:0"))) && planes.iter().all(|key| is_up(key.clone()));
+        let connected = engine_keys.iter().all(|key| is_up(key.clone())) && planes.iter().all(|key| is_up(key.clone()));
         if connected {
             break;
         }
@@ -190,9 +209,10 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
         &app,
         &args.server,
         &format!(
-            "demo: scenario {} ({} layout), {workers} worker(s) at {} batch/s, block size {block_size}, policies {} vs {}",
+            "demo: scenario {} ({} layout), {workers} worker(s) x {} dp rank(s) at {} batch/s, block size {block_size}, policies {} vs {}",
             scenario.name(),
             release.name(),
+            args.dp_ranks,
             args.rate,
             args.policy.policy_a.name,
             args.policy.policy.name

@@ -132,6 +132,18 @@ impl Engine {
         }
     }
 
+    /// The engine restarts (a new process on the same endpoint): its seq starts again from 0
+    /// and its replay buffer is empty, as vLLM's publisher is after a restart.
+    pub fn restart(&mut self) {
+        self.next_seq = 0;
+        self.buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
+
+    /// Skips `n` seqs that are never published nor kept for replay: a gap replay cannot fill.
+    pub fn lose(&mut self, n: u64) {
+        self.next_seq += n;
+    }
+
     /// Drops the oldest `n` messages from the replay buffer (a test makes a gap unrecoverable).
     pub fn forget_oldest(&mut self, n: usize) {
         let mut buffer = self.buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -18,7 +18,14 @@
 //!   and `EXTERNAL`, with evictions on every tier and an occasional clear.
 //! - `lmcache-relay`: vLLM GPU blocks of 16 plus LMCache chunk stores relayed by vLLM's LMCache
 //!   connector: medium `cpu`, block_size 256, signed chunk hashes.
+//! - `fleet`: 64 workers (or `--workers N`, each with `--dp-ranks` engines) of vLLM GPU blocks
+//!   of 16, most healthy and a few not ([`cast::Role`]): behind a CPU-offload connector at
+//!   block size 256, restarting, losing frames replay cannot fill, on an older release.
+//!
+//! Engines tick independently, as real ones do: each its own rate (the fleet's, within
+//! +/-20%) and phase.
 
+pub mod cast;
 pub mod engine;
 pub mod payload;
 pub mod relay;
@@ -34,17 +41,23 @@ pub enum Scenario {
     KimiK3,
     SglangTiers,
     LmcacheRelay,
+    Fleet,
 }
 
 impl Scenario {
-    pub const ALL: [(&'static str, Scenario); 3] =
-        [("kimi-k3", Scenario::KimiK3), ("sglang-tiers", Scenario::SglangTiers), ("lmcache-relay", Scenario::LmcacheRelay)];
+    pub const ALL: [(&'static str, Scenario); 4] = [
+        ("kimi-k3", Scenario::KimiK3),
+        ("sglang-tiers", Scenario::SglangTiers),
+        ("lmcache-relay", Scenario::LmcacheRelay),
+        ("fleet", Scenario::Fleet),
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Scenario::KimiK3 => "kimi-k3",
             Scenario::SglangTiers => "sglang-tiers",
             Scenario::LmcacheRelay => "lmcache-relay",
+            Scenario::Fleet => "fleet",
         }
     }
 
@@ -59,7 +72,7 @@ impl Scenario {
     pub fn block_size(self) -> u32 {
         match self {
             Scenario::KimiK3 => 1536,
-            Scenario::SglangTiers | Scenario::LmcacheRelay => 16,
+            Scenario::SglangTiers | Scenario::LmcacheRelay | Scenario::Fleet => 16,
         }
     }
 
@@ -67,12 +80,13 @@ impl Scenario {
         match self {
             Scenario::KimiK3 => 3,
             Scenario::SglangTiers | Scenario::LmcacheRelay => 2,
+            Scenario::Fleet => 64,
         }
     }
 
     pub fn default_release(self) -> Release {
         match self {
-            Scenario::KimiK3 | Scenario::LmcacheRelay => Release::Vllm033,
+            Scenario::KimiK3 | Scenario::LmcacheRelay | Scenario::Fleet => Release::Vllm033,
             Scenario::SglangTiers => Release::Sglang0523,
         }
     }
@@ -80,7 +94,7 @@ impl Scenario {
     /// Releases whose layout can express the scenario.
     pub fn releases(self) -> &'static [Release] {
         match self {
-            Scenario::KimiK3 | Scenario::LmcacheRelay => &[Release::Vllm033, Release::Vllm023],
+            Scenario::KimiK3 | Scenario::LmcacheRelay | Scenario::Fleet => &[Release::Vllm033, Release::Vllm023],
             Scenario::SglangTiers => &[Release::Sglang0523],
         }
     }
@@ -90,6 +104,7 @@ impl Scenario {
             Scenario::KimiK3 => "Kimi-K3 incident: mamba groups 0-2 + mla group 3 at 1536 on GPU, cpu offload stores at 12288",
             Scenario::SglangTiers => "SGLang multi-tier: GPU, CPU_PINNED, DISK, EXTERNAL",
             Scenario::LmcacheRelay => "LMCache chunks relayed by vLLM: medium cpu, block_size 256, signed hashes",
+            Scenario::Fleet => "a fleet of vLLM GPU workers at block size 16, most healthy, a few not",
         }
     }
 }
@@ -123,6 +138,8 @@ impl Rng {
 #[derive(Debug)]
 pub struct Generator {
     scenario: Scenario,
+    /// `fleet`: whether this worker is behind a CPU-offload connector.
+    offload: bool,
     rng: Rng,
     chain: Vec<(u64, Vec<u32>)>,
     request_len: usize,
@@ -137,8 +154,14 @@ const SGLANG_MEDIA: [&str; 4] = ["GPU", "CPU_PINNED", "DISK", "EXTERNAL"];
 
 impl Generator {
     pub fn new(scenario: Scenario, worker: u32) -> Self {
+        Generator::with_offload(scenario, worker, false)
+    }
+
+    /// A `fleet` worker behind a CPU-offload connector (or not).
+    pub fn with_offload(scenario: Scenario, worker: u32, offload: bool) -> Self {
         Generator {
             scenario,
+            offload,
             rng: Rng::new(u64::from(worker) + 1),
             chain: Vec::new(),
             request_len: 0,
@@ -156,7 +179,8 @@ impl Generator {
         match self.scenario {
             Scenario::KimiK3 => self.kimi(),
             Scenario::SglangTiers => self.sglang(),
-            Scenario::LmcacheRelay => self.lmcache(),
+            Scenario::LmcacheRelay => self.lmcache(true),
+            Scenario::Fleet => self.lmcache(self.offload),
         }
     }
 
@@ -245,7 +269,8 @@ impl Generator {
         events
     }
 
-    fn lmcache(&mut self) -> Vec<Event> {
+    /// vLLM GPU blocks of 16, and with `chunks` LMCache's 256-token chunk stores on `cpu`.
+    fn lmcache(&mut self, chunks: bool) -> Vec<Event> {
         let mut events = Vec::new();
         let (hash, parent, tokens) = self.next_block(16, 152_064, 48);
         let store = Stored::new([Hash::U64(hash)], 16)
@@ -258,7 +283,7 @@ impl Generator {
         events.push(store.into());
         self.gpu_live.push_back(hash);
         // LMCache stores a 256-token chunk once 16 blocks of the request are in.
-        if self.chain.len().is_multiple_of(16) {
+        if chunks && self.chain.len().is_multiple_of(16) {
             let chunk = self.rng.next_u64() as i64;
             let token_ids: Vec<u32> = self.chain[self.chain.len() - 16..].iter().flat_map(|(_, t)| t.iter().copied()).collect();
             let parent = self.offload_live.back().map(|h| Hash::I64(*h as i64)).filter(|_| self.chain.len() > 16);
@@ -280,9 +305,11 @@ pub struct FleetOptions {
     pub scenario: Scenario,
     pub release: Release,
     pub workers: u32,
-    /// Batches per second per worker; 0 publishes as fast as possible.
+    /// Engines per worker, one per data-parallel rank (`worker:rank`).
+    pub dp_ranks: u32,
+    /// Batches per second per engine, on average; 0 publishes as fast as possible.
     pub rate: f64,
-    /// Stop after this many batches per worker (None: run until stopped).
+    /// Stop after this many batches per engine (None: run until stopped).
     pub batches: Option<u64>,
     /// Where the workers' simulated Dynamo relays publish.
     pub plane: relay::DemoPlane,
@@ -290,21 +317,42 @@ pub struct FleetOptions {
     pub block_size: u32,
 }
 
+/// One simulated engine's endpoints.
+#[derive(Clone, Debug)]
+pub struct EngineEndpoints {
+    pub worker: u32,
+    pub dp_rank: u32,
+    pub endpoint: String,
+    pub replay_endpoint: String,
+}
+
 /// A running fleet: its engines' endpoints and their publishing tasks.
 #[derive(Debug)]
 pub struct Fleet {
-    pub endpoints: Vec<(String, String)>,
-    /// The event-plane URLs the relays publish on (one `zmq://` per worker, or the `nats://`).
+    pub engines: Vec<EngineEndpoints>,
+    /// The event-plane URLs the relays publish on (one `zmq://` per engine, or the `nats://`).
     pub planes: Vec<String>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     start: tokio::sync::watch::Sender<bool>,
+}
+
+/// How one engine ticks: its own period (the fleet's rate within +/-20%) and phase, so that
+/// engines are not in lockstep.
+fn pacing(rate: f64, worker: u32, dp_rank: u32) -> Option<(Duration, Duration)> {
+    (rate > 0.0).then(|| {
+        let mut rng = Rng::new(0x7061_6365 ^ (u64::from(worker) << 16) ^ u64::from(dp_rank));
+        let jitter = 0.8 + 0.4 * (rng.below(1_000) as f64 / 1_000.0);
+        let period = Duration::from_secs_f64(1.0 / (rate * jitter));
+        let phase = period.mul_f64(rng.below(1_000) as f64 / 1_000.0);
+        (period, phase)
+    })
 }
 
 impl Fleet {
     /// Binds every engine on loopback; publishing waits for [`Fleet::start`].
     pub async fn bind(opts: &FleetOptions) -> Result<Fleet, String> {
         let (start, start_rx) = tokio::sync::watch::channel(false);
-        let mut endpoints = Vec::new();
+        let mut engines = Vec::new();
         let mut tasks = Vec::new();
         let mut planes = Vec::new();
         let nats = match &opts.plane {
@@ -319,71 +367,98 @@ impl Fleet {
             _ => None,
         };
         for worker in 0..opts.workers {
-            let mut engine = engine::Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", false, opts.release.replay_has_topic()).await?;
-            endpoints.push((engine.endpoint.clone(), engine.replay_endpoint.clone()));
-            let mut relay = match (&opts.plane, &nats) {
-                (relay::DemoPlane::Embedded, _) => {
-                    let (relay, url) = relay::Relay::bind_zmq(worker, opts.block_size).await?;
-                    planes.push(url);
-                    Some(relay)
-                }
-                (relay::DemoPlane::Nats(_), Some(client)) => Some(relay::Relay::nats(worker, opts.block_size, client.clone())),
-                _ => None,
-            };
-            let mut generator = Generator::new(opts.scenario, worker);
-            let release = opts.release;
-            let rate = opts.rate;
-            let batches = opts.batches;
-            let mut start_rx = start_rx.clone();
-            tasks.push(tokio::spawn(async move {
-                while !*start_rx.borrow() {
-                    if start_rx.changed().await.is_err() {
-                        return;
-                    }
-                }
-                if let Some(r) = &mut relay {
-                    r.wait_subscribed(Duration::from_secs(3)).await;
-                }
-                let topic = Bytes::from_static(b"kv-events");
-                let period = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
-                let mut tick = period.map(|p| {
-                    let mut t = tokio::time::interval(p);
-                    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    t
+            let role = if opts.scenario == Scenario::Fleet { cast::Role::of(worker, opts.workers) } else { cast::Role::Healthy };
+            let release = role.release(opts.release);
+            for dp_rank in 0..opts.dp_ranks.max(1) {
+                let mut engine =
+                    engine::Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", false, release.replay_has_topic()).await?;
+                engines.push(EngineEndpoints {
+                    worker,
+                    dp_rank,
+                    endpoint: engine.endpoint.clone(),
+                    replay_endpoint: engine.replay_endpoint.clone(),
                 });
-                let mut sent = 0u64;
-                loop {
-                    if batches.is_some_and(|b| sent >= b) {
-                        // Keep the engine (and its replay socket) up after the last batch.
-                        std::future::pending::<()>().await;
+                let mut relay = match (&opts.plane, &nats) {
+                    (relay::DemoPlane::Embedded, _) => {
+                        let (relay, url) = relay::Relay::bind_zmq(worker, dp_rank, opts.block_size).await?;
+                        planes.push(url);
+                        Some(relay)
                     }
-                    match &mut tick {
-                        Some(t) => {
-                            t.tick().await;
-                        }
-                        None => tokio::task::yield_now().await,
+                    (relay::DemoPlane::Nats(_), Some(client)) => {
+                        Some(relay::Relay::nats(worker, dp_rank, opts.block_size, client.clone()))
                     }
-                    let ts = crate::time::unix_nanos() as f64 / 1e9;
-                    let dp_rank = Some(0).filter(|_| release != Release::Sglang0523);
-                    let batch = Batch { ts, events: generator.next_batch(), dp_rank };
-                    let payload = match payload::encode_batch(release, &batch) {
-                        Ok(payload) => payload,
-                        Err(e) => {
-                            tracing::error!("demo: batch not published: {e}");
-                            continue;
+                    _ => None,
+                };
+                let seed = worker * opts.dp_ranks.max(1) + dp_rank;
+                let mut generator = Generator::with_offload(opts.scenario, seed, role == cast::Role::Offload);
+                let scenario = opts.scenario;
+                let pacing = pacing(opts.rate, worker, dp_rank);
+                let rate = opts.rate;
+                let batches = opts.batches;
+                let mut start_rx = start_rx.clone();
+                tasks.push(tokio::spawn(async move {
+                    while !*start_rx.borrow() {
+                        if start_rx.changed().await.is_err() {
+                            return;
                         }
-                    };
-                    let seq = engine.next_seq();
-                    let payload = Bytes::from(payload);
-                    engine.publish(&topic, payload.clone()).await;
+                    }
                     if let Some(r) = &mut relay {
-                        r.relay(seq, &payload).await;
+                        r.wait_subscribed(Duration::from_secs(3)).await;
                     }
-                    sent += 1;
-                }
-            }));
+                    let topic = Bytes::from_static(b"kv-events");
+                    let mut tick = match pacing {
+                        Some((period, phase)) => {
+                            tokio::time::sleep(phase).await;
+                            let mut t = tokio::time::interval(period);
+                            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                            Some(t)
+                        }
+                        None => None,
+                    };
+                    let mut sent = 0u64;
+                    loop {
+                        if batches.is_some_and(|b| sent >= b) {
+                            // Keep the engine (and its replay socket) up after the last batch.
+                            std::future::pending::<()>().await;
+                        }
+                        match &mut tick {
+                            Some(t) => {
+                                t.tick().await;
+                            }
+                            None => tokio::task::yield_now().await,
+                        }
+                        if role.misbehaves_at(sent, rate) {
+                            match role {
+                                cast::Role::Restarts => {
+                                    engine.restart();
+                                    generator = Generator::with_offload(scenario, seed, false);
+                                }
+                                cast::Role::LosesFrames => engine.lose(cast::Role::LOST_FRAMES),
+                                _ => {}
+                            }
+                        }
+                        let ts = crate::time::unix_nanos() as f64 / 1e9;
+                        let dp = Some(dp_rank).filter(|_| release != Release::Sglang0523);
+                        let batch = Batch { ts, events: generator.next_batch(), dp_rank: dp };
+                        let payload = match payload::encode_batch(release, &batch) {
+                            Ok(payload) => payload,
+                            Err(e) => {
+                                tracing::error!("demo: batch not published: {e}");
+                                continue;
+                            }
+                        };
+                        let seq = engine.next_seq();
+                        let payload = Bytes::from(payload);
+                        engine.publish(&topic, payload.clone()).await;
+                        if let Some(r) = &mut relay {
+                            r.relay(seq, &payload).await;
+                        }
+                        sent += 1;
+                    }
+                }));
+            }
         }
-        Ok(Fleet { endpoints, planes, tasks, start })
+        Ok(Fleet { engines, planes, tasks, start })
     }
 
     /// Starts publishing.
@@ -436,6 +511,37 @@ mod tests {
     fn lmcache_relay_is_fatal_under_legacy_only() {
         assert_eq!(run(Scenario::LmcacheRelay, Policy::FIXED, 300).fatal_count, 0);
         assert!(run(Scenario::LmcacheRelay, Policy::LEGACY, 300).fatal_count > 0);
+    }
+
+    #[test]
+    fn a_healthy_fleet_worker_is_clear_under_both_policies_and_an_offload_one_only_under_fixed() {
+        assert_eq!(run(Scenario::Fleet, Policy::LEGACY, 300).fatal_count, 0);
+        let offload = |policy| {
+            let mut g = Generator::with_offload(Scenario::Fleet, 5, true);
+            let mut n = Normalizer::new(16, policy);
+            let id = n.source("5", 0);
+            let mut out = Vec::new();
+            for seq in 0..300 {
+                let batch = Batch { ts: 1.0, events: g.next_batch(), dp_rank: Some(0) };
+                n.push_payload(id, seq, &payload::encode_batch(Release::Vllm033, &batch).unwrap(), &mut out).unwrap();
+            }
+            n.counters(id).clone()
+        };
+        assert!(offload(Policy::LEGACY).fatal_count > 0);
+        let fixed = offload(Policy::FIXED);
+        assert_eq!(fixed.fatal_count, 0);
+        assert!(fixed.verdicts_by_label(VerdictLabel::OffloadBlockSizeMismatch) > 10);
+    }
+
+    #[test]
+    fn engines_tick_at_their_own_rate_and_phase() {
+        let paces: Vec<_> = (0..64).map(|w| pacing(300.0, w, 0).unwrap()).collect();
+        let periods: std::collections::BTreeSet<_> = paces.iter().map(|(p, _)| p.as_micros()).collect();
+        assert!(periods.len() > 40, "{} distinct periods", periods.len());
+        let mean_rate: f64 = paces.iter().map(|(p, _)| 1.0 / p.as_secs_f64()).sum::<f64>() / 64.0;
+        assert!((270.0..330.0).contains(&mean_rate), "{mean_rate}");
+        assert!(paces.iter().all(|(p, phase)| phase < p));
+        assert_eq!(pacing(0.0, 1, 0), None);
     }
 
     #[test]

@@ -49,28 +49,29 @@ impl std::fmt::Debug for Relay {
     }
 }
 
-/// A publisher id per worker, as a relay process would draw one (fixed, for reproducible demos).
-fn publisher_id(worker: u32) -> u64 {
-    0x6b76_7363_6f70_6500 ^ u64::from(worker).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+/// A publisher id per engine, as a relay process would draw one (fixed, for reproducible demos).
+fn publisher_id(worker: u32, dp_rank: u32) -> u64 {
+    0x6b76_7363_6f70_6500 ^ u64::from(worker).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (u64::from(dp_rank) << 48)
 }
 
 impl Relay {
-    /// Binds worker `worker`'s ZMQ-plane publisher on loopback; returns it and `zmq://HOST:PORT`.
-    pub async fn bind_zmq(worker: u32, block_size: u32) -> Result<(Relay, String), String> {
+    /// Binds the ZMQ-plane publisher of worker `worker`'s rank `dp_rank` on loopback; returns it
+    /// and `zmq://HOST:PORT`.
+    pub async fn bind_zmq(worker: u32, dp_rank: u32, block_size: u32) -> Result<(Relay, String), String> {
         let mut socket = XPubSocket::new();
         let ep = socket.bind("tcp://127.0.0.1:0").await.map_err(|e| format!("demo relay: cannot bind a ZMQ-plane publisher: {e}"))?;
         let url = ep.to_string().replacen("tcp://", "zmq://", 1);
-        Ok((Relay::new(worker, block_size, Out::Zmq { socket, subscribed: false }), url))
+        Ok((Relay::new(worker, dp_rank, block_size, Out::Zmq { socket, subscribed: false }), url))
     }
 
-    /// Worker `worker`'s relay onto a NATS client.
-    pub fn nats(worker: u32, block_size: u32, client: async_nats::Client) -> Relay {
-        Relay::new(worker, block_size, Out::Nats(client))
+    /// The relay of worker `worker`'s rank `dp_rank` onto a NATS client.
+    pub fn nats(worker: u32, dp_rank: u32, block_size: u32, client: async_nats::Client) -> Relay {
+        Relay::new(worker, dp_rank, block_size, Out::Nats(client))
     }
 
-    fn new(worker: u32, block_size: u32, out: Out) -> Relay {
-        let predictor = Predictor::new(RelayConfig::dynamo_1_6_1(u64::from(worker), 0, block_size));
-        Relay { predictor, publisher_id: publisher_id(worker), sequence: 0, out }
+    fn new(worker: u32, dp_rank: u32, block_size: u32, out: Out) -> Relay {
+        let predictor = Predictor::new(RelayConfig::dynamo_1_6_1(u64::from(worker), dp_rank, block_size));
+        Relay { predictor, publisher_id: publisher_id(worker, dp_rank), sequence: 0, out }
     }
 
     /// Embedded plane: waits (up to `timeout`) until kvscope's SUB has subscribed, since a

@@ -117,7 +117,7 @@ impl Completeness {
 
 /// Frames lost for good in seq gaps: the server's count when live; from a capture, the
 /// missing seqs minus the frames replay filled in.
-fn lost_in_gaps(src: &Source) -> u64 {
+pub(super) fn lost_in_gaps(src: &Source) -> u64 {
     let from_frames = src.seq.missing_frames.saturating_sub(src.seq.replayed);
     src.status.as_ref().map_or(from_frames, |s| s.counters.lost_frames)
 }

@@ -21,6 +21,7 @@ pub mod classes;
 mod classify;
 pub mod completeness;
 mod export;
+pub mod overview;
 mod inspector;
 pub mod policy_run;
 pub mod rate;
@@ -204,6 +205,11 @@ pub struct Source {
     pub last_error: Option<String>,
     pub seq: SeqTrack,
     pub counts: [Counts; 2],
+    /// Its events per second (the overview's rate column).
+    pub rate: RateMeter,
+    /// How its latest event was laid out (tagged arrays up to vLLM 0.23, maps after): a source
+    /// on another release than the rest of the fleet stands out in the overview.
+    pub wire: Option<kvscope_wire::EventEncoding>,
     /// Set when something shown on its card changed since the last flush.
     pub dirty: bool,
 }
@@ -242,6 +248,8 @@ impl Source {
             last_error: None,
             seq: SeqTrack::default(),
             counts: Default::default(),
+            rate: RateMeter::default(),
+            wire: None,
             dirty: true,
         }
     }
@@ -672,6 +680,7 @@ impl Model {
             router.push_engine(source, seq, payload, time_ms, frame.first_event);
         }
         self.rate.add(now_ms, n as u64);
+        self.sources[source as usize].rate.add(now_ms, n as u64);
         self.retain(frame);
         self.dirty = true;
     }

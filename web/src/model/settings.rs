@@ -73,6 +73,8 @@ pub struct Settings {
     pub trees: Option<Side>,
     /// Show only sources whose key contains this text.
     pub worker_filter: String,
+    /// Sources opened from the fleet overview (`worker:rank`): their cards, lanes and trees.
+    pub open: Vec<String>,
     /// Show only this tier in the tree view (`device`, `host_pinned`, ...).
     pub tier_filter: Option<String>,
     /// The tree view's selected (source, tier).
@@ -103,6 +105,16 @@ pub const DEFAULT_RETAIN_MIB: u32 = 128;
 pub const DEFAULT_MAX_FRAME_MIB: u32 = 16;
 
 impl Settings {
+    /// Opens a source from the overview (its card, lane and trees), or closes it when open.
+    pub fn toggle_open(&mut self, key: &str) {
+        if let Some(i) = self.open.iter().position(|k| k == key) {
+            self.open.remove(i);
+        } else {
+            self.open.push(key.to_owned());
+            self.tree = Some((key.to_owned(), self.tree.as_ref().map_or("device".to_owned(), |(_, t)| t.clone())));
+        }
+    }
+
     pub fn retain_bytes(&self) -> usize {
         self.retain_mib.unwrap_or(DEFAULT_RETAIN_MIB) as usize * 1024 * 1024
     }
@@ -133,6 +145,7 @@ impl Settings {
                 "lanes" => s.lanes = Side::parse(&v),
                 "trees" => s.trees = Side::parse(&v),
                 "worker" => s.worker_filter = v,
+                "open" => s.open = v.split(',').filter(|k| !k.is_empty()).map(str::to_owned).collect(),
                 "tier" if !v.is_empty() => s.tier_filter = Some(v),
                 "tree" => s.tree = v.split_once('@').map(|(src, tier)| (src.to_owned(), tier.to_owned())),
                 "hash" => s.hash = v,
@@ -181,6 +194,9 @@ impl Settings {
         }
         if !self.worker_filter.is_empty() {
             put("worker", &self.worker_filter);
+        }
+        if !self.open.is_empty() {
+            put("open", &self.open.join(","));
         }
         if let Some(v) = &self.tier_filter {
             put("tier", v);
@@ -269,6 +285,7 @@ mod tests {
             lanes: Some(Side::A),
             trees: Some(Side::A),
             worker_filter: "w 1".into(),
+            open: vec!["w0:0".into(), "12:3".into()],
             tier_filter: Some("host_pinned".into()),
             tree: Some(("w0:0".into(), "device".into())),
             hash: "00ff".into(),

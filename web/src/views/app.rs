@@ -6,6 +6,7 @@ use crate::contexts::provide_fleet;
 use crate::views::capture_bar::CaptureBar;
 use crate::views::data_quality::DataQuality;
 use crate::views::fleet_bar::FleetBar;
+use crate::views::fleet_overview::FleetOverview;
 use crate::views::headline::Headline;
 use crate::views::indexer_log::IndexerLog;
 use crate::views::inspector::Inspector;
@@ -70,6 +71,7 @@ pub fn Dashboard() -> impl IntoView {
             <CaptureBar />
             <DataQuality />
             <Headline />
+            <FleetOverview />
             <WorkerCards />
             <EventPlanes />
             <Timeline />

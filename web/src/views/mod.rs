@@ -5,6 +5,7 @@ pub mod app;
 pub mod capture_bar;
 pub mod data_quality;
 pub mod fleet_bar;
+pub mod fleet_overview;
 pub mod headline;
 pub mod indexer_log;
 pub mod inspector;

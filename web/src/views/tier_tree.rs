@@ -65,7 +65,12 @@ fn render(cell: Cell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> A
     let hidden = (n.hidden_children > 0).then(|| {
         view! {
             <div class="icicle-col hidden-kids" style:flex-grow=n.hidden_blocks.max(1).to_string()>
-                <span class="icicle-more">{format!("+{} more below: {} blocks (click a block to drill down)", n.hidden_children, n.hidden_blocks)}</span>
+                <span
+                    class="icicle-more"
+                    title=format!("{} more subtrees below, {} blocks in all: click a block to drill down", n.hidden_children, n.hidden_blocks)
+                >
+                    {format!("+{} more · {} blocks", n.hidden_children, n.hidden_blocks)}
+                </span>
             </div>
         }
     });

@@ -31,9 +31,53 @@ fn lane_px(lanes: usize) -> f64 {
     (420.0 / lanes.max(1) as f64).clamp(LANE_MIN_PX, LANE_MAX_PX)
 }
 
-/// Source indices shown, in order (the worker filter applies).
-fn shown_lanes(m: &Model, filter: &str) -> Vec<u32> {
-    m.engine_sources().filter(|s| filter.is_empty() || s.key.contains(filter)).map(|s| s.index).collect()
+/// Which lanes are drawn: the sources opened from the overview when there are any, else every
+/// one; the worker filter applies either way.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LaneFilter {
+    text: String,
+    open: Vec<String>,
+}
+
+impl LaneFilter {
+    fn of(s: &crate::model::settings::Settings) -> LaneFilter {
+        LaneFilter { text: s.worker_filter.clone(), open: s.open.clone() }
+    }
+}
+
+/// Lanes drawn when no source is opened and no filter given: a canvas of 512 lanes shows none of
+/// them legibly, so a large fleet shows the sources the overview lists first.
+pub const LANES_UNOPENED: usize = 24;
+
+/// Source indices shown, in order.
+fn shown_lanes(m: &Model, f: &LaneFilter) -> Vec<u32> {
+    let all: Vec<u32> = m
+        .engine_sources()
+        .filter(|s| (f.text.is_empty() || s.key.contains(f.text.as_str())) && (f.open.is_empty() || f.open.contains(&s.key)))
+        .map(|s| s.index)
+        .collect();
+    if f.open.is_empty() && all.len() > LANES_UNOPENED {
+        let mut first: Vec<u32> = crate::model::overview::rows(m, 0.0)
+            .into_iter()
+            .map(|r| r.index)
+            .filter(|i| all.contains(i))
+            .take(LANES_UNOPENED)
+            .collect();
+        first.sort_unstable();
+        return first;
+    }
+    all
+}
+
+/// Says so when the lanes are the first of a large fleet, not all of them.
+fn lane_note(m: &Model, f: &LaneFilter) -> Option<String> {
+    let total = m.engine_sources().filter(|s| f.text.is_empty() || s.key.contains(f.text.as_str())).count();
+    (f.open.is_empty() && total > LANES_UNOPENED).then(|| {
+        format!(
+            "Lanes of the {LANES_UNOPENED} sources the fleet table lists first (what stands out), of {total}; \
+             open sources there to see their lanes."
+        )
+    })
 }
 
 /// The visible window: the URL's, or everything retained.
@@ -74,7 +118,7 @@ fn shown(settings_show_all: bool) -> Show {
 pub fn draw(
     canvas: &web_sys::HtmlCanvasElement,
     m: &Model,
-    filter: &str,
+    filter: &LaneFilter,
     win: Option<(f64, f64)>,
     show: Show,
     selection: Option<(f64, f64)>,
@@ -254,7 +298,7 @@ fn hover_text(m: &Model, side: Side, src: u32, t_lo: f64, t_hi: f64) -> String {
 }
 
 /// Verdict counts of a selected time range, per policy, most severe first.
-fn selection_rows(m: &Model, filter: &str, (a, b): (f64, f64)) -> [Vec<(String, u64, &'static str)>; 2] {
+fn selection_rows(m: &Model, filter: &LaneFilter, (a, b): (f64, f64)) -> [Vec<(String, u64, &'static str)>; 2] {
     let (a, b) = (a.min(b), a.max(b));
     let lanes = shown_lanes(m, filter);
     let counts = range_counts(lanes.iter().filter_map(|&i| m.lanes().get(i as usize)), a, b);
@@ -296,7 +340,7 @@ pub fn Timeline() -> impl IntoView {
 
     Effect::new(move |_| {
         fleet.track();
-        let (filter, win, show_all) = fleet.settings.with(|s| (s.worker_filter.clone(), s.window_ms, s.show_all));
+        let (filter, win, show_all) = fleet.settings.with(|s| (LaneFilter::of(s), s.window_ms, s.show_all));
         let sel = selection.get();
         if let Some(canvas) = canvas_ref.get() {
             fleet.with_model(|m| draw(&canvas, m, &filter, win, shown(show_all), sel));
@@ -310,7 +354,7 @@ pub fn Timeline() -> impl IntoView {
         let x = ev.client_x() as f64 - rect.left() - LABEL_PX;
         let y = ev.client_y() as f64 - rect.top();
         let width = rect.width() - LABEL_PX;
-        let (filter, win) = fleet.settings.with_untracked(|s| (s.worker_filter.clone(), s.window_ms));
+        let (filter, win) = fleet.settings.with_untracked(|s| (LaneFilter::of(s), s.window_ms));
         fleet.with_model(|m| {
             let lanes = shown_lanes(m, &filter);
             let lane_h = lane_px(lanes.len());
@@ -415,7 +459,7 @@ pub fn Timeline() -> impl IntoView {
     let selection_view = move || {
         let sel = selection.get()?;
         fleet.track();
-        let filter = fleet.settings.with(|s| s.worker_filter.clone());
+        let filter = fleet.settings.with(LaneFilter::of);
         let (rows, pa, pb, span) = fleet.with_model(|m| {
             let t0 = m.t0_nanos().unwrap_or(0);
             let at = |ms: f64| clock(t0 + (ms.max(0.0) * 1e6) as u64);
@@ -473,7 +517,7 @@ pub fn Timeline() -> impl IntoView {
     };
     let lane_labels = move || {
         fleet.track();
-        let filter = fleet.settings.with(|s| s.worker_filter.clone());
+        let filter = fleet.settings.with(LaneFilter::of);
         fleet.with_model(|m| {
             let lanes = shown_lanes(m, &filter);
             let h = lane_px(lanes.len());
@@ -516,6 +560,11 @@ pub fn Timeline() -> impl IntoView {
                     <button data-testid="next-skip" on:click=move |_| jump(3)>"Next offload skip or fatal"</button>
                 </div>
             </div>
+            {move || {
+                fleet.track();
+                let f = fleet.settings.with(LaneFilter::of);
+                fleet.with_model(|m| lane_note(m, &f)).map(|n| view! { <p class="legend-note" data-testid="lane-note">{n}</p> })
+            }}
             <div class="timeline-body">
                 <ul class="lane-labels" aria-hidden="true">{lane_labels}</ul>
                 <canvas

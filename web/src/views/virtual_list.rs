@@ -20,7 +20,7 @@ pub fn visible_range(scroll_top_px: f64, viewport_px: f64, row_px: f64, rows: us
 pub fn VirtualList<R, V>(
     #[prop(into)] rows: Signal<usize>,
     row_px: f64,
-    height_px: f64,
+    #[prop(into)] height_px: Signal<f64>,
     render: R,
     #[prop(into, optional)] label: String,
 ) -> impl IntoView
@@ -41,12 +41,12 @@ where
             role="list"
             tabindex="0"
             aria-label=label
-            style:height=format!("{height_px}px")
+            style:height=move || format!("{}px", height_px.get())
             on:scroll=on_scroll
         >
             <div style:height=move || format!("{}px", rows.get() as f64 * row_px) style:position="relative">
                 {move || {
-                    let (first, last) = visible_range(scroll.get(), height_px, row_px, rows.get(), 5);
+                    let (first, last) = visible_range(scroll.get(), height_px.get(), row_px, rows.get(), 5);
                     let render = render.clone();
                     (first..last)
                         .map(|i| {

@@ -1,0 +1,391 @@
+//! The fleet overview: one dense row per engine source, the odd ones first.
+//!
+//! At 64-512 sources a grid of full cards hides the one worker that misbehaves; the overview
+//! answers "which source is odd, and how" in one screen. Each row is plain data (what a worker
+//! thread would post to the page), computed here from the model; the view only draws the rows
+//! in its viewport.
+//!
+//! What counts as odd, and how odd, is [`Anomaly`]: one enum, one severity and one word each,
+//! read by the row's chips, the sort and the tests alike.
+
+use kvscope_normalize::{Outcome, VerdictLabel};
+use kvscope_wire::EventEncoding;
+
+use super::classes::Reason;
+use super::settings::Side;
+use super::{Model, Source};
+
+/// Something about a source an operator should look at, most severe first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Anomaly {
+    /// Some event is fatal under policy A or B: an indexer following it exits on this source.
+    Fatal,
+    /// The policies decide some of this source's events differently.
+    PoliciesDisagree,
+    /// Frames of this source are missing: seq gaps replay did not fill, or lost to lag.
+    LostFrames,
+    /// Payloads that did not decode.
+    DecodeErrors,
+    /// The engine's seq went back: it restarted.
+    Restarted,
+    /// Its events are laid out unlike most of the fleet's (another release: tagged arrays up to
+    /// vLLM 0.23, maps after).
+    OtherWireLayout,
+    /// Offload stores skipped: the router never indexes those blocks.
+    OffloadSkipped,
+    /// Connected (or listed) but no event analysed.
+    Silent,
+}
+
+impl Anomaly {
+    pub const ALL: [Anomaly; 8] = [
+        Anomaly::Fatal,
+        Anomaly::PoliciesDisagree,
+        Anomaly::LostFrames,
+        Anomaly::DecodeErrors,
+        Anomaly::Restarted,
+        Anomaly::OtherWireLayout,
+        Anomaly::OffloadSkipped,
+        Anomaly::Silent,
+    ];
+
+    /// The chip's words, also what the filter box matches.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Anomaly::Fatal => "fatal",
+            Anomaly::PoliciesDisagree => "policies disagree",
+            Anomaly::LostFrames => "frames lost",
+            Anomaly::DecodeErrors => "decode errors",
+            Anomaly::Restarted => "restarted",
+            Anomaly::OtherWireLayout => "other wire layout",
+            Anomaly::OffloadSkipped => "offload skipped",
+            Anomaly::Silent => "silent",
+        }
+    }
+
+    /// `data-anomaly` on a row's chip.
+    pub fn key(self) -> &'static str {
+        match self {
+            Anomaly::Fatal => "fatal",
+            Anomaly::PoliciesDisagree => "disagree",
+            Anomaly::LostFrames => "lost",
+            Anomaly::DecodeErrors => "errors",
+            Anomaly::Restarted => "restarted",
+            Anomaly::OtherWireLayout => "wire",
+            Anomaly::OffloadSkipped => "offload",
+            Anomaly::Silent => "silent",
+        }
+    }
+
+    /// What a row's sort weighs: a fatal source outranks any number of lesser anomalies.
+    fn weight(self) -> u32 {
+        match self {
+            Anomaly::Fatal => 1 << 7,
+            Anomaly::PoliciesDisagree => 1 << 6,
+            Anomaly::LostFrames => 1 << 5,
+            Anomaly::DecodeErrors => 1 << 4,
+            Anomaly::Restarted => 1 << 3,
+            Anomaly::OtherWireLayout => 1 << 2,
+            Anomaly::OffloadSkipped => 1 << 1,
+            Anomaly::Silent => 1,
+        }
+    }
+}
+
+/// One policy's verdicts on a source, by kind. Routine filtering (non-main groups, unknown
+/// events) is apart from the skips that leave a tier's view incomplete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub fatal: u64,
+    pub skipped: u64,
+    pub filtered: u64,
+    pub applied: u64,
+}
+
+/// One row of the overview.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub index: u32,
+    /// `worker:rank`.
+    pub key: String,
+    pub worker_id: String,
+    pub dp_rank: u32,
+    pub frames: u64,
+    pub events: u64,
+    /// Indexed by [`Side`].
+    pub tally: [Tally; 2],
+    pub gaps: u64,
+    pub lost_frames: u64,
+    pub restarts: u64,
+    pub errors: u64,
+    pub events_per_second: f64,
+    /// How its events are laid out on the wire.
+    pub wire: Option<EventEncoding>,
+    /// `complete`, `incomplete` or `unknown` ([`super::completeness::Completeness::key`]).
+    pub completeness: &'static str,
+    /// Most severe first.
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl Row {
+    fn score(&self) -> u32 {
+        self.anomalies.iter().map(|a| a.weight()).sum()
+    }
+
+    /// True when the filter text is empty, or found in the source's key or in one of its
+    /// anomalies' words ("0:" finds worker 0's ranks, "restart" the restarted sources).
+    pub fn matches(&self, filter: &str) -> bool {
+        let f = filter.trim();
+        f.is_empty() || self.key.contains(f) || self.anomalies.iter().any(|a| a.as_str().contains(f))
+    }
+}
+
+fn tally(m: &Model, src: &Source, side: Side) -> Tally {
+    let mut t = Tally::default();
+    let classes = m.classes();
+    for (code, n) in &src.counts(side).by_class {
+        let Some(c) = classes.get(*code) else { continue };
+        match c.kind {
+            Outcome::Fatal => t.fatal += n,
+            Outcome::Skip if c.reason.is_routine_filter() => t.filtered += n,
+            Outcome::Skip => t.skipped += n,
+            Outcome::Apply => t.applied += n,
+        }
+    }
+    t
+}
+
+/// "map", "array of 12": the wire column.
+pub fn wire_text(wire: Option<EventEncoding>) -> String {
+    match wire {
+        None => "—".to_owned(),
+        Some(EventEncoding::Map) => "map".to_owned(),
+        Some(EventEncoding::Array { len }) => format!("array of {len}"),
+    }
+}
+
+/// The layout most sources use; `None` on a tie for first, so that a fleet split in two halves
+/// flags neither.
+fn fleet_wire(m: &Model) -> Option<EventEncoding> {
+    let mut counts: Vec<(EventEncoding, usize)> = Vec::new();
+    for w in m.engine_sources().filter_map(|s| s.wire) {
+        match counts.iter_mut().find(|(e, _)| *e == w) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((w, 1)),
+        }
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    match counts.as_slice() {
+        [(e, _)] => Some(*e),
+        [(e, a), (_, b), ..] if a > b => Some(*e),
+        _ => None,
+    }
+}
+
+fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) -> Row {
+    let tally = [tally(m, src, Side::A), tally(m, src, Side::B)];
+    let completeness = m.completeness(src.index);
+    let lost_frames = super::completeness::lost_in_gaps(src) + src.lagged_frames;
+    let errors = src.decode_errors + src.frame_errors;
+    let offload = Reason::Label(VerdictLabel::OffloadBlockSizeMismatch);
+    let offload_skipped = [Side::A, Side::B].iter().any(|s| src.counts(*s).get(m.classes(), Outcome::Skip, offload) > 0);
+    let mut anomalies = Vec::new();
+    let mut flag = |on: bool, a: Anomaly| {
+        if on {
+            anomalies.push(a);
+        }
+    };
+    flag(tally[0].fatal + tally[1].fatal > 0, Anomaly::Fatal);
+    flag(src.policies_disagree(m.classes()), Anomaly::PoliciesDisagree);
+    flag(lost_frames > 0, Anomaly::LostFrames);
+    flag(errors > 0, Anomaly::DecodeErrors);
+    flag(src.restarts() > 0, Anomaly::Restarted);
+    flag(fleet_wire.is_some() && src.wire.is_some() && src.wire != fleet_wire, Anomaly::OtherWireLayout);
+    flag(offload_skipped, Anomaly::OffloadSkipped);
+    flag(src.counts(Side::A).events == 0, Anomaly::Silent);
+    Row {
+        index: src.index,
+        key: src.key.clone(),
+        worker_id: src.worker_id.clone(),
+        dp_rank: src.dp_rank,
+        frames: src.frames,
+        events: src.counts(Side::A).events,
+        tally,
+        gaps: src.gaps(),
+        lost_frames,
+        restarts: src.restarts(),
+        errors,
+        events_per_second: src.rate.per_second(now_ms),
+        wire: src.wire,
+        completeness: completeness.key(),
+        anomalies,
+    }
+}
+
+/// Worker ids in numeric order when they are numbers ("2" before "10"), else by spelling.
+fn worker_order(id: &str) -> (u64, &str) {
+    (id.parse::<u64>().unwrap_or(u64::MAX), id)
+}
+
+/// Every engine source's row, grouped by worker (its DP ranks together, in rank order) and the
+/// groups sorted by their worst row: the odd workers first, then the healthy in id order.
+pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
+    let wire = fleet_wire(m);
+    let mut rows: Vec<Row> = m.engine_sources().map(|s| row(m, s, wire, now_ms)).collect();
+    let mut worst: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    for r in &rows {
+        let w = worst.entry(r.worker_id.clone()).or_default();
+        *w = (*w).max(r.score());
+    }
+    let group = |r: &Row| worst.get(&r.worker_id).copied().unwrap_or(0);
+    rows.sort_by(|a, b| {
+        group(b)
+            .cmp(&group(a))
+            .then_with(|| worker_order(&a.worker_id).cmp(&worker_order(&b.worker_id)))
+            .then(a.dp_rank.cmp(&b.dp_rank))
+    });
+    rows
+}
+
+/// How many sources have each anomaly: the overview's heading.
+pub fn anomaly_counts(rows: &[Row]) -> Vec<(Anomaly, usize)> {
+    Anomaly::ALL
+        .iter()
+        .map(|a| (*a, rows.iter().filter(|r| r.anomalies.contains(a)).count()))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use kvscope_encode::{Batch, Event, Hash, Stored, encode_batch_lossy, release};
+    use kvscope_protocol as proto;
+
+    use super::*;
+    use crate::model::tests::{config, frame};
+
+    fn info(index: u32, worker: u32, rank: u32) -> proto::SourceInfo {
+        proto::SourceInfo {
+            index,
+            key: format!("{worker}:{rank}"),
+            worker_id: worker.to_string(),
+            dp_rank: rank,
+            endpoint: format!("tcp://127.0.0.1:{}", 6000 + index),
+            replay_endpoint: None,
+            kind: proto::SourceKind::Engine,
+            event_plane: None,
+        }
+    }
+
+    fn hello(sources: Vec<proto::SourceInfo>) -> proto::Message {
+        proto::Message::Hello(proto::Hello {
+            protocol_version: proto::PROTOCOL_VERSION,
+            server_version: "test".into(),
+            mode: proto::ServerMode::Demo,
+            mode_detail: "fleet".into(),
+            sources,
+            defaults: proto::Defaults { block_size: 16, policy_a: "legacy".into(), policy_b: "fixed".into() },
+            history_bytes: 1 << 20,
+            client_queue_bytes: 1 << 20,
+            started_unix_nanos: 0,
+        })
+    }
+
+    /// A vLLM 0.33 batch: one GPU store at block size 16, or a `cpu` offload store at 256.
+    fn batch(seq: u64, offload: bool) -> Vec<u8> {
+        batch_as(&release::VLLM_0_33.layout, seq, offload)
+    }
+
+    fn batch_as(layout: &kvscope_encode::Layout, seq: u64, offload: bool) -> Vec<u8> {
+        let store = if offload {
+            Stored::new([Hash::U64(seq + 1)], 256).tokens(0..256).medium(Some("cpu"))
+        } else {
+            Stored::new([Hash::U64(seq + 1)], 16).tokens(0..16).medium(Some("GPU")).group_idx(Some(0))
+        };
+        let events: Vec<Event> = vec![store.into()];
+        encode_batch_lossy(layout, &Batch { ts: 1.0, events, dp_rank: Some(0) }).unwrap()
+    }
+
+    /// Twelve workers of one rank: 7 behind an offload connector, 9 losing frames, 4
+    /// restarting, 3 on vLLM 0.23, 11 silent, the rest healthy.
+    fn fleet() -> Model {
+        let mut m = Model::new(config(16));
+        m.apply_message(hello((0..12).map(|w| info(w, w, 0)).collect()), 0.0);
+        for w in (0..11).filter(|w| ![4, 7, 9].contains(w)) {
+            let layout = if w == 3 { &release::VLLM_0_23.layout } else { &release::VLLM_0_33.layout };
+            for seq in 0..6 {
+                m.apply_message(frame(w, seq, batch_as(layout, seq, false)), 0.0);
+            }
+        }
+        for seq in 0..6 {
+            m.apply_message(frame(7, seq, batch(seq, seq % 3 == 2)), 0.0);
+        }
+        for seq in [0, 1, 2, 10, 11] {
+            m.apply_message(frame(9, seq, batch(seq, false)), 0.0);
+        }
+        for seq in [0, 1, 2, 3, 0, 1] {
+            m.apply_message(frame(4, seq, batch(seq, false)), 0.0);
+        }
+        m
+    }
+
+    fn keys(rows: &[Row]) -> Vec<&str> {
+        rows.iter().map(|r| r.key.as_str()).collect()
+    }
+
+    #[test]
+    fn the_odd_sources_come_first_most_severe_first_and_the_healthy_in_id_order() {
+        let m = fleet();
+        let rows = rows(&m, 0.0);
+        assert_eq!(keys(&rows), ["7:0", "9:0", "4:0", "3:0", "11:0", "0:0", "1:0", "2:0", "5:0", "6:0", "8:0", "10:0"]);
+        assert_eq!(rows[0].anomalies, [Anomaly::Fatal, Anomaly::PoliciesDisagree, Anomaly::OffloadSkipped]);
+        assert_eq!(rows[0].tally[0].fatal, 2, "legacy: the cpu stores at 256 are fatal");
+        assert_eq!(rows[0].tally[1].fatal, 0);
+        assert_eq!(rows[0].tally[1].skipped, 2, "fixed: they are offload skips");
+        assert_eq!(rows[0].tally[1].applied, 4);
+        assert_eq!((rows[1].anomalies.as_slice(), rows[1].lost_frames, rows[1].gaps), ([Anomaly::LostFrames].as_slice(), 7, 1));
+        assert_eq!((rows[2].anomalies.as_slice(), rows[2].restarts), ([Anomaly::Restarted].as_slice(), 1));
+        assert_eq!(rows[3].anomalies, [Anomaly::OtherWireLayout]);
+        assert_eq!((wire_text(rows[3].wire), wire_text(rows[0].wire)), ("array of 12".to_owned(), "map".to_owned()));
+        assert_eq!((rows[4].anomalies.as_slice(), rows[4].completeness), ([Anomaly::Silent].as_slice(), "unknown"));
+        assert!(rows[5..].iter().all(|r| r.anomalies.is_empty() && r.completeness == "complete" && r.tally[0].applied == 6));
+        assert_eq!(
+            anomaly_counts(&rows),
+            [
+                (Anomaly::Fatal, 1),
+                (Anomaly::PoliciesDisagree, 1),
+                (Anomaly::LostFrames, 1),
+                (Anomaly::Restarted, 1),
+                (Anomaly::OtherWireLayout, 1),
+                (Anomaly::OffloadSkipped, 1),
+                (Anomaly::Silent, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_workers_ranks_stay_together_and_move_up_with_its_worst_rank() {
+        let mut m = Model::new(config(16));
+        // Workers 0-2 with two ranks each; worker 2's rank 1 loses frames.
+        let sources = (0..6).map(|i| info(i, i / 2, i % 2)).collect();
+        m.apply_message(hello(sources), 0.0);
+        for i in 0..6 {
+            let seqs: &[u64] = if i == 5 { &[0, 5] } else { &[0, 1] };
+            for &seq in seqs {
+                m.apply_message(frame(i, seq, batch(seq, false)), 0.0);
+            }
+        }
+        assert_eq!(keys(&rows(&m, 0.0)), ["2:0", "2:1", "0:0", "0:1", "1:0", "1:1"]);
+    }
+
+    #[test]
+    fn the_filter_finds_a_worker_or_an_anomaly() {
+        let rows = rows(&fleet(), 0.0);
+        let find = |f: &str| keys(&rows).into_iter().zip(&rows).filter(|(_, r)| r.matches(f)).map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(find("restart"), ["4:0"]);
+        assert_eq!(find("1:"), ["11:0", "1:0"]);
+        assert_eq!(find("fatal"), ["7:0"]);
+        assert_eq!(find("wire"), ["3:0"]);
+        assert_eq!(find(" ").len(), 12);
+    }
+}
