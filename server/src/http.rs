@@ -208,6 +208,7 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
         for status in std::mem::take(&mut sub.statuses) {
             tx.feed(Message::Binary(status)).await?;
         }
+        tx.feed(Message::Binary(sub.history_start())).await?;
         let history: Vec<bytes::Bytes> = sub.history.messages().cloned().collect();
         for (i, message) in history.into_iter().enumerate() {
             tx.feed(Message::Binary(message)).await?;

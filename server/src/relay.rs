@@ -248,6 +248,14 @@ impl Subscription {
         Some(bytes)
     }
 
+    /// The marker that starts the history: how much follows.
+    pub fn history_start(&self) -> Bytes {
+        Bytes::from(proto::encode(&proto::Message::HistoryStart(proto::HistoryStart {
+            frames: self.history.frames,
+            bytes: self.history.bytes,
+        })))
+    }
+
     /// The marker that ends the history.
     pub fn history_complete(&self) -> Bytes {
         Bytes::from(proto::encode(&proto::Message::HistoryComplete(proto::HistoryComplete {

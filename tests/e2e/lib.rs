@@ -347,7 +347,7 @@ impl Browser {
         b
     }
 
-    async fn cdp(&self, cmd: &'static str, params: Value) -> Value {
+    pub async fn cdp(&self, cmd: &'static str, params: Value) -> Value {
         self.client.issue_cmd(Cdp { cmd, params }).await.unwrap_or_else(|e| panic!("CDP {cmd}: {e}"))
     }
 

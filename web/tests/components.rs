@@ -405,3 +405,30 @@ async fn the_headline_names_the_exit_and_the_crashloop() {
     let inspector = root.query_selector("[data-testid=\"inspector\"]").unwrap().expect("an inspector");
     assert!(inspector.text_content().unwrap_or_default().contains("block_size_mismatch"), "{}", inspector.text_content().unwrap_or_default());
 }
+
+/// While the server's history arrives, the fleet bar says how far the page has caught up, from
+/// the count `HistoryStart` announced; it is gone once `HistoryComplete` ends the history. The
+/// overview counts every frame.
+#[wasm_bindgen_test]
+async fn catching_up_shows_how_much_of_the_history_arrived() {
+    let (root, fleet, _handle) = mount();
+    let messages = kimi_messages();
+    let history = messages.len() as u64 - 1;
+    let start = proto::encode(&proto::Message::HistoryStart(proto::HistoryStart { frames: history, bytes: 1 }));
+    feed(fleet, &[messages[0].clone(), start]).await;
+    feed(fleet, &messages[1..31]).await;
+    let bar = root.query_selector("[data-testid=\"catching-up\"]").unwrap().unwrap_or_else(|| {
+        let header = root.query_selector("header").unwrap().map(|h| h.inner_html()).unwrap_or_default();
+        panic!("no catching-up note in the fleet bar: {header}")
+    });
+    assert_eq!(bar.get_attribute("data-done").as_deref(), Some("30"));
+    assert_eq!(bar.get_attribute("data-total"), Some(history.to_string()));
+    assert!(bar.text_content().unwrap_or_default().starts_with("catching up: 30 of "), "{:?}", bar.text_content());
+    feed(fleet, &messages[31..]).await;
+    let end = proto::encode(&proto::Message::HistoryComplete(proto::HistoryComplete { frames: history, evicted_frames: 0, bytes: 1 }));
+    feed(fleet, &[end]).await;
+    assert!(root.query_selector("[data-testid=\"catching-up\"]").unwrap().is_none(), "live: no catching-up note");
+    let frames = root.query_selector("[data-testid=\"fleet-frames\"]").unwrap().expect("fleet-frames");
+    assert_eq!(frames.text_content(), Some(history.to_string()));
+    assert_eq!(q(&root, "[data-testid=\"source-row\"]").len(), 3);
+}

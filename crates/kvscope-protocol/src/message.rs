@@ -1,7 +1,8 @@
 //! The messages on `/ws`, server to browser.
 //!
 //! A client receives, in this order: one [`Hello`]; the latest [`SourceStatus`] of every source;
-//! the history ring ([`Frame`]s and [`FrameError`]s, oldest first); one [`HistoryComplete`];
+//! one [`HistoryStart`] (how much history follows, so the page can say how far it has caught
+//! up); the history ring ([`Frame`]s and [`FrameError`]s, oldest first); one [`HistoryComplete`];
 //! then live messages as they happen. A server that records (`--record`) also sends its
 //! [`RecordingStatus`] with the source statuses and whenever it changes. A [`LagNotice`] appears in the stream where the client
 //! lost messages because it read too slowly.
@@ -21,6 +22,7 @@ pub enum Message {
     LagNotice(LagNotice),
     HistoryComplete(HistoryComplete),
     RecordingStatus(RecordingStatus),
+    HistoryStart(HistoryStart),
 }
 
 /// [`Message`] by reference, for [`crate::encode_ref`]: same variant names, same bytes.
@@ -34,6 +36,7 @@ pub enum MessageRef<'a> {
     LagNotice(&'a LagNotice),
     HistoryComplete(&'a HistoryComplete),
     RecordingStatus(&'a RecordingStatus),
+    HistoryStart(&'a HistoryStart),
 }
 
 impl<'a> From<&'a Message> for MessageRef<'a> {
@@ -45,6 +48,7 @@ impl<'a> From<&'a Message> for MessageRef<'a> {
             Message::SourceStatus(x) => MessageRef::SourceStatus(x),
             Message::LagNotice(x) => MessageRef::LagNotice(x),
             Message::HistoryComplete(x) => MessageRef::HistoryComplete(x),
+            Message::HistoryStart(x) => MessageRef::HistoryStart(x),
             Message::RecordingStatus(x) => MessageRef::RecordingStatus(x),
         }
     }
@@ -328,6 +332,16 @@ pub struct SourceLoss {
     pub first_seq: u64,
     /// The highest lost sequence number.
     pub last_seq: u64,
+}
+
+/// The history replay to a newcomer starts: this much follows before [`HistoryComplete`]. A
+/// page shows "catching up: 12,000 of 40,000 frames" from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryStart {
+    /// Frames (and frame errors) about to be sent as history.
+    pub frames: u64,
+    /// Their bytes.
+    pub bytes: u64,
 }
 
 /// The history replay to a newcomer ended; what follows is live.

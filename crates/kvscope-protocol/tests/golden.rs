@@ -189,6 +189,7 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
             }),
         ),
         ("history_complete", Message::HistoryComplete(HistoryComplete { frames: 5000, evicted_frames: 12, bytes: 1 << 20 })),
+        ("history_start", Message::HistoryStart(HistoryStart { frames: 5000, bytes: 1 << 20 })),
     ]
 }
 
@@ -196,7 +197,7 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
 fn every_message_kind_matches_its_golden_bytes_and_round_trips() {
     let samples = samples();
     // One sample per variant: a new variant must get a golden file too.
-    assert_eq!(samples.len(), 7);
+    assert_eq!(samples.len(), 8);
     for (name, message) in samples {
         let bytes = proto::encode(&message);
         assert_eq!(&bytes[..4], b"KVSW");

@@ -44,5 +44,5 @@ fn check_without_block_size_is_a_usage_error() {
 fn an_unknown_scenario_is_a_usage_error() {
     let (code, _, stderr) = run(&["demo", "--scenario", "nope", "--listen", "127.0.0.1:0"]);
     assert_eq!(code, Some(2));
-    assert_eq!(stderr.trim(), "error: unknown scenario \"nope\"; pass one of: kimi-k3, sglang-tiers, lmcache-relay");
+    assert_eq!(stderr.trim(), "error: unknown scenario \"nope\"; pass one of: kimi-k3, sglang-tiers, lmcache-relay, fleet");
 }

@@ -140,6 +140,7 @@ impl Model {
             self.history_evicted_frames,
             self.history_complete,
         );
+        let catching_up = (self.history_expected, self.history_received);
         self.config = config;
         self.reset_with_sources(&sources);
         self.origin = origin;
@@ -166,6 +167,7 @@ impl Model {
         self.uncounted_frames = uncounted;
         self.history_evicted_frames = hist_evicted;
         self.history_complete = hist_complete;
+        (self.history_expected, self.history_received) = catching_up;
     }
 }
 

@@ -323,6 +323,9 @@ pub struct Model {
     /// The history the server sent had evicted this many older frames.
     pub history_evicted_frames: u64,
     pub history_complete: bool,
+    /// The server's history about to arrive ([`proto::HistoryStart`]), and how much of it has.
+    history_expected: Option<u64>,
+    history_received: u64,
     /// The server's capture file, when it records.
     pub recording: Option<proto::RecordingStatus>,
     /// Messages that were not kvscope messages (wrong magic or version), with the last error.
@@ -369,6 +372,8 @@ impl Model {
             history_evicted_frames: 0,
             recording: None,
             history_complete: false,
+            history_expected: None,
+            history_received: 0,
             protocol_errors: 0,
             last_protocol_error: None,
             dirty: true,
@@ -516,14 +521,36 @@ impl Model {
         }
     }
 
+    fn count_history(&mut self) {
+        if self.history_expected.is_some() && !self.history_complete {
+            self.history_received += 1;
+        }
+    }
+
+    /// While the server's history is arriving: `(frames received, frames it said it sends)`, for
+    /// "catching up: 12,000 of 40,000 frames".
+    pub fn catching_up(&self) -> Option<(u64, u64)> {
+        let total = self.history_expected.filter(|_| !self.history_complete)?;
+        Some((self.history_received.min(total), total))
+    }
+
     /// Applies one protocol message.
     pub fn apply_message(&mut self, message: proto::Message, now_ms: f64) {
         match message {
             proto::Message::Hello(hello) => self.apply_hello(&hello),
             proto::Message::Frame(f) => {
+                self.count_history();
                 self.apply_frame(f.source, f.seq, f.recv_time_nanos, f.replayed, f.topic, f.payload, now_ms)
             }
-            proto::Message::FrameError(e) => self.apply_frame_error(e),
+            proto::Message::FrameError(e) => {
+                self.count_history();
+                self.apply_frame_error(e)
+            }
+            proto::Message::HistoryStart(h) => {
+                self.history_expected = Some(h.frames);
+                self.history_received = 0;
+                self.dirty = true;
+            }
             proto::Message::SourceStatus(s) => {
                 self.ensure_source(s.source);
                 let src = &mut self.sources[s.source as usize];

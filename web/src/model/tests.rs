@@ -341,3 +341,32 @@ fn fallback_policies_are_the_default_settings() {
     assert_eq!(Policy::LEGACY.name, settings::DEFAULT_POLICY_A);
     assert_eq!(Policy::FIXED.name, settings::DEFAULT_POLICY_B);
 }
+
+#[test]
+fn catching_up_counts_the_history_the_server_announced_until_it_is_complete() {
+    let mut m = Model::new(config(1536));
+    m.apply_message(hello(3, 1536), 0.0);
+    assert_eq!(m.catching_up(), None, "nothing announced yet");
+    let frames = kimi_frames();
+    m.apply_message(proto::Message::HistoryStart(proto::HistoryStart { frames: frames.len() as u64, bytes: 1 }), 0.0);
+    assert_eq!(m.catching_up(), Some((0, frames.len() as u64)));
+    for f in frames.iter().take(10).cloned() {
+        m.apply_message(f, 0.0);
+    }
+    assert_eq!(m.catching_up(), Some((10, frames.len() as u64)));
+    m.apply_message(proto::Message::HistoryComplete(proto::HistoryComplete { frames: 10, evicted_frames: 0, bytes: 1 }), 0.0);
+    assert_eq!(m.catching_up(), None, "live after the history");
+}
+
+#[test]
+fn a_reclassification_while_catching_up_keeps_the_progress() {
+    let mut m = Model::new(config(1536));
+    m.apply_message(hello(3, 1536), 0.0);
+    m.apply_message(proto::Message::HistoryStart(proto::HistoryStart { frames: 40, bytes: 1 }), 0.0);
+    for f in kimi_frames().into_iter().take(12) {
+        m.apply_message(f, 0.0);
+    }
+    m.reconfigure(Config { block_size: 12288, ..config(1536) });
+    assert_eq!(m.catching_up(), Some((12, 40)));
+}
+

@@ -182,6 +182,16 @@ pub fn FleetBar() -> impl IntoView {
             <span class="error" role="alert" data-testid="config-error">
                 {move || { fleet.track(); fleet.with_model(|m| m.config_error.clone()).unwrap_or_default() }}
             </span>
+            {move || {
+                fleet.track();
+                fleet.with_model(|m| m.catching_up()).map(|(done, total)| {
+                    view! {
+                        <span class="stat catching-up" data-testid="catching-up" data-done=done.to_string() data-total=total.to_string()>
+                            {format!("catching up: {} of {} frames of the server's history", thousands(done), thousands(total))}
+                        </span>
+                    }
+                })
+            }}
             <span class="lagged" data-testid="lagged" hidden=move || { fleet.track(); fleet.with_model(|m| m.lagged_frames == 0) }>
                 {move || {
                     fleet.track();

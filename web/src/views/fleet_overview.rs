@@ -77,10 +77,7 @@ fn row_view(r: Row, open: bool) -> impl IntoView {
 #[component]
 pub fn FleetOverview() -> impl IntoView {
     let fleet = use_fleet();
-    let rows = Memo::new(move |_| {
-        fleet.track();
-        fleet.with_model(|m| overview::rows(m, crate::contexts::now_ms()))
-    });
+    let rows = fleet.overview;
     let filter = move || fleet.settings.with(|s| s.worker_filter.clone());
     let shown = Memo::new(move |_| {
         let f = filter();

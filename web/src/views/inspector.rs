@@ -102,12 +102,16 @@ pub fn hex_line(bytes: &[u8], line: usize) -> String {
 #[component]
 pub fn Inspector() -> impl IntoView {
     let fleet = use_fleet();
-    // Re-read when the selection changes or the model is re-classified (generation).
-    let detail = Signal::derive(move || {
-        fleet.track();
-        let id = fleet.selected.get()?;
-        fleet.with_model(|m| m.event_detail(id).map(std::sync::Arc::new))
-    });
+    // Re-read when the selection changes or the model is re-classified (generation); a memo, so
+    // that the readers below share one computation per flush.
+    let detail = Memo::new_with_compare(
+        move |_| {
+            fleet.track();
+            let id = fleet.selected.get()?;
+            fleet.with_model(|m| m.event_detail(id).map(std::sync::Arc::new))
+        },
+        |_, _| true,
+    );
     let payload_lines = Signal::derive(move || detail.with(|d| d.as_ref().map_or(0, |d| d.payload.len().div_ceil(16))));
     // The engine event beside the RouterEvent it became on the event plane, or the rule that
     // dropped it (only with an event plane).

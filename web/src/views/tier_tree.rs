@@ -120,12 +120,17 @@ pub fn TierTree() -> impl IntoView {
         let tier = tier.to_owned();
         fleet.settings.update(|s| s.tree = Some((key, tier)));
     };
-    let source_options = move || {
-        fleet.track();
+    // Memos, so that a flush re-renders none of the options: at 512 sources, one reactive
+    // `selected` per option re-run on every flush cost more than the rest of the page.
+    let source_options = Memo::new(move |_| {
+        fleet.source_list.track();
         fleet.with_model(|m| m.sources().iter().map(|s| s.key.clone()).collect::<Vec<_>>())
-    };
-    let current_key = move || selected().and_then(|(s, _)| fleet.with_model(|m| m.source(s).map(|s| s.key.clone()))).unwrap_or_default();
-    let current_tier = move || selected().map_or(StorageTier::Device, |(_, t)| t);
+    });
+    let current_key_memo =
+        Memo::new(move |_| selected().and_then(|(s, _)| fleet.with_model(|m| m.source(s).map(|s| s.key.clone()))).unwrap_or_default());
+    let current_key = move || current_key_memo.get();
+    let current_tier_memo = Memo::new(move |_| selected().map_or(StorageTier::Device, |(_, t)| t));
+    let current_tier = move || current_tier_memo.get();
 
     let icicle = move || {
         fleet.track();
@@ -297,11 +302,11 @@ pub fn TierTree() -> impl IntoView {
                 <label class="field">
                     <span>"Worker"</span>
                     <select on:change=move |ev| set_tree(event_target_value(&ev), current_tier().label())>
-                        {move || source_options()
+                        {move || source_options.get()
                             .into_iter()
                             .map(|k| {
                                 let (k2, k3) = (k.clone(), k.clone());
-                                view! { <option value=k3 selected=move || current_key() == k2>{k}</option> }
+                                view! { <option value=k3 selected=move || current_key_memo.with(|c| *c == k2)>{k}</option> }
                             })
                             .collect_view()}
                     </select>

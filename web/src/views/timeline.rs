@@ -37,11 +37,19 @@ fn lane_px(lanes: usize) -> f64 {
 pub struct LaneFilter {
     text: String,
     open: Vec<String>,
+    /// Source indices in the overview's order (what stands out first).
+    overview_order: Vec<u32>,
 }
 
 impl LaneFilter {
-    fn of(s: &crate::model::settings::Settings) -> LaneFilter {
-        LaneFilter { text: s.worker_filter.clone(), open: s.open.clone() }
+    /// The settings' filter and opened sources, and the overview's order (tracked).
+    fn of(fleet: Fleet) -> LaneFilter {
+        let overview_order = fleet.overview.with(|rows| rows.iter().map(|r| r.index).collect());
+        fleet.settings.with(|s| LaneFilter { text: s.worker_filter.clone(), open: s.open.clone(), overview_order })
+    }
+
+    fn of_untracked(fleet: Fleet) -> LaneFilter {
+        untrack(|| LaneFilter::of(fleet))
     }
 }
 
@@ -57,9 +65,10 @@ fn shown_lanes(m: &Model, f: &LaneFilter) -> Vec<u32> {
         .map(|s| s.index)
         .collect();
     if f.open.is_empty() && all.len() > LANES_UNOPENED {
-        let mut first: Vec<u32> = crate::model::overview::rows(m, 0.0)
-            .into_iter()
-            .map(|r| r.index)
+        let mut first: Vec<u32> = f
+            .overview_order
+            .iter()
+            .copied()
             .filter(|i| all.contains(i))
             .take(LANES_UNOPENED)
             .collect();
@@ -114,6 +123,26 @@ fn shown(settings_show_all: bool) -> Show {
     if settings_show_all { Show::All } else { Show::Mismatches }
 }
 
+thread_local! {
+    static CANVAS_WIDTH: std::cell::Cell<(f64, u32)> = const { std::cell::Cell::new((0.0, 0)) };
+}
+
+/// The canvas's CSS width. Reading `clientWidth` forces a layout in the middle of a flush (4% of
+/// the page's time at 512 sources), so it is read again only every 20th draw (2 s at most after a
+/// resize).
+fn canvas_width(canvas: &web_sys::HtmlCanvasElement) -> f64 {
+    CANVAS_WIDTH.with(|cell| {
+        let (px, draws) = cell.get();
+        if px > 0.0 && draws < 20 {
+            cell.set((px, draws + 1));
+            return px;
+        }
+        let px = canvas.client_width().max(200) as f64;
+        cell.set((px, 0));
+        px
+    })
+}
+
 /// Draws the timeline. Returns the number of rectangles filled (for the benchmark's log).
 pub fn draw(
     canvas: &web_sys::HtmlCanvasElement,
@@ -128,7 +157,7 @@ pub fn draw(
     let dpr = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio());
     let lanes = shown_lanes(m, filter);
     let lane_h = lane_px(lanes.len());
-    let css_w = canvas.client_width().max(200) as f64;
+    let css_w = canvas_width(canvas);
     let css_h = lanes.len() as f64 * lane_h + AXIS_PX;
     let _ = web_sys::HtmlElement::style(canvas).set_property("height", &format!("{css_h}px"));
     canvas.set_width((css_w * dpr) as u32);
@@ -340,7 +369,8 @@ pub fn Timeline() -> impl IntoView {
 
     Effect::new(move |_| {
         fleet.track();
-        let (filter, win, show_all) = fleet.settings.with(|s| (LaneFilter::of(s), s.window_ms, s.show_all));
+        let filter = LaneFilter::of(fleet);
+        let (win, show_all) = fleet.settings.with(|s| (s.window_ms, s.show_all));
         let sel = selection.get();
         if let Some(canvas) = canvas_ref.get() {
             fleet.with_model(|m| draw(&canvas, m, &filter, win, shown(show_all), sel));
@@ -354,7 +384,8 @@ pub fn Timeline() -> impl IntoView {
         let x = ev.client_x() as f64 - rect.left() - LABEL_PX;
         let y = ev.client_y() as f64 - rect.top();
         let width = rect.width() - LABEL_PX;
-        let (filter, win) = fleet.settings.with_untracked(|s| (LaneFilter::of(s), s.window_ms));
+        let filter = LaneFilter::of_untracked(fleet);
+        let win = fleet.settings.with_untracked(|s| s.window_ms);
         fleet.with_model(|m| {
             let lanes = shown_lanes(m, &filter);
             let lane_h = lane_px(lanes.len());
@@ -459,7 +490,7 @@ pub fn Timeline() -> impl IntoView {
     let selection_view = move || {
         let sel = selection.get()?;
         fleet.track();
-        let filter = fleet.settings.with(LaneFilter::of);
+        let filter = LaneFilter::of(fleet);
         let (rows, pa, pb, span) = fleet.with_model(|m| {
             let t0 = m.t0_nanos().unwrap_or(0);
             let at = |ms: f64| clock(t0 + (ms.max(0.0) * 1e6) as u64);
@@ -517,7 +548,7 @@ pub fn Timeline() -> impl IntoView {
     };
     let lane_labels = move || {
         fleet.track();
-        let filter = fleet.settings.with(LaneFilter::of);
+        let filter = LaneFilter::of(fleet);
         fleet.with_model(|m| {
             let lanes = shown_lanes(m, &filter);
             let h = lane_px(lanes.len());
@@ -562,7 +593,7 @@ pub fn Timeline() -> impl IntoView {
             </div>
             {move || {
                 fleet.track();
-                let f = fleet.settings.with(LaneFilter::of);
+                let f = LaneFilter::of(fleet);
                 fleet.with_model(|m| lane_note(m, &f)).map(|n| view! { <p class="legend-note" data-testid="lane-note">{n}</p> })
             }}
             <div class="timeline-body">
