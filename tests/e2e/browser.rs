@@ -369,7 +369,7 @@ async fn the_fleet_overview_lists_the_misbehaving_workers_first() {
     if !ready() {
         return;
     }
-    let server = Server::start(&["demo", "--scenario", "fleet", "--rate", "25", "--no-event-plane"], free_port()).await;
+    let server = Server::start(&["demo", "--scenario", "fleet", "--rate", "15", "--no-event-plane"], free_port()).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     // 29 first loses frames after 2 s, 13 first restarts after 4 s.

@@ -23,6 +23,7 @@ wasm_bindgen_test_configure!(run_in_browser);
 
 thread_local! {
     static FLEET: RefCell<Option<Fleet>> = const { RefCell::new(None) };
+    static ROOT: RefCell<Option<web_sys::HtmlElement>> = const { RefCell::new(None) };
 }
 
 /// Mounts the dashboard (no socket) on a fresh element; returns the element and the fleet.
@@ -36,7 +37,28 @@ fn mount() -> (web_sys::HtmlElement, Fleet, leptos::mount::UnmountHandle<impl le
         view! { <Dashboard /> }
     });
     let fleet = FLEET.with(|f| f.borrow().expect("mounted"));
+    ROOT.with(|r| *r.borrow_mut() = Some(el.clone()));
     (el, fleet, handle)
+}
+
+async fn sleep_ms(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).unwrap();
+    });
+    wasm_bindgen_futures::JsFuture::from(promise).await.unwrap();
+}
+
+/// Waits until the dashboard's last stage is mounted: `views::app` mounts its views in stages,
+/// one task each, after the browser painted the one before.
+async fn mounted() {
+    let root = ROOT.with(|r| r.borrow().clone()).expect("mounted");
+    for _ in 0..300 {
+        if root.query_selector("[data-testid=\"tier-tree\"]").unwrap().is_some() {
+            return;
+        }
+        sleep_ms(10).await;
+    }
+    panic!("the dashboard's later stages did not mount within 3 s");
 }
 
 fn hello(workers: u32, block_size: u32) -> proto::Message {
@@ -83,6 +105,7 @@ fn kimi_messages() -> Vec<Vec<u8>> {
 
 /// Feeds messages as the socket would, then flushes and lets the views update.
 async fn feed(fleet: Fleet, messages: &[Vec<u8>]) {
+    mounted().await;
     for m in messages {
         fleet.ingest(m);
     }
