@@ -510,3 +510,45 @@ async fn a_dropped_capture_downloads_back_to_the_same_verdicts() {
     let _ = std::fs::remove_file(capture);
     let _ = std::fs::remove_file(downloaded);
 }
+
+/// 512 sources (`demo --scenario fleet --workers 64 --dp-ranks 8`): the overview keeps only the
+/// rows in view in the DOM, whatever the fleet's size and wherever it is scrolled; a worker's
+/// ranks stay together, the offload workers' first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
+    if !ready() {
+        return;
+    }
+    let server = Server::start(
+        &["demo", "--scenario", "fleet", "--workers", "64", "--dp-ranks", "8", "--rate", "4", "--no-event-plane"],
+        free_port(),
+    )
+    .await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    b.wait_for(
+        "return Number((document.querySelector('[data-testid=\"fleet-sources\"]') || {}).textContent) === 512 \
+           && !!document.querySelector('[data-source=\"5:0\"] [data-anomaly=\"fatal\"]')",
+        Duration::from_secs(60),
+        "512 sources, worker 5 fatal",
+    )
+    .await;
+    let rows = overview_rows(&b).await;
+    assert!(rows.len() <= 32, "{} rows in the DOM for 512 sources", rows.len());
+    let first: Vec<&str> = rows.iter().take(8).map(|r| r["source"].as_str().unwrap_or_default()).collect();
+    assert_eq!(first, ["5:0", "5:1", "5:2", "5:3", "5:4", "5:5", "5:6", "5:7"], "worker 5's ranks first, together");
+    b.screenshot_of(".overview-section", "fleet512-overview").await;
+    b.js("const l = document.querySelector('.overview-section .vlist'); l.scrollTop = l.scrollHeight; return true;").await;
+    b.wait_for(
+        "return Array.from(document.querySelectorAll('[data-testid=\"source-row\"]')).some(r => r.dataset.source === '63:7')",
+        Duration::from_secs(10),
+        "the last row after scrolling to the end",
+    )
+    .await;
+    let rows = overview_rows(&b).await;
+    assert!(rows.len() <= 32, "{} rows in the DOM scrolled to the end", rows.len());
+    b.screenshot("fleet512-page").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    drop(server);
+}

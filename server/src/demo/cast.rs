@@ -106,17 +106,10 @@ mod tests {
 
     #[test]
     fn a_fleet_of_64_has_four_offload_workers_and_one_of_each_other_fault() {
+        let count = |role: Role| roles(64).iter().filter(|(_, r)| *r == role).count();
         assert_eq!(
-            roles(64),
-            [
-                (5, Role::Offload),
-                (13, Role::Restarts),
-                (21, Role::Offload),
-                (29, Role::LosesFrames),
-                (37, Role::Offload),
-                (46, Role::OlderRelease),
-                (53, Role::Offload)
-            ]
+            [Role::Offload, Role::Restarts, Role::LosesFrames, Role::OlderRelease].map(count),
+            [4, 1, 1, 1]
         );
         assert_eq!(
             Role::cast(64),
