@@ -1,6 +1,6 @@
 //! The fleet overview: a dense, virtualized table of every engine source, the odd ones first
 //! (`model::overview`). Only the rows in the viewport are in the DOM, so 512 sources cost what
-//! the twenty visible ones cost. Clicking a row opens that source: its card, its timeline lane
+//! the twenty in view cost. Clicking a row opens that source: its card, its timeline lane
 //! and its tier trees.
 
 use leptos::prelude::*;
@@ -13,7 +13,8 @@ use crate::views::virtual_list::VirtualList;
 const ROW_PX: f64 = 26.0;
 const MAX_HEIGHT_PX: f64 = 26.0 * 16.0;
 
-/// One policy's three verdict columns, with the cards' `verdict-count` hooks.
+/// One policy's four verdict columns (fatal, skip, filter, applied), with the cards'
+/// `verdict-count` hooks.
 fn tally_cells(side: &'static str, t: Tally, other: Tally) -> impl IntoView {
     let cell = move |kind: &'static str, reason: &'static str, n: u64, m: u64, class: &'static str| {
         view! {
@@ -53,7 +54,6 @@ fn row_view(r: Row, open: bool) -> impl IntoView {
             data-testid="source-row"
             data-source=r.key.clone()
             data-completeness=r.completeness
-            role="row"
         >
             <button class="ov-key link" on:click=toggle aria-pressed=open.to_string() title="open this source's card, lane and trees">
                 {r.key.clone()}
@@ -136,7 +136,7 @@ pub fn FleetOverview() -> impl IntoView {
                     />
                 </label>
             </div>
-            <div class="ov-row ov-head" role="row">
+            <div class="ov-row ov-head">
                 <span>"source"</span>
                 <span>"what stands out"</span>
                 <span class="ov-num" title="policy A: fatal events"><span class="side side-a">"A"</span>" fatal"</span>

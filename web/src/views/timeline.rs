@@ -57,7 +57,7 @@ impl LaneFilter {
 /// them legibly, so a large fleet shows the sources the overview lists first.
 pub const LANES_UNOPENED: usize = 24;
 
-/// Source indices shown, in order.
+/// Source indices shown, in index order.
 fn shown_lanes(m: &Model, f: &LaneFilter) -> Vec<u32> {
     let all: Vec<u32> = m
         .engine_sources()
@@ -69,7 +69,7 @@ fn shown_lanes(m: &Model, f: &LaneFilter) -> Vec<u32> {
             .overview_order
             .iter()
             .copied()
-            .filter(|i| all.contains(i))
+            .filter(|i| all.binary_search(i).is_ok())
             .take(LANES_UNOPENED)
             .collect();
         first.sort_unstable();
