@@ -101,7 +101,8 @@ pub fn FleetOverview() -> impl IntoView {
         })
     };
     let count = Signal::derive(move || shown.with(Vec::len));
-    let height = Signal::derive(move || (count.get() as f64 * ROW_PX).clamp(ROW_PX, MAX_HEIGHT_PX));
+    // Plus the list's 1 px borders (box-sizing: border-box), so a short fleet shows no scrollbar.
+    let height = Signal::derive(move || (count.get() as f64 * ROW_PX).clamp(ROW_PX, MAX_HEIGHT_PX) + 2.0);
     let render = move |i: usize| {
         let open_keys = fleet.settings.with(|s| s.open.clone());
         shown.with(|rows| rows.get(i).cloned()).map(|r| {
