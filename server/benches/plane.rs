@@ -127,7 +127,7 @@ async fn through_kvscope(url: &str, bodies: &[bytes::Bytes]) -> (u64, f64) {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", app.addr.unwrap())).await.unwrap();
     loop {
         let Some(Ok(Message::Binary(b))) = ws.next().await else { panic!("preamble") };
-        if matches!(proto::decode(&b).unwrap(), proto::Message::HistoryComplete(_)) {
+        if proto::decode_all(&b).unwrap().iter().any(|m| matches!(m, proto::Message::HistoryComplete(_))) {
             break;
         }
     }
@@ -138,13 +138,15 @@ async fn through_kvscope(url: &str, bodies: &[bytes::Bytes]) -> (u64, f64) {
         while got + lost < n {
             let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(10), ws.next()).await else { break };
             let Message::Binary(b) = m else { continue };
-            match proto::decode(&b).unwrap() {
-                proto::Message::Frame(f) if f.source == 1 => {
-                    got += 1;
-                    last = Instant::now();
+            for m in proto::decode_all(&b).unwrap() {
+                match m {
+                    proto::Message::Frame(f) if f.source == 1 => {
+                        got += 1;
+                        last = Instant::now();
+                    }
+                    proto::Message::LagNotice(l) => lost += l.frames_lost,
+                    _ => {}
                 }
-                proto::Message::LagNotice(l) => lost += l.frames_lost,
-                _ => {}
             }
         }
         (got, last)

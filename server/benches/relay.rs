@@ -180,7 +180,7 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
         // Read up to the end of the (empty) history first.
         loop {
             let Some(Ok(Message::Binary(b))) = ws.next().await else { panic!("preamble") };
-            if matches!(proto::decode(&b).unwrap(), proto::Message::HistoryComplete(_)) {
+            if proto::decode_all(&b).unwrap().iter().any(|m| matches!(m, proto::Message::HistoryComplete(_))) {
                 break;
             }
         }
@@ -190,10 +190,12 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
             while r.frames + r.lost < n {
                 let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(10), ws.next()).await else { break };
                 let Message::Binary(b) = m else { continue };
-                match proto::decode(&b).unwrap() {
-                    proto::Message::Frame(f) => note(&mut r, &c, f.seq, b.len(), i == 0 && f.seq % 7 == 0),
-                    proto::Message::LagNotice(l) => r.lost += l.frames_lost,
-                    _ => {}
+                for inner in proto::unbatch(&b).unwrap() {
+                    match proto::decode(inner).unwrap() {
+                        proto::Message::Frame(f) => note(&mut r, &c, f.seq, inner.len(), i == 0 && f.seq % 7 == 0),
+                        proto::Message::LagNotice(l) => r.lost += l.frames_lost,
+                        _ => {}
+                    }
                 }
             }
             r

@@ -27,6 +27,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
+use kvscope_protocol as proto;
 use serde::Deserialize;
 
 use crate::metrics::{self, KindLabels, Metrics};
@@ -185,8 +186,46 @@ async fn ws(
         .on_upgrade(move |socket| client(socket, state))
 }
 
-/// Messages written per flush while catching up.
-const BATCH: usize = 256;
+/// At most this many messages go into one WebSocket message ([`proto::Batch`]).
+const BATCH_MESSAGES: usize = 256;
+
+/// A batch is closed once it holds this many bytes; a larger message still goes alone.
+const BATCH_BYTES: usize = 1 << 20;
+
+/// Collects already-encoded messages into batches for one client. A browser pays per WebSocket
+/// message it dispatches, whatever its size: at 20,000 frames a second, one message per frame
+/// is what a page cannot keep up with. The writer never waits to fill a batch: it bundles only
+/// what is already queued, so batching adds no latency.
+#[derive(Debug, Default)]
+struct Batcher {
+    messages: Vec<bytes::Bytes>,
+    bytes: usize,
+}
+
+impl Batcher {
+    fn is_full(&self) -> bool {
+        self.messages.len() >= BATCH_MESSAGES || self.bytes >= BATCH_BYTES
+    }
+
+    fn push(&mut self, message: bytes::Bytes) {
+        self.bytes += message.len();
+        self.messages.push(message);
+    }
+
+    /// The WebSocket message for what was pushed (a lone message is sent as itself), or `None`.
+    fn take(&mut self) -> Option<Message> {
+        self.bytes = 0;
+        match self.messages.len() {
+            0 => None,
+            1 => self.messages.pop().map(Message::Binary),
+            _ => {
+                let batch = proto::encode_batch(&self.messages);
+                self.messages.clear();
+                Some(Message::Binary(batch.into()))
+            }
+        }
+    }
+}
 
 async fn client(socket: WebSocket, state: Arc<AppState>) {
     let mut sub = state.hub.subscribe();
@@ -204,40 +243,45 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
         let _ = closed_tx.send(());
     });
     let result: Result<(), axum::Error> = async {
-        tx.feed(Message::Binary(sub.hello.clone())).await?;
+        let mut batch = Batcher::default();
+        batch.push(sub.hello.clone());
         for status in std::mem::take(&mut sub.statuses) {
-            tx.feed(Message::Binary(status)).await?;
+            batch.push(status);
         }
-        tx.feed(Message::Binary(sub.history_start())).await?;
+        batch.push(sub.history_start());
         let history: Vec<bytes::Bytes> = sub.history.messages().cloned().collect();
-        for (i, message) in history.into_iter().enumerate() {
-            tx.feed(Message::Binary(message)).await?;
-            if i % BATCH == BATCH - 1 {
-                tx.flush().await?;
+        for message in history {
+            batch.push(message);
+            if batch.is_full() {
+                if let Some(m) = batch.take() {
+                    tx.send(m).await?;
+                }
             }
         }
-        tx.feed(Message::Binary(sub.history_complete())).await?;
-        tx.flush().await?;
+        batch.push(sub.history_complete());
+        if let Some(m) = batch.take() {
+            tx.send(m).await?;
+        }
         loop {
             tokio::select! {
                 biased;
                 _ = &mut closed => return Ok(()),
                 message = sub.recv(&state.metrics) => {
                     let Some(message) = message else { return Ok(()) };
-                    tx.feed(Message::Binary(message)).await?;
-                    let mut n = 1;
-                    while n < BATCH {
+                    batch.push(message);
+                    while !batch.is_full() {
                         match sub.rx.try_recv() {
                             Ok(message) => {
                                 sub.queued.fetch_sub(message.len() as u64, std::sync::atomic::Ordering::Relaxed);
                                 state.metrics.client_queued_bytes.dec_by(message.len() as i64);
-                                tx.feed(Message::Binary(message)).await?;
-                                n += 1;
+                                batch.push(message);
                             }
                             Err(_) => break,
                         }
                     }
-                    tx.flush().await?;
+                    if let Some(m) = batch.take() {
+                        tx.send(m).await?;
+                    }
                     if sub.rx.is_empty() && sub.lossy.load(std::sync::atomic::Ordering::Relaxed) {
                         state.hub.deliver_pending_notice(id);
                     }

@@ -11,6 +11,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use kvscope_protocol as proto;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
@@ -81,6 +82,7 @@ pub fn config_from(settings: &Settings, server: Option<&kvscope_protocol::Defaul
         block_size: settings.block_size.or(server.map(|s| s.block_size)).unwrap_or(d.block_size),
         trees: settings.trees_side(),
         retain_bytes: settings.retain_bytes(),
+        retain_events: settings.retain_events(),
         max_frame_bytes: settings.max_frame_bytes(),
     }
 }
@@ -133,17 +135,32 @@ impl Fleet {
         self.source_gens.with(|g| g.get(index as usize).copied().unwrap_or(0))
     }
 
-    /// Applies one WebSocket message. After a hello, the model is re-configured with the
-    /// server's defaults (block size, policies) wherever the page's settings leave them open.
+    /// Applies one WebSocket message: one protocol message, or a batch of them in order
+    /// (protocol 5). After a hello, the model is re-configured with the server's defaults
+    /// (block size, policies) wherever the page's settings leave them open, before the
+    /// messages that follow it.
     pub fn ingest(&self, bytes: &[u8]) {
         let now = now_ms();
+        match proto::unbatch(bytes) {
+            Ok(messages) => {
+                for message in messages {
+                    self.ingest_one(message, now);
+                }
+            }
+            Err(e) => {
+                self.model.try_update_value(|m| m.note_protocol_error(&e));
+            }
+        }
+        self.schedule_flush();
+    }
+
+    fn ingest_one(&self, bytes: &[u8], now: f64) {
         let was_hello = self.model.try_update_value(|m| m.apply_message_bytes(bytes, now)).unwrap_or(false);
         if was_hello {
             let config = self.settings.with_untracked(|s| self.with_model(|m| config_from(s, m.server_defaults.as_ref())));
             self.model.update_value(|m| m.reconfigure(config));
             self.selected.set(None);
         }
-        self.schedule_flush();
     }
 
     /// Bumps the generations of what changed since the last flush. Called by the timer, and

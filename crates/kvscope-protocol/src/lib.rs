@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version of both the WebSocket messages and the `.kvcap` format. Bump it whenever the
 /// bytes of any message or of the capture format change (the golden-bytes tests say so).
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Opens every WebSocket message.
 pub const WS_MAGIC: [u8; 4] = *b"KVSW";
@@ -52,6 +52,8 @@ pub enum ProtocolError {
     TooShort { len: usize },
     #[error("message body (after the {WS_PREFIX_LEN}-byte prefix) is not a valid kvscope message: {0}")]
     Body(#[from] rmp_serde::decode::Error),
+    #[error("message {index} of a batch is itself a batch; a kvscope server never nests them")]
+    NestedBatch { index: usize },
 }
 
 /// Shows the first bytes of something that should have started with a magic.
@@ -86,6 +88,62 @@ fn encode_body(message: &impl Serialize, capacity: usize) -> Vec<u8> {
     // Writing into a Vec cannot fail and every field type is serializable.
     rmp_serde::encode::write_named(&mut out, message).expect("kvscope messages always serialize");
     out
+}
+
+/// Encodes several already-encoded messages as one [`Message::Batch`], to the same bytes as
+/// `encode(&Message::Batch(..))` without copying each message into a `ByteBuf` first.
+#[allow(clippy::expect_used, reason = "a Vec never fails to write")]
+pub fn encode_batch<B: AsRef<[u8]>>(messages: &[B]) -> Vec<u8> {
+    let body: usize = messages.iter().map(|m| m.as_ref().len() + 5).sum();
+    let mut out = Vec::with_capacity(WS_PREFIX_LEN + 24 + body);
+    out.extend_from_slice(&WS_MAGIC);
+    out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    out.extend_from_slice(BATCH_HEAD);
+    rmp::encode::write_map_len(&mut out, 1).expect("Vec write");
+    rmp::encode::write_str(&mut out, "messages").expect("Vec write");
+    rmp::encode::write_array_len(&mut out, messages.len() as u32).expect("Vec write");
+    for m in messages {
+        rmp::encode::write_bin(&mut out, m.as_ref()).expect("Vec write");
+    }
+    out
+}
+
+/// How a batch's body starts: a map of one key, `"batch"` (the variant's name).
+const BATCH_HEAD: &[u8] = b"\x81\xa5batch";
+
+#[derive(Deserialize)]
+struct BorrowedBatch<'a> {
+    #[serde(borrow)]
+    messages: Vec<&'a serde_bytes::Bytes>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BorrowedBatchMessage<'a> {
+    #[serde(borrow)]
+    Batch(BorrowedBatch<'a>),
+}
+
+/// The messages one WebSocket message carries, borrowed: the message itself, or a batch's
+/// elements in order (each still with its prefix, for [`decode`]). Checks the prefix of the
+/// outer message and that no element is a batch.
+pub fn unbatch(bytes: &[u8]) -> Result<Vec<&[u8]>, ProtocolError> {
+    let body = check_prefix(bytes)?;
+    if !body.starts_with(BATCH_HEAD) {
+        return Ok(vec![bytes]);
+    }
+    let BorrowedBatchMessage::Batch(batch) = rmp_serde::from_slice::<BorrowedBatchMessage<'_>>(body)?;
+    let messages: Vec<&[u8]> = batch.messages.into_iter().map(|m| &m[..]).collect();
+    if let Some(index) = messages.iter().position(|m| m.get(WS_PREFIX_LEN..).is_some_and(|b| b.starts_with(BATCH_HEAD))) {
+        return Err(ProtocolError::NestedBatch { index });
+    }
+    Ok(messages)
+}
+
+/// Decodes every message one WebSocket message carries (see [`unbatch`]), for clients that
+/// want messages rather than bytes.
+pub fn decode_all(bytes: &[u8]) -> Result<Vec<Message>, ProtocolError> {
+    unbatch(bytes)?.into_iter().map(decode).collect()
 }
 
 /// Checks magic and version, then decodes the body.
@@ -140,7 +198,7 @@ mod tests {
             (b"KVS", "message of 3 bytes is shorter than the 6-byte prefix (magic + version)"),
             (
                 b"KVSW\x00\x07\x80",
-                "kvscope protocol version 7, this build speaks version 4: the server and the \
+                "kvscope protocol version 7, this build speaks version 5: the server and the \
                  dashboard come from different kvscope builds; reload the page, or rebuild both \
                  from one checkout",
             ),
@@ -157,5 +215,36 @@ mod tests {
         bytes.push(0xc1); // never used in msgpack
         let err = decode(&bytes).unwrap_err().to_string();
         assert!(err.starts_with("message body (after the 6-byte prefix) is not a valid kvscope message"), "{err}");
+    }
+
+    fn status(source: u32) -> Vec<u8> {
+        encode(&Message::HistoryStart(HistoryStart { frames: u64::from(source), bytes: 1 }))
+    }
+
+    #[test]
+    fn a_batch_splits_back_into_its_messages_in_order_and_a_lone_message_into_itself() {
+        let parts = [status(1), status(2), status(3)];
+        let batch = encode_batch(&parts);
+        let owned = Message::Batch(Batch { messages: parts.iter().map(|p| serde_bytes::ByteBuf::from(p.clone())).collect() });
+        assert_eq!(batch, encode(&owned), "encode_batch writes what serde writes");
+        assert_eq!(unbatch(&batch).unwrap(), parts.iter().map(|p| &p[..]).collect::<Vec<_>>());
+        assert_eq!(decode_all(&batch).unwrap().len(), 3);
+        assert_eq!(unbatch(&parts[0]).unwrap(), vec![&parts[0][..]]);
+        assert_eq!(unbatch(&encode_batch::<Vec<u8>>(&[])).unwrap(), Vec::<&[u8]>::new());
+    }
+
+    #[test]
+    fn a_batch_in_a_batch_is_refused_with_its_place() {
+        let inner = encode_batch(&[status(1)]);
+        let err = unbatch(&encode_batch(&[status(0), inner])).unwrap_err().to_string();
+        assert_eq!(err, "message 1 of a batch is itself a batch; a kvscope server never nests them");
+    }
+
+    #[test]
+    fn a_cut_batch_is_an_error_not_a_panic() {
+        let batch = encode_batch(&[status(1), status(2)]);
+        for len in WS_PREFIX_LEN..batch.len() {
+            assert!(unbatch(&batch[..len]).is_err() || len < WS_PREFIX_LEN + BATCH_HEAD.len(), "cut at {len}");
+        }
     }
 }

@@ -23,6 +23,7 @@ pub enum Message {
     HistoryComplete(HistoryComplete),
     RecordingStatus(RecordingStatus),
     HistoryStart(HistoryStart),
+    Batch(Batch),
 }
 
 /// [`Message`] by reference, for [`crate::encode_ref`]: same variant names, same bytes.
@@ -37,6 +38,7 @@ pub enum MessageRef<'a> {
     HistoryComplete(&'a HistoryComplete),
     RecordingStatus(&'a RecordingStatus),
     HistoryStart(&'a HistoryStart),
+    Batch(&'a Batch),
 }
 
 impl<'a> From<&'a Message> for MessageRef<'a> {
@@ -50,6 +52,7 @@ impl<'a> From<&'a Message> for MessageRef<'a> {
             Message::HistoryComplete(x) => MessageRef::HistoryComplete(x),
             Message::HistoryStart(x) => MessageRef::HistoryStart(x),
             Message::RecordingStatus(x) => MessageRef::RecordingStatus(x),
+            Message::Batch(x) => MessageRef::Batch(x),
         }
     }
 }
@@ -342,6 +345,18 @@ pub struct HistoryStart {
     pub frames: u64,
     /// Their bytes.
     pub bytes: u64,
+}
+
+/// Several messages in one WebSocket message (protocol 5). The server's writer bundles what is
+/// already queued for a client (the history, a burst of live frames) instead of sending
+/// thousands of small WebSocket messages a second: a browser pays for each message it
+/// dispatches, whatever its size. Each element is a whole message, prefix included, exactly as
+/// it would have been sent alone; a batch never holds a batch. Read one with [`crate::unbatch`]
+/// or [`crate::decode_all`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The messages, in stream order.
+    pub messages: Vec<serde_bytes::ByteBuf>,
 }
 
 /// The history replay to a newcomer ended; what follows is live.

@@ -190,6 +190,15 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
         ),
         ("history_complete", Message::HistoryComplete(HistoryComplete { frames: 5000, evicted_frames: 12, bytes: 1 << 20 })),
         ("history_start", Message::HistoryStart(HistoryStart { frames: 5000, bytes: 1 << 20 })),
+        (
+            "batch",
+            Message::Batch(Batch {
+                messages: vec![
+                    ByteBuf::from(encode(&Message::HistoryStart(HistoryStart { frames: 1, bytes: 12 }))),
+                    ByteBuf::from(encode(&Message::HistoryComplete(HistoryComplete { frames: 1, evicted_frames: 0, bytes: 12 }))),
+                ],
+            }),
+        ),
     ]
 }
 
@@ -197,13 +206,16 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
 fn every_message_kind_matches_its_golden_bytes_and_round_trips() {
     let samples = samples();
     // One sample per variant: a new variant must get a golden file too.
-    assert_eq!(samples.len(), 8);
+    assert_eq!(samples.len(), 9);
     for (name, message) in samples {
         let bytes = proto::encode(&message);
         assert_eq!(&bytes[..4], b"KVSW");
         check(name, &bytes);
         assert_eq!(proto::encode_ref((&message).into()), bytes, "{name}: encode_ref and encode differ");
         assert_eq!(proto::decode(&bytes).unwrap(), message, "{name} round trip");
+        if let proto::Message::Batch(batch) = &message {
+            assert_eq!(proto::encode_batch(&batch.messages), bytes, "encode_batch and encode differ");
+        }
     }
 }
 

@@ -71,6 +71,7 @@ async fn demo_clients_get_hello_history_then_live_frames_once_and_in_order() {
     assert_eq!(statuses, 3, "the newcomer gets each source's latest status before the history");
     let history_len: usize = joined.values().map(Vec::len).sum();
     assert!(history_len >= 90, "history holds what was published: {history_len}");
+    assert!(second.batches >= 1, "the history of {history_len} frames arrives in batches (protocol 5), not one WebSocket message each");
     let target: BTreeMap<u32, u64> = live.iter().map(|(s, v)| (*s, *v.last().unwrap() + 10)).collect();
     while target.iter().any(|(s, t)| joined.get(s).and_then(|v| v.last()).is_none_or(|l| l < t)) {
         match next_message(&mut second, Duration::from_secs(30)).await {

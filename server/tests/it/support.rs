@@ -186,7 +186,36 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub type WsStream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A client of `/ws`: the stream, and the messages of a batch not yet handed out (the server
+/// bundles queued messages into one WebSocket message; the tests read them one at a time).
+#[derive(Debug)]
+pub struct Ws {
+    stream: WsStream,
+    pending: std::collections::VecDeque<proto::Message>,
+    /// WebSocket messages that were batches of two or more, so tests can see batching happen.
+    pub batches: u64,
+}
+
+impl From<WsStream> for Ws {
+    fn from(stream: WsStream) -> Self {
+        Ws { stream, pending: Default::default(), batches: 0 }
+    }
+}
+
+impl std::ops::Deref for Ws {
+    type Target = WsStream;
+    fn deref(&self) -> &WsStream {
+        &self.stream
+    }
+}
+
+impl std::ops::DerefMut for Ws {
+    fn deref_mut(&mut self) -> &mut WsStream {
+        &mut self.stream
+    }
+}
 
 /// Opens `/ws` (with extra request headers) and returns the stream.
 pub async fn ws_connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
@@ -198,7 +227,7 @@ pub async fn ws_connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, tokio
             v.parse().unwrap(),
         );
     }
-    tokio_tungstenite::connect_async(request).await.map(|(ws, _)| ws)
+    tokio_tungstenite::connect_async(request).await.map(|(ws, _)| ws.into())
 }
 
 /// Opens `/ws` over a socket whose receive buffer is tiny, so that a client that stops reading
@@ -209,17 +238,24 @@ pub async fn ws_connect_small_window(addr: &str) -> Ws {
     let stream = socket.connect(addr.parse().unwrap()).await.unwrap();
     let url = format!("ws://{addr}/ws");
     let (ws, _) = tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(stream)).await.unwrap();
-    ws
+    ws.into()
 }
 
 /// The next protocol message, or None when the socket closed; panics after `timeout`.
 pub async fn next_message(ws: &mut Ws, timeout: Duration) -> Option<proto::Message> {
     loop {
-        let m = tokio::time::timeout(timeout, ws.next())
+        if let Some(m) = ws.pending.pop_front() {
+            return Some(m);
+        }
+        let m = tokio::time::timeout(timeout, ws.stream.next())
             .await
             .unwrap_or_else(|_| panic!("no WebSocket message within {timeout:?}"))?;
         match m {
-            Ok(Message::Binary(b)) => return Some(proto::decode(&b).expect("valid protocol message")),
+            Ok(Message::Binary(b)) => {
+                let messages = proto::decode_all(&b).expect("valid protocol message");
+                ws.batches += u64::from(messages.len() > 1);
+                ws.pending.extend(messages);
+            }
             Ok(Message::Close(_)) | Err(_) => return None,
             Ok(_) => {}
         }

@@ -8,7 +8,7 @@ use kvscope_wire::KvEvent;
 use super::classes::ClassCode;
 use super::policy_run::{BothPolicies, Classified, PolicyRun};
 use super::rate::RateMeter;
-use super::{Config, Difference, EventLoc, FrameBody, IndexerExit, Model, RetainedFrame, Source};
+use super::{Config, Difference, EventRecord, FrameBody, IndexerExit, Model, RetainedFrame, Source};
 
 /// How the event was laid out on the wire, when the decoder recorded it.
 fn event_encoding(event: &KvEvent) -> Option<kvscope_wire::EventEncoding> {
@@ -37,10 +37,10 @@ impl Model {
             (s.worker_id.clone(), s.dp_rank)
         };
         let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
-        let Model { runs, classes, sources, trees, events, lanes, differences, next_event_id, exits, .. } = self;
+        let Model { runs, classes, sources, trees, events, media, lanes, differences, next_event_id, exits, .. } = self;
         let recv_time_nanos = frame.recv_time_nanos;
         let [run_a, run_b] = runs;
-        let (frame_id, seq) = (frame.id, frame.seq);
+        let seq = frame.seq;
         let mut n = 0usize;
         let mut sink = BothPolicies {
             a: run_a.sink(source, &worker_id, dp_rank, seq, &verdicts[0]),
@@ -92,7 +92,8 @@ impl Model {
                         .events += 1;
                 }
                 *next_event_id += 1;
-                events.push_back(EventLoc { frame: frame_id, index: i, source, class: codes });
+                let medium = media.intern(event.medium());
+                events.push_back(EventRecord::of(event, recv_time_nanos, seq, source, i, codes, medium));
                 lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
             },
         };

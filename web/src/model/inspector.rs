@@ -1,12 +1,71 @@
 //! The inspector and the log: one event's detail (re-running fresh normalizers for its rule
 //! sentences), event references, the next marked event, and an indexer's log lines.
 
+use kvscope_protocol as proto;
 use kvscope_wire::KvEvent;
 
 use super::classes;
 use super::policy_run::{Classified, PolicyRun};
 use super::settings::{EventRef, Side};
-use super::{FrameBody, Model};
+use super::{EventRecord, FrameBody, Model, RetainedFrame};
+
+/// Frames fetched from the server's history kept at once (the inspector shows one at a time).
+const FETCHED_FRAMES: usize = 16;
+
+/// Names one frame in the server's history: an engine that restarted reuses its seqs, so the
+/// receive time is part of the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameKey {
+    pub source: u32,
+    pub seq: u64,
+    pub recv_time_nanos: u64,
+}
+
+/// Where the bytes the inspector shows came from, in words the inspector uses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BytesFrom {
+    /// This page still keeps the frame.
+    Page,
+    /// The page had dropped them; they came from the server's history on request.
+    Server,
+    /// Neither this page nor (yet) the server: see the fetch state.
+    Gone(FetchState),
+}
+
+/// Asking the server's history for a frame whose bytes this page dropped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FetchState {
+    /// Not asked yet; the inspector offers to.
+    NotAsked,
+    /// The request is on its way.
+    Asking,
+    /// The server could not give them, in its words (or the network's).
+    Failed(String),
+    /// There is no server to ask (a capture opened from disk, or `?offline=1`).
+    NoServer,
+}
+
+impl BytesFrom {
+    /// One line for the inspector.
+    pub fn sentence(&self, retain_mib: usize) -> String {
+        match self {
+            BytesFrom::Page => "Raw bytes: kept on this page.".to_owned(),
+            BytesFrom::Server => "Raw bytes: fetched from the server's history on request (this page had dropped them).".to_owned(),
+            BytesFrom::Gone(state) => {
+                let why = format!(
+                    "This page no longer keeps this event's raw bytes: it keeps every event's record, but \
+                     the bytes only of its most recent frames ({retain_mib} MiB; raise with ?mem=MiB)."
+                );
+                match state {
+                    FetchState::NotAsked => format!("{why} The server's history may still have them."),
+                    FetchState::Asking => format!("{why} Asking the server's history…"),
+                    FetchState::Failed(e) => format!("{why} The raw bytes are gone: {e}"),
+                    FetchState::NoServer => format!("{why} The raw bytes are gone: there is no server to ask (reopen the capture to see them)."),
+                }
+            }
+        }
+    }
+}
 
 /// One indexer log line.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,8 +96,14 @@ pub struct EventDetail {
     pub event: Option<KvEvent>,
     pub batch_ts: Option<f64>,
     pub batch_dp_rank: Option<u32>,
-    /// Per policy: policy name, class, and the rule sentence.
+    /// Per policy: policy name, class, and the rule sentence (empty when the bytes are gone).
     pub verdicts: [(String, Option<classes::Class>, String); 2],
+    /// What the event's record holds, bytes or not.
+    pub record: EventRecord,
+    /// The record's medium, by name.
+    pub medium: Option<String>,
+    /// Where `topic` and `payload` came from; both are empty when gone.
+    pub bytes_from: BytesFrom,
 }
 
 impl Model {
@@ -91,8 +156,79 @@ impl Model {
 
     pub fn event_ref(&self, id: u64) -> Option<EventRef> {
         let loc = self.event_loc(id)?;
-        let f = self.frame_by_id(loc.frame)?;
-        Some(EventRef { source: self.sources[f.source as usize].key.clone(), seq: f.seq, index: loc.index })
+        Some(EventRef { source: self.sources.get(loc.source as usize)?.key.clone(), seq: loc.seq, index: loc.index })
+    }
+
+    /// The name of event `id`'s frame in the server's history.
+    pub fn frame_key(&self, id: u64) -> Option<FrameKey> {
+        let r = self.event_loc(id)?;
+        Some(FrameKey { source: r.source, seq: r.seq, recv_time_nanos: r.recv_time_nanos })
+    }
+
+    /// Event `id`'s frame with its bytes and where they came from: this page's retained
+    /// frames, or one fetched from the server.
+    pub(super) fn bytes_of_event(&self, id: u64) -> Option<(&RetainedFrame, BytesFrom)> {
+        if let Some(f) = self.frame_of_event(id) {
+            return Some((f, BytesFrom::Page));
+        }
+        let key = self.frame_key(id)?;
+        self.fetched
+            .iter()
+            .find(|f| f.source == key.source && f.seq == key.seq && f.recv_time_nanos == key.recv_time_nanos)
+            .map(|f| (f, BytesFrom::Server))
+    }
+
+    /// Where asking the server for `key` stands.
+    pub fn fetch_state(&self, key: FrameKey) -> FetchState {
+        match &self.fetch {
+            Some((k, state)) if *k == key => state.clone(),
+            _ if !matches!(self.origin, super::Origin::Server { .. }) => FetchState::NoServer,
+            _ => FetchState::NotAsked,
+        }
+    }
+
+    /// The request for `key` went out.
+    pub fn fetch_started(&mut self, key: FrameKey) {
+        self.fetch = Some((key, FetchState::Asking));
+        self.dirty = true;
+    }
+
+    /// The request for `key` failed; `why` is the server's (or the network's) words.
+    pub fn fetch_failed(&mut self, key: FrameKey, why: String) {
+        self.fetch = Some((key, FetchState::Failed(why)));
+        self.dirty = true;
+    }
+
+    /// The server answered with `bytes` for `key`: one protocol `Frame` message, checked to be
+    /// that frame before it is kept.
+    pub fn accept_fetched(&mut self, key: FrameKey, bytes: &[u8]) -> Result<(), String> {
+        let result = match proto::decode(bytes) {
+            Ok(proto::Message::Frame(f)) if f.source == key.source && f.seq == key.seq && f.recv_time_nanos == key.recv_time_nanos => {
+                if self.fetched.len() >= FETCHED_FRAMES {
+                    self.fetched.pop_front();
+                }
+                self.fetched.push_back(RetainedFrame {
+                    id: u64::MAX,
+                    source: f.source,
+                    seq: f.seq,
+                    recv_time_nanos: f.recv_time_nanos,
+                    replayed: f.replayed,
+                    body: FrameBody::Message { topic: f.topic, payload: f.payload },
+                    first_event: 0,
+                    num_events: 0,
+                    decode_error: None,
+                });
+                self.fetch = None;
+                Ok(())
+            }
+            Ok(_) => Err("the server answered with another frame than the one asked for".to_owned()),
+            Err(e) => Err(format!("the server's answer is not a kvscope frame: {e}")),
+        };
+        if let Err(e) = &result {
+            self.fetch = Some((key, FetchState::Failed(e.clone())));
+        }
+        self.dirty = true;
+        result
     }
 
     /// The first retained event of the given class severity or above under `side`, after
@@ -108,47 +244,81 @@ impl Model {
     }
 
     /// Everything the inspector shows for one event. The rule sentences come from running
-    /// fresh normalizers over this source's retained frames up to the event: a verdict is
-    /// about 120 bytes, too much to keep for a million events, and the run is the same code
-    /// that decided. If older frames of the source were evicted, the sentence may differ from
-    /// the live verdict (the group metadata learned from them is gone); the stored class is
-    /// shown next to it, so a difference is visible.
+    /// fresh normalizers over this source's retained frames up to the event (or over the
+    /// fetched frame alone): a verdict is about 120 bytes, too much to keep for millions of
+    /// events, and the run is the same code that decided. If older frames of the source were
+    /// evicted, the sentence may differ from the live verdict (the group metadata learned from
+    /// them is gone); the stored class is shown next to it, so a difference is visible. When
+    /// the bytes are gone, the detail holds what the event's record holds.
     pub fn event_detail(&self, id: u64) -> Option<EventDetail> {
-        let loc = self.event_loc(id)?;
-        let frame = self.frame_by_id(loc.frame)?;
+        let record = self.event_loc(id)?;
+        let src = self.sources.get(record.source as usize)?;
+        let medium = self.medium_name(record.medium).map(str::to_owned);
+        let mut verdicts: [(String, Option<classes::Class>, String); 2] = Default::default();
+        for side in [Side::A, Side::B] {
+            let i = side as usize;
+            verdicts[i] = (self.runs[i].name().to_owned(), self.classes.get(record.class[i]).cloned(), String::new());
+        }
+        let Some((frame, bytes_from)) = self.bytes_of_event(id) else {
+            let key = FrameKey { source: record.source, seq: record.seq, recv_time_nanos: record.recv_time_nanos };
+            return Some(EventDetail {
+                id,
+                source_key: src.key.clone(),
+                seq: record.seq,
+                index: record.index,
+                recv_time_nanos: record.recv_time_nanos,
+                replayed: false,
+                topic: Vec::new(),
+                payload: Vec::new(),
+                event: None,
+                batch_ts: None,
+                batch_dp_rank: None,
+                verdicts,
+                record,
+                medium,
+                bytes_from: BytesFrom::Gone(self.fetch_state(key)),
+            });
+        };
         let FrameBody::Message { topic, payload } = &frame.body else { return None };
         let batch = kvscope_wire::decode_batch(payload).ok();
-        let src = &self.sources[frame.source as usize];
-        let mut verdicts: [(String, Option<classes::Class>, String); 2] = Default::default();
         for side in [Side::A, Side::B] {
             let i = side as usize;
             let mut run = PolicyRun::new(self.runs[i].name(), self.config.block_size).unwrap_or_else(|_| self.runs[i].fresh());
             let mut out = Vec::new();
             let mut rule = String::new();
-            for f in self.frames.iter().filter(|f| f.source == frame.source && f.id <= frame.id) {
-                let Some(p) = f.payload() else { continue };
-                let Ok(b) = kvscope_wire::decode_batch(p) else { continue };
+            let mut classify = |f: &RetainedFrame, this: bool| {
+                let Some(b) = f.payload().and_then(|p| kvscope_wire::decode_batch(p).ok()) else { return };
                 out.clear();
                 run.classify(f.source, &src.worker_id, src.dp_rank, f.seq, &b, &mut out);
-                if f.id == frame.id {
-                    rule = out.get(loc.index as usize).map(Classified::rule).unwrap_or_default();
+                if this {
+                    rule = out.get(record.index as usize).map(Classified::rule).unwrap_or_default();
                 }
+            };
+            if bytes_from == BytesFrom::Page {
+                for f in self.frames.iter().filter(|f| f.source == frame.source && f.id <= frame.id) {
+                    classify(f, f.id == frame.id);
+                }
+            } else {
+                classify(frame, true);
             }
-            verdicts[i] = (self.runs[i].name().to_owned(), self.classes.get(loc.class[i]).cloned(), rule);
+            verdicts[i].2 = rule;
         }
         Some(EventDetail {
             id,
             source_key: src.key.clone(),
             seq: frame.seq,
-            index: loc.index,
+            index: record.index,
             recv_time_nanos: frame.recv_time_nanos,
             replayed: frame.replayed,
             topic: topic.clone(),
             payload: payload.clone(),
-            event: batch.as_ref().and_then(|b| b.events.get(loc.index as usize).cloned()),
+            event: batch.as_ref().and_then(|b| b.events.get(record.index as usize).cloned()),
             batch_ts: batch.as_ref().map(|b| b.ts),
             batch_dp_rank: batch.as_ref().and_then(|b| b.dp_rank),
             verdicts,
+            record,
+            medium,
+            bytes_from,
         })
     }
 

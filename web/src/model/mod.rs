@@ -4,9 +4,9 @@
 //! notices) and capture records. For each frame it decodes the payload with `kvscope-wire`,
 //! classifies every event under policy A and policy B (one normalizer each, [`policy_run`]),
 //! feeds the tier trees of one of them ([`trees`]), counts verdicts per source, appends a mark to
-//! the source's timeline lane and keeps the indexer log lines. Retained frames are bounded in
-//! bytes ([`Model::retain_bytes`]); past the bound the oldest are evicted and
-//! [`Model::bound_reached`] says so.
+//! the source's timeline lane and keeps the indexer log lines. Each event keeps a compact
+//! record ([`EventRecord`], bounded in count) and each frame its raw bytes for a while
+//! (bounded in bytes); past either bound the oldest go and [`Model::memory`] says so.
 //!
 //! This file holds the state and applies messages; the rest of `Model` is split by job:
 //! `classify.rs` (each frame through both policies, re-classification), `retention.rs`
@@ -45,8 +45,8 @@ use timeline::Lane;
 use trees::Trees;
 use classify::make_runs;
 
-pub use inspector::{EventDetail, LogLine};
-pub use retention::{EventLoc, FrameBody, MemoryUse, RetainedFrame};
+pub use inspector::{BytesFrom, EventDetail, FetchState, FrameKey, LogLine};
+pub use retention::{BYTES_PER_EVENT, EventRecord, FrameBody, MediumTable, MemoryUse, RetainedFrame};
 
 /// The settings the classification depends on; changing any re-classifies retained history.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,8 +56,10 @@ pub struct Config {
     pub block_size: u32,
     /// Whose verdicts build the tier trees.
     pub trees: Side,
-    /// Bound on retained frames and events, in bytes.
+    /// Bound on retained frames (their raw bytes), in bytes.
     pub retain_bytes: usize,
+    /// Bound on retained event records, in events.
+    pub retain_events: usize,
     /// Larger payloads are refused before decoding, as a frame error.
     pub max_frame_bytes: usize,
 }
@@ -70,6 +72,7 @@ impl Default for Config {
             block_size: 16,
             trees: Side::B,
             retain_bytes: settings::DEFAULT_RETAIN_MIB as usize * 1024 * 1024,
+            retain_events: settings::DEFAULT_RETAIN_EVENTS,
             max_frame_bytes: settings::DEFAULT_MAX_FRAME_MIB as usize * 1024 * 1024,
         }
     }
@@ -305,7 +308,11 @@ pub struct Model {
     classes: ClassTable,
     lanes: Vec<Lane>,
     frames: VecDeque<RetainedFrame>,
-    events: VecDeque<EventLoc>,
+    events: VecDeque<EventRecord>,
+    media: MediumTable,
+    /// Frames fetched from the server's history for the inspector, and the last request.
+    fetched: VecDeque<RetainedFrame>,
+    fetch: Option<(FrameKey, FetchState)>,
     first_event_id: u64,
     next_event_id: u64,
     next_frame_id: u64,
@@ -358,6 +365,9 @@ impl Model {
             lanes: Vec::new(),
             frames: VecDeque::new(),
             events: VecDeque::new(),
+            media: MediumTable::default(),
+            fetched: VecDeque::new(),
+            fetch: None,
             first_event_id: 0,
             next_event_id: 0,
             next_frame_id: 0,
@@ -513,12 +523,18 @@ impl Model {
                 hello
             }
             Err(e) => {
-                self.protocol_errors += 1;
-                self.last_protocol_error = Some(e.to_string());
-                self.dirty = true;
+                self.note_protocol_error(&e);
                 false
             }
         }
+    }
+
+    /// Counts bytes from the server that were not a message of this build, and keeps the last
+    /// error's words for the fleet bar.
+    pub fn note_protocol_error(&mut self, e: &proto::ProtocolError) {
+        self.protocol_errors += 1;
+        self.last_protocol_error = Some(e.to_string());
+        self.dirty = true;
     }
 
     fn count_history(&mut self) {
@@ -576,6 +592,17 @@ impl Model {
             proto::Message::RecordingStatus(r) => {
                 self.recording = Some(r);
                 self.dirty = true;
+            }
+            // The page splits batches before they get here (`Fleet::ingest`, so that a hello
+            // inside one re-configures before the frames after it); this is for other callers.
+            proto::Message::Batch(batch) => {
+                for (index, bytes) in batch.messages.iter().enumerate() {
+                    match proto::decode(bytes) {
+                        Ok(proto::Message::Batch(_)) => self.note_protocol_error(&proto::ProtocolError::NestedBatch { index }),
+                        Ok(message) => self.apply_message(message, now_ms),
+                        Err(e) => self.note_protocol_error(&e),
+                    }
+                }
             }
         }
     }

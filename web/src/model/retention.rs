@@ -1,15 +1,24 @@
-//! Retained frames: what is kept for the inspector, re-classification and downloads, what each
-//! costs, and eviction of the oldest past the bound (`Config::retain_bytes`).
+//! Retention, under two bounds: compact per-event records ([`EventRecord`], bounded in count by
+//! `Config::retain_events`, 5 million by default) and the frames' raw bytes ([`RetainedFrame`],
+//! bounded in bytes by `Config::retain_bytes`). Minutes of a fleet's events fit in the first;
+//! the second, which re-classification, the inspector's hex view and downloads need, holds the
+//! most recent part. An event whose frame is gone keeps its record: the inspector shows what
+//! the record holds and fetches the bytes from the server's history on request.
+
+use kvscope_wire::{EventType, KvEvent};
 
 use super::trees::Trees;
 use super::classes::ClassCode;
 use super::Model;
 
-/// Bytes a retained event costs besides its frame (index entry and timeline mark).
-const EVENT_OVERHEAD_BYTES: usize = 48;
-
 /// Bytes a retained frame costs besides its payload and topic.
 const FRAME_OVERHEAD_BYTES: usize = 96;
+
+/// What one retained event costs: its record and its timeline mark (time, two classes, id).
+pub const BYTES_PER_EVENT: usize = std::mem::size_of::<EventRecord>() + 8 + 2 + 8;
+
+/// Media beyond this many distinct strings share the last id ("another medium").
+const MAX_MEDIA: usize = u8::MAX as usize;
 
 /// What a retained frame holds.
 #[derive(Clone, Debug)]
@@ -45,7 +54,7 @@ impl RetainedFrame {
             FrameBody::Malformed { frames, error } => frames.iter().map(Vec::len).sum::<usize>() + error.len(),
             FrameBody::Plane { frames } => frames.iter().map(Vec::len).sum::<usize>(),
         };
-        FRAME_OVERHEAD_BYTES + body + self.num_events as usize * EVENT_OVERHEAD_BYTES
+        FRAME_OVERHEAD_BYTES + body
     }
 
     pub fn payload(&self) -> Option<&[u8]> {
@@ -56,24 +65,104 @@ impl RetainedFrame {
     }
 }
 
-/// Where an event id points.
+/// One retained event, compact: where it came from, what it was and how each policy decided,
+/// without its bytes. 48 bytes, so 5 million of them take 240 MB less than their payloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventLoc {
-    pub frame: u64,
-    pub index: u32,
+pub struct EventRecord {
+    /// When its frame was received: with `source` and `seq`, what names the frame in the
+    /// server's history once its bytes are gone here (a restarted engine reuses seqs).
+    pub recv_time_nanos: u64,
+    /// The engine's sequence number of its frame.
+    pub seq: u64,
+    /// The first block hash of a store or removal (see `has_hash`).
+    pub first_hash: u64,
     pub source: u32,
+    /// Position in its batch.
+    pub index: u32,
+    /// Block hashes the event carries.
+    pub blocks: u32,
+    /// The store's own `block_size`, 0 when it named none.
+    pub block_size: u32,
+    /// The verdict class under policy A and B.
     pub class: [ClassCode; 2],
+    pub kind: EventType,
+    /// The medium string's id in [`Model::medium_name`]; 0 when the event named none.
+    pub medium: u8,
+    pub has_hash: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<EventRecord>() <= 48);
+
+impl EventRecord {
+    /// The record of `event`, the `index`-th of frame `frame` (`seq`) on `source`.
+    pub(super) fn of(event: &KvEvent, recv_time_nanos: u64, seq: u64, source: u32, index: u32, class: [ClassCode; 2], medium: u8) -> Self {
+        let (hashes, block_size) = match event {
+            KvEvent::BlockStored(s) => (&s.block_hashes[..], s.block_size.unwrap_or(0)),
+            KvEvent::BlockRemoved(r) => (&r.block_hashes[..], 0),
+            _ => (&[][..], 0),
+        };
+        EventRecord {
+            recv_time_nanos,
+            seq,
+            first_hash: hashes.first().map_or(0, |h| h.0),
+            source,
+            index,
+            blocks: hashes.len() as u32,
+            block_size,
+            class,
+            kind: event.event_type(),
+            medium,
+            has_hash: !hashes.is_empty(),
+        }
+    }
+}
+
+/// Medium strings seen, each once; a record holds an id into it.
+#[derive(Clone, Debug, Default)]
+pub struct MediumTable {
+    names: Vec<String>,
+}
+
+impl MediumTable {
+    /// The id of `medium` (1-based; 0 is "none"), interning it on first sight.
+    pub fn intern(&mut self, medium: Option<&str>) -> u8 {
+        let Some(m) = medium else { return 0 };
+        if let Some(i) = self.names.iter().position(|n| n == m) {
+            return (i + 1) as u8;
+        }
+        if self.names.len() < MAX_MEDIA - 1 {
+            self.names.push(m.to_owned());
+            self.names.len() as u8
+        } else {
+            MAX_MEDIA as u8
+        }
+    }
+
+    /// The string an id stands for.
+    pub fn name(&self, id: u8) -> Option<&str> {
+        match id {
+            0 => None,
+            i if i as usize == MAX_MEDIA => Some("(another medium: more than 254 distinct media seen)"),
+            i => self.names.get(i as usize - 1).map(String::as_str),
+        }
+    }
 }
 
 /// Memory and bound figures for the fleet bar.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MemoryUse {
+    /// Raw frames: bytes kept, their bound, how many, how many dropped.
     pub retained_bytes: usize,
     pub bound_bytes: usize,
     pub retained_frames: usize,
-    pub retained_events: usize,
     pub evicted_frames: u64,
     pub bound_reached: bool,
+    /// Event records: how many, their bound, what they cost, how many dropped.
+    pub retained_events: usize,
+    pub event_bound: usize,
+    pub event_bytes: usize,
+    pub evicted_events: u64,
+    pub event_bound_reached: bool,
     pub tree_blocks: u64,
     pub tree_bytes: usize,
     pub tree_bound_reached: bool,
@@ -85,9 +174,13 @@ impl Model {
             retained_bytes: self.retained_bytes,
             bound_bytes: self.config.retain_bytes,
             retained_frames: self.frames.len(),
-            retained_events: self.events.len(),
             evicted_frames: self.evicted_frames,
             bound_reached: self.bound_reached,
+            retained_events: self.events.len(),
+            event_bound: self.config.retain_events,
+            event_bytes: self.events.len() * BYTES_PER_EVENT,
+            evicted_events: self.first_event_id,
+            event_bound_reached: self.first_event_id > 0,
             tree_blocks: self.trees.iter().map(Trees::total_blocks).sum(),
             tree_bytes: self.trees.iter().map(Trees::approx_bytes).sum(),
             tree_bound_reached: self.trees.iter().any(Trees::bound_reached),
@@ -107,48 +200,66 @@ impl Model {
         self.events.len()
     }
 
+    /// Keeps a frame's bytes; past `retain_bytes` the oldest frames go (their events' records
+    /// stay, under their own bound).
     pub(super) fn retain(&mut self, frame: RetainedFrame) {
         self.retained_bytes += frame.cost_bytes();
         self.frames.push_back(frame);
         if self.retained_bytes > self.config.retain_bytes {
             self.bound_reached = true;
-            // Evict down to 95% so that eviction (and the lane drains it causes) runs once per
-            // twentieth of the bound, not on every frame, and each run stays short.
+            // Evict down to 95% so that eviction runs once per twentieth of the bound, not on
+            // every frame.
             let target = self.config.retain_bytes / 20 * 19;
-            let mut first_kept_event = self.first_event_id;
             while self.retained_bytes > target && self.frames.len() > 1 {
                 let Some(old) = self.frames.pop_front() else { break };
                 self.retained_bytes -= old.cost_bytes();
                 self.evicted_frames += 1;
-                first_kept_event = old.first_event + u64::from(old.num_events);
             }
-            let drop_events = (first_kept_event - self.first_event_id) as usize;
-            self.events.drain(..drop_events.min(self.events.len()));
-            self.first_event_id = first_kept_event;
-            for lane in &mut self.lanes {
-                lane.evict_below(first_kept_event);
-            }
-            if let Some(r) = &mut self.router {
-                r.evict_below(first_kept_event);
-            }
+        }
+        self.evict_events();
+    }
+
+    /// Past `retain_events`, drops the oldest records down to 95% of the bound, with their
+    /// timeline marks and the router's links to them.
+    fn evict_events(&mut self) {
+        let bound = self.config.retain_events.max(1);
+        if self.events.len() <= bound {
+            return;
+        }
+        let drop = self.events.len() - bound / 20 * 19;
+        self.events.drain(..drop);
+        self.first_event_id += drop as u64;
+        let first_kept = self.first_event_id;
+        for lane in &mut self.lanes {
+            lane.evict_below(first_kept);
+        }
+        if let Some(r) = &mut self.router {
+            r.evict_below(first_kept);
         }
     }
 
-    pub fn event_loc(&self, id: u64) -> Option<EventLoc> {
+    /// The name of a record's medium id.
+    pub fn medium_name(&self, id: u8) -> Option<&str> {
+        self.media.name(id)
+    }
+
+    pub fn event_loc(&self, id: u64) -> Option<EventRecord> {
         if id < self.first_event_id {
             return None;
         }
         self.events.get((id - self.first_event_id) as usize).copied()
     }
 
-    /// The seq of the frame that carried event `id`, while it is retained.
+    /// The seq of the frame that carried event `id`, while its record is retained.
     pub fn event_seq(&self, id: u64) -> Option<u64> {
-        self.frame_by_id(self.event_loc(id)?.frame).map(|f| f.seq)
+        self.event_loc(id).map(|r| r.seq)
     }
 
-    pub(super) fn frame_by_id(&self, id: u64) -> Option<&RetainedFrame> {
-        let first = self.frames.front()?.id;
-        let f = self.frames.get(id.checked_sub(first)? as usize)?;
-        (f.id == id).then_some(f)
+    /// The retained frame that carried event `id`, while its bytes are kept here. Frames are in
+    /// event order, so this is a binary search.
+    pub(super) fn frame_of_event(&self, id: u64) -> Option<&RetainedFrame> {
+        let i = self.frames.partition_point(|f| f.first_event + u64::from(f.num_events) <= id);
+        let f = self.frames.get(i)?;
+        (f.first_event <= id && id < f.first_event + u64::from(f.num_events)).then_some(f)
     }
 }

@@ -235,7 +235,7 @@ impl super::Model {
     pub fn router_detail(&self, id: u64) -> Option<RouterDetail> {
         let router = self.router.as_ref()?;
         let loc = self.event_loc(id)?;
-        let frame = self.frame_by_id(loc.frame)?;
+        let (frame, _) = self.bytes_of_event(id)?;
         let src = self.source(loc.source)?;
         let worker = src.worker_id.parse::<u64>().ok()?;
         let predictions =

@@ -83,8 +83,10 @@ pub struct Settings {
     pub hash: String,
     /// The selected event.
     pub selected: Option<EventRef>,
-    /// Memory bound for retained frames, in MiB.
+    /// Memory bound for retained frames' raw bytes, in MiB (`?mem=`).
     pub retain_mib: Option<u32>,
+    /// Bound on retained event records, in events (`?events=`).
+    pub retain_events: Option<usize>,
     /// Payloads larger than this many MiB are refused before decoding (`?maxframe=`), as the
     /// server's `--max-frame-bytes` does: a capture opened from disk has no server in front.
     pub max_frame_mib: Option<u32>,
@@ -101,6 +103,8 @@ pub struct Settings {
 pub const DEFAULT_POLICY_A: &str = "legacy";
 pub const DEFAULT_POLICY_B: &str = "fixed";
 pub const DEFAULT_RETAIN_MIB: u32 = 128;
+/// Event records kept by default (`?events=`): minutes of a 50,000 events/s fleet.
+pub const DEFAULT_RETAIN_EVENTS: usize = 5_000_000;
 /// As the server's `--max-frame-bytes` default.
 pub const DEFAULT_MAX_FRAME_MIB: u32 = 16;
 
@@ -117,6 +121,10 @@ impl Settings {
 
     pub fn retain_bytes(&self) -> usize {
         self.retain_mib.unwrap_or(DEFAULT_RETAIN_MIB) as usize * 1024 * 1024
+    }
+
+    pub fn retain_events(&self) -> usize {
+        self.retain_events.unwrap_or(DEFAULT_RETAIN_EVENTS)
     }
 
     pub fn max_frame_bytes(&self) -> usize {
@@ -151,6 +159,7 @@ impl Settings {
                 "hash" => s.hash = v,
                 "ev" => s.selected = EventRef::parse(&v),
                 "mem" => s.retain_mib = v.parse().ok().filter(|&n| n > 0),
+                "events" => s.retain_events = v.parse().ok().filter(|&n| n > 0),
                 "maxframe" => s.max_frame_mib = v.parse().ok().filter(|&n| n > 0),
                 "t" => {
                     s.window_ms = v.split_once('-').and_then(|(a, b)| {
@@ -212,6 +221,9 @@ impl Settings {
         }
         if let Some(v) = self.retain_mib {
             put("mem", &v.to_string());
+        }
+        if let Some(v) = self.retain_events {
+            put("events", &v.to_string());
         }
         if let Some(v) = self.max_frame_mib {
             put("maxframe", &v.to_string());
@@ -291,6 +303,7 @@ mod tests {
             hash: "00ff".into(),
             selected: Some(EventRef { source: "w0:0".into(), seq: 17, index: 3 }),
             retain_mib: Some(64),
+            retain_events: Some(1000),
             max_frame_mib: Some(32),
             window_ms: Some((10.0, 2000.0)),
             ws: Some("ws://127.0.0.1:9/ws?token=a&b".into()),
@@ -304,7 +317,7 @@ mod tests {
     #[test]
     fn defaults_leave_the_query_empty_and_bad_values_fall_back() {
         assert_eq!(Settings::default().to_query(), "");
-        let s = Settings::from_query("bs=abc&lanes=x&ev=nope&mem=0&t=5-1&zzz=1");
+        let s = Settings::from_query("bs=abc&lanes=x&ev=nope&mem=0&events=0&t=5-1&zzz=1");
         assert_eq!(s, Settings::default());
     }
 

@@ -114,6 +114,30 @@ fn kimi_counts_equal_the_normalizer_run_directly_under_both_policies() {
 }
 
 #[test]
+fn a_batch_counts_exactly_what_its_messages_count_one_by_one_and_a_nested_one_is_an_error() {
+    let one_by_one = loaded(1536);
+    let mut parts = vec![proto::encode(&hello(3, 1536))];
+    parts.extend(kimi_frames().iter().map(proto::encode));
+    let mut batched = Model::new(config(1536));
+    for chunk in parts.chunks(7) {
+        batched.apply_message_bytes(&proto::encode_batch(chunk), 0.0);
+    }
+    for w in 0..3 {
+        for side in [Side::A, Side::B] {
+            assert_eq!(batched.source(w).unwrap().counts(side), one_by_one.source(w).unwrap().counts(side), "w{w} {side:?}");
+        }
+    }
+    assert_eq!(batched.protocol_errors, 0);
+    let nested = proto::encode_batch(&[proto::encode_batch(&parts[1..3])]);
+    batched.apply_message_bytes(&nested, 0.0);
+    assert_eq!(batched.protocol_errors, 1);
+    assert_eq!(
+        batched.last_protocol_error.as_deref(),
+        Some("message 0 of a batch is itself a batch; a kvscope server never nests them")
+    );
+}
+
+#[test]
 fn under_legacy_cpu_stores_are_fatal_and_under_fixed_they_are_offload_skips() {
     let m = loaded(1536);
     for w in 0..3 {
@@ -162,9 +186,62 @@ fn changing_the_block_size_reclassifies_retained_history() {
 }
 
 #[test]
-fn retained_memory_stays_within_its_bound_and_says_so() {
+fn raw_bytes_stay_within_their_bound_while_every_event_keeps_its_record() {
     let mut c = config(1536);
     c.retain_bytes = 200 * 1024;
+    let mut m = Model::new(c);
+    m.apply_message(hello(3, 1536), 0.0);
+    let frames = kimi_frames();
+    for _ in 0..5 {
+        for f in &frames {
+            m.apply_message(f.clone(), 0.0);
+        }
+    }
+    let mem = m.memory();
+    assert!(mem.bound_reached);
+    assert!(mem.retained_bytes <= 200 * 1024, "{mem:?}");
+    assert!(mem.evicted_frames > 0);
+    // Counters still cover every frame seen, and every event keeps its record.
+    assert_eq!(m.source(0).unwrap().frames, 5 * kvscope_corpus::kimi_k3_stream(0).len() as u64);
+    let total: u64 = m.sources().iter().map(|s| s.counts(Side::A).events).sum();
+    assert_eq!(mem.retained_events as u64, total);
+    assert!(!mem.event_bound_reached);
+    assert_eq!(mem.event_bytes, mem.retained_events * BYTES_PER_EVENT);
+    // The first event's bytes are gone from the page; its record says what it was.
+    let d = m.event_detail(0).unwrap();
+    assert_eq!(d.bytes_from, BytesFrom::Gone(FetchState::NotAsked));
+    assert!(d.payload.is_empty() && d.event.is_none());
+    let proto::Message::Frame(first) = &frames[0] else { panic!("a frame") };
+    let decoded = kvscope_wire::decode_batch(&first.payload).unwrap();
+    assert_eq!((d.source_key.as_str(), d.seq, d.recv_time_nanos), ("0:0", first.seq, first.recv_time_nanos));
+    assert_eq!(d.record.kind, decoded.events[0].event_type());
+    assert!(d.verdicts.iter().all(|(_, class, rule)| class.is_some() && rule.is_empty()));
+    assert!(d.bytes_from.sentence(128).contains("The server's history may still have them."), "{}", d.bytes_from.sentence(128));
+
+    // Fetched from the server, the bytes come back with the rule sentences.
+    let key = m.frame_key(0).unwrap();
+    m.fetch_started(key);
+    assert_eq!(m.event_detail(0).unwrap().bytes_from, BytesFrom::Gone(FetchState::Asking));
+    m.accept_fetched(key, &proto::encode(&frames[0])).unwrap();
+    let d = m.event_detail(0).unwrap();
+    assert_eq!(d.bytes_from, BytesFrom::Server);
+    assert_eq!(d.payload, first.payload);
+    assert_eq!(d.event.as_ref().map(kvscope_wire::KvEvent::event_type), Some(d.record.kind));
+    assert!(d.verdicts.iter().all(|(_, _, rule)| !rule.is_empty()), "{:?}", d.verdicts);
+
+    // Another frame than the one asked for is refused, and the inspector says so.
+    let key1 = m.frame_key(1).unwrap();
+    let other = m.frame_key(0).unwrap();
+    let err = m.accept_fetched(FrameKey { seq: other.seq + 99, ..other }, &proto::encode(&frames[0])).unwrap_err();
+    assert_eq!(err, "the server answered with another frame than the one asked for");
+    m.fetch_failed(key1, "404: not in the server's history".into());
+    assert_eq!(m.fetch_state(key1), FetchState::Failed("404: not in the server's history".into()));
+}
+
+#[test]
+fn event_records_stay_within_their_bound_with_their_timeline_marks() {
+    let mut c = config(1536);
+    c.retain_events = 1_000;
     let mut m = Model::new(c);
     m.apply_message(hello(3, 1536), 0.0);
     for _ in 0..5 {
@@ -173,15 +250,13 @@ fn retained_memory_stays_within_its_bound_and_says_so() {
         }
     }
     let mem = m.memory();
-    assert!(mem.bound_reached);
-    assert!(mem.retained_bytes <= 200 * 1024, "{mem:?}");
-    assert!(mem.evicted_frames > 0);
-    // Counters still cover every frame seen.
-    assert_eq!(m.source(0).unwrap().frames, 5 * kvscope_corpus::kimi_k3_stream(0).len() as u64);
-    // Every retained event still resolves, and evicted ones do not.
+    assert!(mem.event_bound_reached, "{mem:?}");
+    assert!(mem.retained_events <= 1_000 && mem.retained_events >= 950, "{mem:?}");
+    assert!(mem.evicted_events > 0);
     assert!(m.event_loc(0).is_none());
-    let (lo, _) = m.time_span_ms();
-    assert!(lo >= 0.0);
+    let marks: usize = m.lanes().iter().map(|l| l.len()).sum();
+    assert_eq!(marks, mem.retained_events, "a timeline mark per retained record");
+    assert!(m.lanes().iter().all(|l| l.event_id.iter().all(|&id| m.event_loc(id).is_some())));
 }
 
 #[test]
