@@ -11,6 +11,8 @@
 //!   only a loopback `Host` or a host named by `--allow-origin`: a DNS-rebinding page (a hostile
 //!   name resolving to 127.0.0.1) is same-origin with its own name, so without this check it
 //!   could read `/metrics` or the dashboard's files. Beyond loopback the token guards instead.
+//! - `/frame?source=&seq=&recv=` answers one frame from the history, encoded as on `/ws`, for a
+//!   page that keeps every event's record but only recent frames' bytes (same token rule).
 //! - Incoming WebSocket messages are capped (`--max-ws-message-bytes`): clients have nothing to
 //!   send but control frames.
 //!
@@ -61,6 +63,7 @@ pub fn router(hub: Arc<Hub>, metrics: Arc<Metrics>, config: HttpConfig) -> Route
         .route("/ws", get(ws))
         .route("/metrics", get(metrics_route))
         .route("/healthz", get(healthz))
+        .route("/frame", get(frame_route))
         .with_state(state.clone())
         .merge(assets)
         .layer(axum::middleware::from_fn_with_state(state, host_guard))
@@ -252,10 +255,10 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
         let history: Vec<bytes::Bytes> = sub.history.messages().cloned().collect();
         for message in history {
             batch.push(message);
-            if batch.is_full() {
-                if let Some(m) = batch.take() {
-                    tx.send(m).await?;
-                }
+            if batch.is_full()
+                && let Some(m) = batch.take()
+            {
+                tx.send(m).await?;
             }
         }
         batch.push(sub.history_complete());
@@ -296,6 +299,38 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
     state.hub.unsubscribe(id);
     let _ = tokio::time::timeout(Duration::from_secs(1), tx.close()).await;
     reader.abort();
+}
+
+/// `/frame?source=I&seq=N&recv=NANOS`: which frame the page asks for.
+#[derive(Debug, Deserialize)]
+struct FrameQuery {
+    source: u32,
+    seq: u64,
+    recv: u64,
+    token: Option<String>,
+}
+
+/// One frame from the history, encoded as on `/ws` (a [`proto::Frame`] message): the page
+/// keeps every event's record but only recent frames' bytes, and asks here for the rest.
+async fn frame_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(query): Query<FrameQuery>) -> Response {
+    if !token_ok(&state.config, &headers, &TokenQuery { token: query.token.clone() }) {
+        return (StatusCode::UNAUTHORIZED, "/frame requires this server's --token; pass Authorization: Bearer TOKEN or ?token=TOKEN\n")
+            .into_response();
+    }
+    let key = state.hub.config().hello.sources.get(query.source as usize).map_or_else(|| format!("source {}", query.source), |s| s.key.clone());
+    match state.hub.find_frame(query.source, query.seq, query.recv) {
+        Some(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream"), (header::CACHE_CONTROL, "no-store")], bytes).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!(
+                "{key} seq {} is no longer in the server's history either: it keeps the most recent {} bytes \
+                 (raise --history-bytes to keep more, or record with --record to keep everything)",
+                query.seq,
+                state.hub.config().history_bytes
+            ),
+        )
+            .into_response(),
+    }
 }
 
 async fn metrics_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(query): Query<TokenQuery>) -> Response {

@@ -396,6 +396,25 @@ impl Hub {
         self.metrics.clients.set(state.clients.len() as i64);
     }
 
+    /// The encoded [`proto::Frame`] that `source` relayed as `seq` at `recv_time_nanos`, while
+    /// it is in the history (the page asks for the raw bytes of an event it no longer keeps).
+    /// The lock is held only to copy `Arc`s to the chunks; the search runs without it.
+    pub fn find_frame(&self, source: u32, seq: u64, recv_time_nanos: u64) -> Option<Bytes> {
+        let (sealed, open): (Vec<Arc<Chunk>>, Vec<Entry>) = {
+            let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (state.history.sealed.iter().cloned().collect(), state.history.open.iter().cloned().collect())
+        };
+        let wanted = |e: &Entry| {
+            e.kind == Kind::Frame { source, seq }
+                && matches!(proto::decode(&e.bytes), Ok(proto::Message::Frame(f)) if f.recv_time_nanos == recv_time_nanos)
+        };
+        open.iter()
+            .rev()
+            .find(|e| wanted(e))
+            .or_else(|| sealed.iter().rev().find_map(|c| c.entries.iter().rev().find(|e| wanted(e))))
+            .map(|e| e.bytes.clone())
+    }
+
     /// Clients connected now.
     pub fn client_count(&self) -> usize {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clients.len()

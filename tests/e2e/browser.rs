@@ -552,3 +552,59 @@ async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
     b.close().await;
     drop(server);
 }
+
+/// With `?mem=1` the page keeps every event's record but only the last MiB of raw frames: the
+/// inspector's first fatal event loses its bytes, says so, and fetches them back from the
+/// server's history on request, with the rule sentences they give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_fetches_the_raw_bytes_the_page_dropped_from_the_servers_history() {
+    if !ready() {
+        return;
+    }
+    let server = Server::start(&["demo", "--rate", "100", "--no-event-plane"], free_port()).await;
+    let b = Browser::start().await;
+    b.open(&format!("{}?mem=1", server.url.trim_end_matches('/'))).await;
+    b.wait_for(
+        "const e = document.querySelector('[data-testid=\"inspector-bytes-from\"]'); return !!e && e.dataset.from === 'not-kept';",
+        Duration::from_secs(60),
+        "the inspector's event to lose its bytes on the page",
+    )
+    .await;
+    let gone = b
+        .js("return [document.querySelector('[data-testid=\"inspector-bytes-from\"]').textContent, \
+                     !!document.querySelector('[data-testid=\"inspector-hex\"]'), \
+                     document.querySelector('[data-testid=\"inspector-verdict-a\"]').dataset.kind, \
+                     document.querySelector('[data-testid=\"memory\"]').textContent];")
+        .await;
+    let text = gone[0].as_str().unwrap_or_default();
+    assert!(text.starts_with("This page no longer keeps this event's raw bytes"), "{text}");
+    assert!(text.contains("The server's history may still have them."), "{text}");
+    assert_eq!(gone[1], json!(false), "no hex view without bytes");
+    assert_eq!(gone[2], json!("fatal"), "the record keeps the verdict under legacy");
+    assert!(gone[3].as_str().unwrap_or_default().contains("bound reached"), "{gone}");
+    b.js("document.querySelector('[data-testid=\"inspector-fetch\"]').click(); return true;").await;
+    b.wait_for(
+        "const e = document.querySelector('[data-testid=\"inspector-bytes-from\"]'); return !!e && e.dataset.from === 'server';",
+        Duration::from_secs(20),
+        "the bytes fetched from the server",
+    )
+    .await;
+    let fetched = b
+        .js("return [document.querySelector('[data-testid=\"inspector-bytes-from\"]').textContent, \
+                     !!document.querySelector('[data-testid=\"inspector-hex\"]'), \
+                     document.querySelector('[data-testid=\"inspector-rule-a\"]').textContent, \
+                     document.querySelector('[data-field=\"type\"]').textContent];")
+        .await;
+    let text = fetched[0].as_str().unwrap_or_default();
+    assert!(text.starts_with("Raw bytes: fetched from the server's history on request (this page had dropped them)."), "{text}");
+    assert!(text.contains("re-run over this frame alone"), "{text}");
+    assert_eq!(fetched[1], json!(true), "the hex view of the fetched bytes");
+    assert!(!fetched[2].as_str().unwrap_or_default().is_empty(), "a rule sentence from the fetched bytes: {fetched}");
+    assert_eq!(fetched[3], json!("BlockStored"));
+    let kind = b.js("return document.querySelector('[data-testid=\"inspector-verdict-a\"]').dataset.kind").await;
+    assert_eq!(kind, json!("fatal"), "the verdict decided live stays");
+    b.screenshot_of("[data-testid=\"inspector\"]", "inspector-fetched-bytes").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    drop(server);
+}

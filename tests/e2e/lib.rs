@@ -351,10 +351,11 @@ impl Browser {
         self.client.issue_cmd(Cdp { cmd, params }).await.unwrap_or_else(|e| panic!("CDP {cmd}: {e}"))
     }
 
-    /// Opens `url` and waits for the app to render its first card or capture bar.
+    /// Opens `url` and waits until every stage of the page is mounted.
     pub async fn open(&self, url: &str) {
         self.client.goto(url).await.expect("navigate");
-        self.wait_for("return !!document.querySelector('[data-testid=\"headline\"]')", Duration::from_secs(30), "the app to mount")
+        // The page mounts in stages (`views::app::staged_mount`); the tier tree is in the last.
+        self.wait_for("return !!document.querySelector('[data-testid=\"tier-tree\"]')", Duration::from_secs(30), "the app to mount")
             .await;
     }
 

@@ -223,6 +223,28 @@ impl Fleet {
         self.connection.set_value(Some(conn));
     }
 
+    /// Asks the server's history for the raw bytes of event `id`, which this page no longer
+    /// keeps; the inspector shows them, or why they are gone, when the answer comes.
+    pub fn fetch_bytes(&self, id: u64) {
+        let Some(key) = self.with_model(|m| m.frame_key(id)) else { return };
+        let ws = self.settings.with_untracked(|s| s.ws.clone()).or_else(crate::conn::default_url);
+        let Some(url) = ws.and_then(|ws| crate::history::frame_url(&ws, key)) else {
+            self.update_model(|m| m.fetch_failed(key, "this page has no server address to ask".to_owned()));
+            return;
+        };
+        self.update_model(|m| m.fetch_started(key));
+        let this = *self;
+        wasm_bindgen_futures::spawn_local(async move {
+            let answer = crate::history::get_bytes(&url).await;
+            this.update_model(|m| match answer {
+                Ok(bytes) => {
+                    let _ = m.accept_fetched(key, &bytes);
+                }
+                Err(e) => m.fetch_failed(key, e),
+            });
+        });
+    }
+
     /// Closes the WebSocket for good (a capture was opened).
     pub fn disconnect(&self) {
         if let Some(c) = self.connection.get_value() {

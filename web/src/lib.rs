@@ -15,11 +15,13 @@
 //! - [`model`]: plain Rust, tested natively; applies protocol messages and capture records.
 //! - [`contexts`]: `provide_fleet()`/`use_fleet()`; generation counters announce changes.
 //! - [`views`]: one component per file.
-//! - [`url`] and [`capture`]: the effects at the edges (query string, files).
+//! - [`url`], [`capture`] and [`history`]: the effects at the edges (query string, files, the
+//!   server's history of raw bytes).
 
 pub mod capture;
 pub mod conn;
 pub mod contexts;
+pub mod history;
 pub mod model;
 pub mod url;
 pub mod views;

@@ -87,6 +87,33 @@ async fn demo_clients_get_hello_history_then_live_frames_once_and_in_order() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_is_fetched_back_from_the_history_by_source_seq_and_receive_time() {
+    let server = Server::start(&["demo", "--listen", "127.0.0.1:0", "--rate", "40", "--no-event-plane"]);
+    let mut ws = ws_connect(&server.ws_url(), &[]).await.unwrap();
+    read_preamble(&mut ws).await;
+    let frame = loop {
+        match next_message(&mut ws, Duration::from_secs(30)).await {
+            Some(proto::Message::Frame(f)) if f.source == 1 => break f,
+            Some(_) => {}
+            None => panic!("the socket closed"),
+        }
+    };
+    let path = format!("/frame?source=1&seq={}&recv={}", frame.seq, frame.recv_time_nanos);
+    let (status, headers, body) = http_get_raw(&server.addr, &server.addr, &path, &[]).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(headers.contains(&("content-type".into(), "application/octet-stream".into())), "{headers:?}");
+    assert_eq!(proto::decode(&body).unwrap(), proto::Message::Frame(frame.clone()), "the bytes /ws relayed");
+
+    // Another receive time is another frame (a restarted engine reuses seqs): not found, and why.
+    let path = format!("/frame?source=1&seq={}&recv={}", frame.seq, frame.recv_time_nanos + 1);
+    let (status, _, body) = http_get(&server.addr, &path, &[]).await;
+    assert_eq!(status, 404);
+    assert!(body.starts_with(&format!("1:0 seq {} is no longer in the server's history either", frame.seq)), "{body}");
+    assert!(body.contains("raise --history-bytes"), "{body}");
+    assert_eq!(http_get(&server.addr, "/frame?source=1&seq=x", &[]).await.0, 400, "a query that is not numbers");
+}
+
 fn vm_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status

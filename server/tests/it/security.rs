@@ -39,6 +39,8 @@ async fn with_a_token_ws_and_metrics_require_it() {
     assert_eq!(http_get(&server.addr, "/metrics", &[("Authorization", "Bearer wrong")]).await.0, 401);
     assert_eq!(http_get(&server.addr, "/metrics", &[("Authorization", "Bearer s3cret")]).await.0, 200);
     assert_eq!(http_get(&server.addr, "/metrics?token=s3cret", &[]).await.0, 200);
+    assert_eq!(http_get(&server.addr, "/frame?source=0&seq=0&recv=0", &[]).await.0, 401, "/frame is guarded like /ws");
+    assert_eq!(http_get(&server.addr, "/frame?source=0&seq=0&recv=0&token=s3cret", &[]).await.0, 404);
 
     let err = ws_connect(&server.ws_url(), &[]).await.unwrap_err().to_string();
     assert!(err.contains("401"), "{err}");

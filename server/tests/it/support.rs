@@ -151,6 +151,15 @@ pub async fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16,
 
 /// [`http_get`] with the `Host` header set to `host` (a DNS-rebinding page sends its own name).
 pub async fn http_get_as(addr: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+    let (status, headers, body) = http_get_raw(addr, host, path, headers).await;
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v == "chunked");
+    let body = if chunked { dechunk(&body) } else { body };
+    (status, headers, body)
+}
+
+/// [`http_get_as`] with the body as bytes, as sent (not de-chunked: for fixed-length bodies).
+pub async fn http_get_raw(addr: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, Vec<u8>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
@@ -161,15 +170,14 @@ pub async fn http_get_as(addr: &str, host: &str, path: &str, headers: &[(&str, &
     stream.write_all(req.as_bytes()).await.unwrap();
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n").map_or(buf.len(), |i| i + 4);
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let body = buf[split..].to_vec();
     let mut lines = head.lines();
     let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
     let headers = lines
         .filter_map(|l| l.split_once(": ").map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned())))
         .collect::<Vec<_>>();
-    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v == "chunked");
-    let body = if chunked { dechunk(body) } else { body.to_owned() };
     (status, headers, body)
 }
 

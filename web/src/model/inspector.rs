@@ -50,7 +50,10 @@ impl BytesFrom {
     pub fn sentence(&self, retain_mib: usize) -> String {
         match self {
             BytesFrom::Page => "Raw bytes: kept on this page.".to_owned(),
-            BytesFrom::Server => "Raw bytes: fetched from the server's history on request (this page had dropped them).".to_owned(),
+            BytesFrom::Server => "Raw bytes: fetched from the server's history on request (this page had dropped them). \
+                 The rule sentences are re-run over this frame alone, without what earlier frames taught the \
+                 normalizer (attention groups), so they can differ from the verdict decided live, shown above them."
+                .to_owned(),
             BytesFrom::Gone(state) => {
                 let why = format!(
                     "This page no longer keeps this event's raw bytes: it keeps every event's record, but \
@@ -150,8 +153,12 @@ impl Model {
     /// The event an [`EventRef`] names, if retained (the latest frame with that source and seq).
     pub fn find_event(&self, r: &EventRef) -> Option<u64> {
         let src = self.source_by_key(&r.source)?.index;
-        let f = self.frames.iter().rev().find(|f| f.source == src && f.seq == r.seq)?;
-        (r.index < f.num_events).then(|| f.first_event + u64::from(r.index))
+        if let Some(f) = self.frames.iter().rev().find(|f| f.source == src && f.seq == r.seq) {
+            return (r.index < f.num_events).then(|| f.first_event + u64::from(r.index));
+        }
+        // Its frame's bytes are gone; its record may not be.
+        let back = self.events.iter().rev().position(|e| e.source == src && e.seq == r.seq && e.index == r.index)?;
+        Some(self.first_event_id + (self.events.len() - 1 - back) as u64)
     }
 
     pub fn event_ref(&self, id: u64) -> Option<EventRef> {

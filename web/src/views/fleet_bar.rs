@@ -159,25 +159,10 @@ pub fn FleetBar() -> impl IntoView {
             <span
                 class="memory"
                 data-testid="memory"
-                class:bound=move || memory().bound_reached
-                title="Frames and events kept for the inspector, re-classification and download"
+                class:bound=move || { let m = memory(); m.bound_reached || m.event_bound_reached }
+                title="Every event's record is kept (for the timeline, the inspector and search), and the raw bytes of the most recent frames (for the hex view, re-classification and download)"
             >
-                {move || {
-                    let m = memory();
-                    let mut s = format!(
-                        "{} of {} retained ({} events)",
-                        human_bytes(m.retained_bytes as f64),
-                        human_bytes(m.bound_bytes as f64),
-                        thousands(m.retained_events as u64),
-                    );
-                    if m.bound_reached {
-                        s.push_str(&format!(
-                            " · bound reached: {} oldest frames dropped (raise with ?mem=MiB)",
-                            thousands(m.evicted_frames),
-                        ));
-                    }
-                    s
-                }}
+                {move || memory_text(&memory())}
             </span>
             <span class="error" role="alert" data-testid="config-error">
                 {move || { fleet.track(); fleet.with_model(|m| m.config_error.clone()).unwrap_or_default() }}
@@ -210,5 +195,54 @@ pub fn FleetBar() -> impl IntoView {
                 "paused: still receiving, views frozen"
             </span>
         </header>
+    }
+}
+
+/// The fleet bar's memory line: both bounds, and what reaching each dropped.
+pub fn memory_text(m: &crate::model::MemoryUse) -> String {
+    let mut s = format!(
+        "{} of {} events kept ({}) · raw bytes {} of {}",
+        thousands(m.retained_events as u64),
+        thousands(m.event_bound as u64),
+        human_bytes(m.event_bytes as f64),
+        human_bytes(m.retained_bytes as f64),
+        human_bytes(m.bound_bytes as f64),
+    );
+    if m.event_bound_reached {
+        s.push_str(&format!(
+            " · event bound reached: the {} oldest events are gone (raise with ?events=N)",
+            thousands(m.evicted_events)
+        ));
+    }
+    if m.bound_reached {
+        s.push_str(&format!(
+            " · raw-bytes bound reached: {} oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)",
+            thousands(m.evicted_frames)
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_line_names_each_bound_reached_and_the_setting_that_raises_it() {
+        let mut m = crate::model::MemoryUse {
+            retained_events: 4_750_000,
+            event_bound: 5_000_000,
+            event_bytes: 4_750_000 * crate::model::BYTES_PER_EVENT,
+            retained_bytes: 1 << 20,
+            bound_bytes: 128 << 20,
+            ..Default::default()
+        };
+        let calm = memory_text(&m);
+        assert!(calm.starts_with("4,750,000 of 5,000,000 events kept ("), "{calm}");
+        assert!(!calm.contains("bound reached"), "{calm}");
+        (m.event_bound_reached, m.evicted_events, m.bound_reached, m.evicted_frames) = (true, 250_000, true, 12);
+        let full = memory_text(&m);
+        assert!(full.contains("event bound reached: the 250,000 oldest events are gone (raise with ?events=N)"), "{full}");
+        assert!(full.contains("raw-bytes bound reached: 12 oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)"), "{full}");
     }
 }

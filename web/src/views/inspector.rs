@@ -5,7 +5,7 @@ use kvscope_wire::KvEvent;
 use leptos::prelude::*;
 
 use crate::contexts::use_fleet;
-use crate::model::EventDetail;
+use crate::model::{BytesFrom, EventDetail, FetchState};
 use crate::views::clock;
 
 /// Hex lines per page: the payload is paged, not scrolled inside the page's own scroll.
@@ -32,6 +32,29 @@ fn HexPager(payload: Vec<u8>, lines: Signal<usize>) -> impl IntoView {
                 }}
             </pre>
         </div>
+    }
+}
+
+/// Where the raw bytes came from, and the button that asks the server for them when this page
+/// no longer keeps them.
+#[component]
+fn BytesFromLine(id: u64, from: BytesFrom, retain_mib: usize) -> impl IntoView {
+    let fleet = use_fleet();
+    let kind = match &from {
+        BytesFrom::Page => "page",
+        BytesFrom::Server => "server",
+        BytesFrom::Gone(FetchState::Failed(_) | FetchState::NoServer) => "gone",
+        BytesFrom::Gone(_) => "not-kept",
+    };
+    let can_ask = matches!(from, BytesFrom::Gone(FetchState::NotAsked));
+    view! {
+        <p class=format!("bytes-from bytes-from-{kind}") data-testid="inspector-bytes-from" data-from=kind>
+            {from.sentence(retain_mib)}
+            {can_ask.then(|| view! {
+                " "
+                <button data-testid="inspector-fetch" on:click=move |_| fleet.fetch_bytes(id)>"Fetch the raw bytes from the server"</button>
+            })}
+        </p>
     }
 }
 
@@ -80,9 +103,27 @@ pub fn fields(d: &EventDetail) -> Vec<(&'static str, String)> {
         }
         Some(KvEvent::AllBlocksCleared { .. }) => out.push(("type", "AllBlocksCleared".into())),
         Some(KvEvent::Unknown(u)) => out.push(("type", format!("unknown tag {:?}", u.tag))),
+        None if matches!(d.bytes_from, BytesFrom::Gone(_)) => record_fields(d, &mut out),
         None => out.push(("type", "payload did not decode".into())),
     }
     out
+}
+
+/// What the event's record holds, for an event whose bytes are gone.
+fn record_fields(d: &EventDetail, out: &mut Vec<(&'static str, String)>) {
+    let r = &d.record;
+    out.retain(|(k, _)| !matches!(*k, "topic" | "batch dp_rank"));
+    out.push(("type", r.kind.as_str().to_owned()));
+    if r.has_hash {
+        let first = kvscope_wire::BlockHash(r.first_hash).to_string();
+        out.push(("block_hashes", if r.blocks > 1 { format!("{first} (+{} more)", r.blocks - 1) } else { first }));
+    }
+    if r.block_size > 0 {
+        out.push(("block_size", format!("{} tokens", r.block_size)));
+    }
+    if let Some(m) = &d.medium {
+        out.push(("medium", format!("{m:?}")));
+    }
 }
 
 fn hashes(h: &[kvscope_wire::BlockHash]) -> String {
@@ -113,6 +154,7 @@ pub fn Inspector() -> impl IntoView {
         |_, _| true,
     );
     let payload_lines = Signal::derive(move || detail.with(|d| d.as_ref().map_or(0, |d| d.payload.len().div_ceil(16))));
+    let retain_mib = move || fleet.with_model(|m| m.config().retain_bytes / (1024 * 1024));
     // The engine event beside the RouterEvent it became on the event plane, or the rule that
     // dropped it (only with an event plane).
     let router = move || {
@@ -176,8 +218,11 @@ pub fn Inspector() -> impl IntoView {
                                 .map(|(k, v)| view! { <tr><th scope="row">{k}</th><td data-field=k>{v}</td></tr> })
                                 .collect_view()}
                         </table>
-                        <h3>{format!("Payload: {} bytes (msgpack, the whole batch)", d.payload.len())}</h3>
-                        <HexPager payload=d2.payload.clone() lines=payload_lines />
+                        <BytesFromLine id=d.id from=d.bytes_from.clone() retain_mib=retain_mib() />
+                        {(!d.payload.is_empty()).then(|| view! {
+                            <h3>{format!("Payload: {} bytes (msgpack, the whole batch)", d.payload.len())}</h3>
+                            <HexPager payload=d2.payload.clone() lines=payload_lines />
+                        })}
                     }.into_any()
                 }
             }}
