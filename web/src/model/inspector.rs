@@ -153,7 +153,7 @@ impl Model {
     /// The event an [`EventRef`] names, if retained (the latest frame with that source and seq).
     pub fn find_event(&self, r: &EventRef) -> Option<u64> {
         let src = self.source_by_key(&r.source)?.index;
-        if let Some(f) = self.frames.iter().rev().find(|f| f.source == src && f.seq == r.seq) {
+        if let Some(f) = self.frame_by_seq(src, r.seq) {
             return (r.index < f.num_events).then(|| f.first_event + u64::from(r.index));
         }
         // Its frame's bytes are gone; its record may not be.
@@ -332,7 +332,7 @@ impl Model {
     /// The block size of the store that put `hash` in a tree: found in the retained frame with
     /// that source and seq (the trees keep no block size). `None` when evicted.
     pub fn block_size_of(&self, source: u32, seq: u64, hash: u64) -> Option<u32> {
-        let f = self.frames.iter().rev().find(|f| f.source == source && f.seq == seq)?;
+        let f = self.frame_by_seq(source, seq)?;
         let batch = kvscope_wire::decode_batch(f.payload()?).ok()?;
         batch.events.iter().find_map(|e| match e {
             KvEvent::BlockStored(s) if s.block_hashes.iter().any(|h| h.0 == hash) => s.block_size,

@@ -310,6 +310,8 @@ pub struct Model {
     frames: VecDeque<RetainedFrame>,
     events: VecDeque<EventRecord>,
     media: MediumTable,
+    /// (source, seq) -> the newest retained frame with them.
+    frame_index: std::collections::HashMap<(u32, u64), u64>,
     /// Frames fetched from the server's history for the inspector, and the last request.
     fetched: VecDeque<RetainedFrame>,
     fetch: Option<(FrameKey, FetchState)>,
@@ -366,6 +368,7 @@ impl Model {
             frames: VecDeque::new(),
             events: VecDeque::new(),
             media: MediumTable::default(),
+            frame_index: std::collections::HashMap::new(),
             fetched: VecDeque::new(),
             fetch: None,
             first_event_id: 0,

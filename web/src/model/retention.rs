@@ -204,6 +204,9 @@ impl Model {
     /// stay, under their own bound).
     pub(super) fn retain(&mut self, frame: RetainedFrame) {
         self.retained_bytes += frame.cost_bytes();
+        if matches!(frame.body, FrameBody::Message { .. }) {
+            self.frame_index.insert((frame.source, frame.seq), frame.id);
+        }
         self.frames.push_back(frame);
         if self.retained_bytes > self.config.retain_bytes {
             self.bound_reached = true;
@@ -213,6 +216,10 @@ impl Model {
             while self.retained_bytes > target && self.frames.len() > 1 {
                 let Some(old) = self.frames.pop_front() else { break };
                 self.retained_bytes -= old.cost_bytes();
+                // A restarted engine reuses seqs: the index may already name a newer frame.
+                if self.frame_index.get(&(old.source, old.seq)) == Some(&old.id) {
+                    self.frame_index.remove(&(old.source, old.seq));
+                }
                 self.evicted_frames += 1;
             }
         }
@@ -253,6 +260,14 @@ impl Model {
     /// The seq of the frame that carried event `id`, while its record is retained.
     pub fn event_seq(&self, id: u64) -> Option<u64> {
         self.event_loc(id).map(|r| r.seq)
+    }
+
+    /// The newest retained frame `source` sent as `seq`, by its index (no scan: the tier
+    /// tree's tooltips ask for one per block they show, at every refresh).
+    pub(super) fn frame_by_seq(&self, source: u32, seq: u64) -> Option<&RetainedFrame> {
+        let id = *self.frame_index.get(&(source, seq))?;
+        let first = self.frames.front()?.id;
+        self.frames.get(id.checked_sub(first)? as usize).filter(|f| f.id == id)
     }
 
     /// The retained frame that carried event `id`, while its bytes are kept here. Frames are in

@@ -218,6 +218,19 @@ fn raw_bytes_stay_within_their_bound_while_every_event_keeps_its_record() {
     assert!(d.verdicts.iter().all(|(_, class, rule)| class.is_some() && rule.is_empty()));
     assert!(d.bytes_from.sentence(128).contains("The server's history may still have them."), "{}", d.bytes_from.sentence(128));
 
+    // A tree's tooltip finds a store's block size in the frame while it is kept, by index.
+    let store_of = |f: &proto::Message| {
+        let proto::Message::Frame(f) = f else { return None };
+        kvscope_wire::decode_batch(&f.payload).ok()?.events.iter().find_map(|e| match e {
+            kvscope_wire::KvEvent::BlockStored(s) => Some((f.source, f.seq, s.block_hashes[0].0, s.block_size)),
+            _ => None,
+        })
+    };
+    let (src, seq, hash, size) = frames.iter().rev().find_map(store_of).expect("a store in the stream");
+    assert_eq!(m.block_size_of(src, seq, hash), size, "the last store's frame is kept");
+    let (src, seq, hash, _) = frames.iter().find_map(store_of).unwrap();
+    assert_eq!(m.block_size_of(src, seq, hash), None, "the first store's frame is not");
+
     // Fetched from the server, the bytes come back with the rule sentences.
     let key = m.frame_key(0).unwrap();
     m.fetch_started(key);

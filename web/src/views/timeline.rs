@@ -159,9 +159,17 @@ pub fn draw(
     let lane_h = lane_px(lanes.len());
     let css_w = canvas_width(canvas);
     let css_h = lanes.len() as f64 * lane_h + AXIS_PX;
-    let _ = web_sys::HtmlElement::style(canvas).set_property("height", &format!("{css_h}px"));
-    canvas.set_width((css_w * dpr) as u32);
-    canvas.set_height((css_h * dpr) as u32);
+    // Only when the size changed: setting a canvas's width or height, even to the same value,
+    // reallocates and clears its bitmap, and a new style height is a layout; the draw below
+    // paints every pixel anyway.
+    let (w, h) = ((css_w * dpr) as u32, (css_h * dpr) as u32);
+    if canvas.height() != h {
+        let _ = web_sys::HtmlElement::style(canvas).set_property("height", &format!("{css_h}px"));
+        canvas.set_height(h);
+    }
+    if canvas.width() != w {
+        canvas.set_width(w);
+    }
     let _ = ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
     ctx.set_fill_style_str("#0d1117");
     ctx.fill_rect(0.0, 0.0, css_w, css_h);
