@@ -178,7 +178,7 @@ async fn replay_of_the_kimi_capture_matches_check_under_both_policies() {
     let capture = temp_capture("replay", 1);
     let bs = BLOCK_SIZE.to_string();
     let server =
-        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], free_port()).await;
+        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], 0).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
@@ -213,7 +213,7 @@ async fn demo_fleet_matches_check_on_its_own_recording() {
     let capture = std::env::temp_dir().join(format!("kvscope-e2e-{}-demo.kvcap", std::process::id()));
     let server = Server::start(
         &["demo", "--rate", "50", "--batches", "60", "--record", capture.to_str().unwrap()],
-        free_port(),
+        0,
     )
     .await;
     let b = Browser::start().await;
@@ -242,7 +242,7 @@ async fn page_reconnects_after_a_server_restart_without_double_counting() {
     let capture = temp_capture("restart", 1);
     let bs = BLOCK_SIZE.to_string();
     let mut server =
-        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], free_port()).await;
+        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], 0).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
@@ -324,7 +324,7 @@ async fn the_incident_view_at_64_sources() {
         // fleet-scale load of issue 8, which a 2-core page does not hold yet (it loses frames to
         // lag, and says so); this test is about what the incident view says at 64 sources.
         &["demo", "--workers", "64", "--rate", "5", "--batches", "20", "--no-event-plane", "--record", capture.to_str().unwrap()],
-        free_port(),
+        0,
     )
     .await;
     let b = Browser::start().await;
@@ -369,7 +369,7 @@ async fn the_fleet_overview_lists_the_misbehaving_workers_first() {
     if !ready() {
         return;
     }
-    let server = Server::start(&["demo", "--scenario", "fleet", "--rate", "15", "--no-event-plane"], free_port()).await;
+    let server = Server::start(&["demo", "--scenario", "fleet", "--rate", "15", "--no-event-plane"], 0).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     // 29 first loses frames after 2 s, 13 first restarts after 4 s.
@@ -521,7 +521,7 @@ async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
     }
     let server = Server::start(
         &["demo", "--scenario", "fleet", "--workers", "64", "--dp-ranks", "8", "--rate", "4", "--no-event-plane"],
-        free_port(),
+        0,
     )
     .await;
     let b = Browser::start().await;
@@ -561,7 +561,7 @@ async fn the_inspector_fetches_the_raw_bytes_the_page_dropped_from_the_servers_h
     if !ready() {
         return;
     }
-    let server = Server::start(&["demo", "--rate", "100", "--no-event-plane"], free_port()).await;
+    let server = Server::start(&["demo", "--rate", "100", "--no-event-plane"], 0).await;
     let b = Browser::start().await;
     b.open(&format!("{}?mem=1", server.url.trim_end_matches('/'))).await;
     b.wait_for(

@@ -67,7 +67,7 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     if std::env::var("KVSCOPE_BENCH_NO_PLANE").as_deref() == Ok("1") {
         args.push("--no-event-plane");
     }
-    let server = Server::start(&args, free_port()).await;
+    let server = Server::start(&args, 0).await;
     let sources = workers * dp_ranks;
     let b = Browser::start().await;
     // Extra page settings, e.g. KVSCOPE_BENCH_QUERY="mem=64" for a 64 MiB retention bound.

@@ -73,7 +73,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Runs `kvscope ARGS --listen 127.0.0.1:PORT` and waits for its `listening on` line.
+    /// Runs `kvscope ARGS --listen 127.0.0.1:PORT` and waits for its `listening on` line. Pass
+    /// port 0 for one the kernel picks at bind time: a port found free beforehand can be taken
+    /// meanwhile (a demo fleet binds a thousand ephemeral ports before it listens).
     pub async fn start(args: &[&str], port: u16) -> Server {
         let bin = kvscope_bin().expect("kvscope binary (see missing_prerequisite)");
         let listen = format!("127.0.0.1:{port}");
@@ -102,6 +104,13 @@ impl Server {
         };
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        // With port 0 the kernel chose one; the URL says which (restart reuses it).
+        let port = if port == 0 {
+            let host = url.trim_start_matches("http://").split('/').next().unwrap_or_default();
+            host.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {url}"))
+        } else {
+            port
+        };
         Server { child, url, port, args: args.iter().map(|s| s.to_string()).collect() }
     }
 

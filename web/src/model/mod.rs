@@ -464,9 +464,10 @@ impl Model {
         v
     }
 
-    /// Time span of the retained marks, in ms since the first frame.
+    /// Time span of the timeline (retained marks, and the buckets of evicted ones), in ms since
+    /// the first frame.
     pub fn time_span_ms(&self) -> (f64, f64) {
-        let start = self.lanes.iter().filter_map(|l| l.time_ms.first().copied()).fold(f64::INFINITY, f64::min);
+        let start = self.lanes.iter().filter_map(Lane::first_time_ms).fold(f64::INFINITY, f64::min);
         let end = self.lanes.iter().filter_map(|l| l.time_ms.last().copied()).fold(0.0, f64::max);
         if start.is_finite() { (start, end.max(start + 1.0)) } else { (0.0, 1_000.0) }
     }

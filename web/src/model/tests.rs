@@ -270,6 +270,10 @@ fn event_records_stay_within_their_bound_with_their_timeline_marks() {
     let marks: usize = m.lanes().iter().map(|l| l.len()).sum();
     assert_eq!(marks, mem.retained_events, "a timeline mark per retained record");
     assert!(m.lanes().iter().all(|l| l.event_id.iter().all(|&id| m.event_loc(id).is_some())));
+    // The evicted marks live on in the lanes' buckets: the timeline still starts at the start.
+    assert!(m.lanes().iter().take(3).all(|l| !l.buckets.is_empty()));
+    let first_mark = m.lanes().iter().filter_map(|l| l.time_ms.first().copied()).fold(f64::INFINITY, f64::min);
+    assert!(m.time_span_ms().0 < first_mark, "{:?} vs {first_mark}", m.time_span_ms());
 }
 
 #[test]

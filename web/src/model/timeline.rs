@@ -8,6 +8,10 @@
 //! milliseconds). The rejected alternative, one SVG element per mark, stops being usable at
 //! a few thousand marks.
 //!
+//! Marks whose event records were evicted (the page keeps 5 million by default) are folded
+//! into [`Bucket`]s first, so the timeline covers the whole session: older time is drawn from
+//! the buckets, at their coarser resolution, never blank.
+//!
 //! Neighbours: [`super::classes`] names what a class code means; `views::timeline` draws the
 //! columns this module computes.
 
@@ -24,6 +28,58 @@ pub struct Lane {
     pub class_b: Vec<ClassCode>,
     /// The model's event id, to open the event in the inspector.
     pub event_id: Vec<u64>,
+    /// Evicted marks, folded by time: bucket `i` covers `[i, i + 1) * bucket_ms`.
+    pub buckets: Vec<Bucket>,
+    /// The buckets' width; starts at [`BUCKET_MS`] and doubles whenever they would exceed
+    /// [`MAX_BUCKETS`], so their memory stays bounded however long the session runs.
+    pub bucket_ms: f64,
+}
+
+/// The first buckets' width: a second.
+pub const BUCKET_MS: f64 = 1_000.0;
+
+/// Buckets kept per lane (16 bytes each); past it, neighbours merge and the width doubles.
+pub const MAX_BUCKETS: usize = 4_096;
+
+/// Marks of one stretch of time whose events are gone, as the canvas needs them: how many,
+/// how many were marked under each policy, and the most severe class under each policy, over
+/// every mark and over the mismatches only ([`Show`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bucket {
+    pub events: u32,
+    pub marked: [u32; 2],
+    /// `[policy][show]`: show 0 is [`Show::Mismatches`], 1 is [`Show::All`].
+    pub top: [[ClassCode; 2]; 2],
+}
+
+impl Bucket {
+    fn add(&mut self, classes: &ClassTable, codes: [ClassCode; 2], mismatch: bool) {
+        self.events = self.events.saturating_add(1);
+        for (policy, &code) in codes.iter().enumerate() {
+            let severity = classes.severity(code);
+            if mismatch && severity >= 2 {
+                self.marked[policy] = self.marked[policy].saturating_add(1);
+            }
+            if mismatch && severity > classes.severity(self.top[policy][0]) {
+                self.top[policy][0] = code;
+            }
+            if severity > classes.severity(self.top[policy][1]) {
+                self.top[policy][1] = code;
+            }
+        }
+    }
+
+    fn merge(&mut self, classes: &ClassTable, other: &Bucket) {
+        self.events = self.events.saturating_add(other.events);
+        for policy in 0..2 {
+            self.marked[policy] = self.marked[policy].saturating_add(other.marked[policy]);
+            for show in 0..2 {
+                if classes.severity(other.top[policy][show]) > classes.severity(self.top[policy][show]) {
+                    self.top[policy][show] = other.top[policy][show];
+                }
+            }
+        }
+    }
 }
 
 impl Lane {
@@ -48,15 +104,56 @@ impl Lane {
         self.event_id.push(event_id);
     }
 
-    /// Drops every mark whose event id is below `first_kept`.
-    pub fn evict_below(&mut self, first_kept: u64) {
+    /// Drops every mark whose event id is below `first_kept`, folding it into the buckets.
+    pub fn evict_below(&mut self, first_kept: u64, classes: &ClassTable) {
         let n = self.event_id.partition_point(|&id| id < first_kept);
         if n > 0 {
+            if self.bucket_ms <= 0.0 {
+                self.bucket_ms = BUCKET_MS;
+            }
+            for i in 0..n {
+                let mut b = ((self.time_ms[i].max(0.0)) / self.bucket_ms) as usize;
+                while b >= MAX_BUCKETS {
+                    self.coarsen(classes);
+                    b = ((self.time_ms[i].max(0.0)) / self.bucket_ms) as usize;
+                }
+                if self.buckets.len() <= b {
+                    self.buckets.resize(b + 1, Bucket::default());
+                }
+                let mismatch = is_mismatch(self, classes, i);
+                self.buckets[b].add(classes, [self.class_a[i], self.class_b[i]], mismatch);
+            }
             self.time_ms.drain(..n);
             self.class_a.drain(..n);
             self.class_b.drain(..n);
             self.event_id.drain(..n);
         }
+    }
+
+    /// Halves the buckets' resolution: neighbours merge, the width doubles.
+    fn coarsen(&mut self, classes: &ClassTable) {
+        let merged: Vec<Bucket> = self
+            .buckets
+            .chunks(2)
+            .map(|pair| {
+                let mut b = pair[0];
+                if let Some(second) = pair.get(1) {
+                    b.merge(classes, second);
+                }
+                b
+            })
+            .collect();
+        self.buckets = merged;
+        self.bucket_ms *= 2.0;
+    }
+
+    /// Where the lane's time starts: its first bucket with events, else its first mark.
+    pub fn first_time_ms(&self) -> Option<f64> {
+        self.buckets
+            .iter()
+            .position(|b| b.events > 0)
+            .map(|i| i as f64 * self.bucket_ms)
+            .or_else(|| self.time_ms.first().copied())
     }
 
     /// Index range of the marks inside `[t0, t1)`.
@@ -118,6 +215,29 @@ pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: us
         return out;
     }
     let scale = width_px as f64 / (t1 - t0);
+    // Older time first: the buckets of evicted marks, each over the columns it spans.
+    let (policy, show_index) = (usize::from(policy_b), usize::from(show == Show::All));
+    let first_bucket = ((t0.max(0.0) / lane.bucket_ms.max(1.0)) as usize).min(lane.buckets.len());
+    for (i, bucket) in lane.buckets.iter().enumerate().skip(first_bucket) {
+        let start = i as f64 * lane.bucket_ms;
+        if start >= t1 {
+            break;
+        }
+        if bucket.events == 0 {
+            continue;
+        }
+        let x0 = (((start - t0).max(0.0) * scale) as usize).min(width_px - 1);
+        let x1 = ((((start + lane.bucket_ms).min(t1) - t0) * scale).ceil() as usize).clamp(x0 + 1, width_px);
+        let top = bucket.top[policy][show_index];
+        let share = (bucket.events / (x1 - x0) as u32).max(1);
+        for col in &mut out[x0..x1] {
+            col.events = col.events.saturating_add(share);
+            col.marked = col.marked.saturating_add(bucket.marked[policy] / (x1 - x0) as u32);
+            if classes.severity(top) > classes.severity(col.top) {
+                col.top = top;
+            }
+        }
+    }
     let codes = lane.classes(policy_b);
     let range = lane.range(t0, t1);
     for i in range {
@@ -275,14 +395,57 @@ mod tests {
 
     #[test]
     fn eviction_drops_marks_below_the_first_kept_event() {
-        let (_, applied, _, _) = table();
+        let (t, applied, _, _) = table();
         let mut lane = Lane::default();
         for i in 0..10 {
             lane.push(i as f64, applied, applied, i);
         }
-        lane.evict_below(4);
+        lane.evict_below(4, &t);
         assert_eq!(lane.len(), 6);
         assert_eq!(lane.event_id[0], 4);
+        assert_eq!(lane.buckets, [Bucket { events: 4, marked: [0, 0], top: [[0, applied], [0, applied]] }]);
+    }
+
+    #[test]
+    fn evicted_time_is_drawn_from_buckets_never_blank_with_the_same_worst_class() {
+        let (t, applied, skipped, fatal) = table();
+        let mut lane = Lane::default();
+        // Ten minutes at one mark every 10 ms: a fatal under A (skip under B) at 61.5 s.
+        for i in 0..60_000u64 {
+            let (a, b) = if i == 6_150 { (fatal, skipped) } else { (applied, applied) };
+            lane.push(i as f64 * 10.0, a, b, i);
+        }
+        let whole = |lane: &Lane, b: bool, show| columns(lane, &t, 0.0, 600_000.0, 600, b, show);
+        let before: Vec<[Vec<Column>; 2]> = [Show::All, Show::Mismatches].map(|s| [whole(&lane, false, s), whole(&lane, true, s)]).into();
+        lane.evict_below(50_000, &t);
+        assert_eq!(lane.len(), 10_000);
+        assert_eq!(lane.first_time_ms(), Some(0.0), "the lane still starts at the session's start");
+        for (k, show) in [Show::All, Show::Mismatches].into_iter().enumerate() {
+            for (p, policy_b) in [false, true].into_iter().enumerate() {
+                let after = whole(&lane, policy_b, show);
+                for (x, (a, b)) in after.iter().zip(&before[k][p]).enumerate() {
+                    assert!(a.events > 0, "column {x} ({show:?}, B {policy_b}) is blank");
+                    assert_eq!(a.top, b.top, "column {x} ({show:?}, B {policy_b})");
+                }
+            }
+        }
+        assert_eq!(whole(&lane, false, Show::All)[61].top, fatal);
+    }
+
+    #[test]
+    fn buckets_stay_bounded_however_long_the_session() {
+        let (t, applied, _, fatal) = table();
+        let mut lane = Lane::default();
+        // Three hours at a mark per second, evicted as it goes.
+        for i in 0..10_800u64 {
+            lane.push(i as f64 * 1_000.0, if i == 9_000 { fatal } else { applied }, applied, i);
+            lane.evict_below(i, &t);
+        }
+        assert!(lane.buckets.len() <= MAX_BUCKETS, "{}", lane.buckets.len());
+        assert_eq!(lane.bucket_ms, 4_000.0, "3 hours of seconds coarsened twice");
+        let cols = columns(&lane, &t, 0.0, 10_800_000.0, 1_080, false, Show::All);
+        assert!(cols.iter().all(|c| c.events > 0));
+        assert_eq!(cols[900].top, fatal);
     }
 
     #[test]

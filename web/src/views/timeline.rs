@@ -89,6 +89,19 @@ fn lane_note(m: &Model, f: &LaneFilter) -> Option<String> {
     })
 }
 
+/// Says so when older time is drawn from summaries because its events' records are gone.
+fn bucket_note(m: &Model) -> Option<String> {
+    let until = m.lanes().iter().filter(|l| !l.buckets.is_empty()).filter_map(|l| l.time_ms.first().copied()).fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))))?;
+    let width = m.lanes().iter().map(|l| l.bucket_ms).fold(0.0, f64::max);
+    Some(format!(
+        "The first {} are drawn from summaries of {}: those events' records are gone (this page keeps the last {}; \
+         raise with ?events=N), so marks there open nothing.",
+        crate::views::human_duration_ms(until),
+        crate::views::human_duration_ms(width),
+        crate::views::thousands(m.config().retain_events as u64),
+    ))
+}
+
 /// The visible window: the URL's, or everything retained.
 fn window(m: &Model, w: Option<(f64, f64)>) -> (f64, f64) {
     w.unwrap_or_else(|| {
@@ -603,6 +616,10 @@ pub fn Timeline() -> impl IntoView {
                 fleet.track();
                 let f = LaneFilter::of(fleet);
                 fleet.with_model(|m| lane_note(m, &f)).map(|n| view! { <p class="legend-note" data-testid="lane-note">{n}</p> })
+            }}
+            {move || {
+                fleet.track();
+                fleet.with_model(bucket_note).map(|n| view! { <p class="legend-note" data-testid="bucket-note">{n}</p> })
             }}
             <div class="timeline-body">
                 <ul class="lane-labels" aria-hidden="true">{lane_labels}</ul>
