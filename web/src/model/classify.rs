@@ -94,7 +94,7 @@ impl Model {
                 *next_event_id += 1;
                 let medium = media.intern(event.medium());
                 events.push_back(EventRecord::of(event, recv_time_nanos, seq, source, i, codes, medium));
-                lanes[source as usize].push(time_ms, codes[0], codes[1], event_id);
+                lanes[source as usize].push(time_ms, codes[0], codes[1], event_id, classes);
             },
         };
         if let Err(e) = kvscope_wire::decode_each(payload, &mut sink) {

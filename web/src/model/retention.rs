@@ -238,7 +238,7 @@ impl Model {
         self.first_event_id += drop as u64;
         let first_kept = self.first_event_id;
         for lane in &mut self.lanes {
-            lane.evict_below(first_kept, &self.classes);
+            lane.evict_below(first_kept);
         }
         if let Some(r) = &mut self.router {
             r.evict_below(first_kept);

@@ -8,9 +8,11 @@
 //! milliseconds). The rejected alternative, one SVG element per mark, stops being usable at
 //! a few thousand marks.
 //!
-//! Marks whose event records were evicted (the page keeps 5 million by default) are folded
-//! into [`Bucket`]s first, so the timeline covers the whole session: older time is drawn from
-//! the buckets, at their coarser resolution, never blank.
+//! Every mark is also counted in its lane's time [`Bucket`]s (100 ms at first, doubling past
+//! [`MAX_BUCKETS`]). A window as coarse as the buckets is drawn from them alone, so the
+//! default whole-session view costs at most [`MAX_BUCKETS`] steps per lane however many
+//! millions of marks there are; and marks whose event records were evicted (the page keeps 5
+//! million by default) live on in the buckets, so older time is drawn from them, never blank.
 //!
 //! Neighbours: [`super::classes`] names what a class code means; `views::timeline` draws the
 //! columns this module computes.
@@ -28,18 +30,20 @@ pub struct Lane {
     pub class_b: Vec<ClassCode>,
     /// The model's event id, to open the event in the inspector.
     pub event_id: Vec<u64>,
-    /// Evicted marks, folded by time: bucket `i` covers `[i, i + 1) * bucket_ms`.
+    /// Every mark since the session started (evicted or not), folded by time: bucket `i`
+    /// covers `[i, i + 1) * bucket_ms`.
     pub buckets: Vec<Bucket>,
     /// The buckets' width; starts at [`BUCKET_MS`] and doubles whenever they would exceed
     /// [`MAX_BUCKETS`], so their memory stays bounded however long the session runs.
     pub bucket_ms: f64,
 }
 
-/// The first buckets' width: a second.
-pub const BUCKET_MS: f64 = 1_000.0;
+/// The first buckets' width.
+pub const BUCKET_MS: f64 = 100.0;
 
-/// Buckets kept per lane (16 bytes each); past it, neighbours merge and the width doubles.
-pub const MAX_BUCKETS: usize = 4_096;
+/// Buckets kept per lane (16 bytes each, 32 KiB a lane); past it, neighbours merge and the
+/// width doubles.
+pub const MAX_BUCKETS: usize = 2_048;
 
 /// Marks of one stretch of time whose events are gone, as the canvas needs them: how many,
 /// how many were marked under each policy, and the most severe class under each policy, over
@@ -91,7 +95,7 @@ impl Lane {
         self.time_ms.is_empty()
     }
 
-    pub fn push(&mut self, time_ms: f64, class_a: ClassCode, class_b: ClassCode, event_id: u64) {
+    pub fn push(&mut self, time_ms: f64, class_a: ClassCode, class_b: ClassCode, event_id: u64, classes: &ClassTable) {
         // Receive times can step back by a little across a reconnect or a replayed frame; the
         // binary search needs order, so a mark never goes before the lane's last one.
         let time_ms = match self.time_ms.last() {
@@ -102,27 +106,25 @@ impl Lane {
         self.class_a.push(class_a);
         self.class_b.push(class_b);
         self.event_id.push(event_id);
+        if self.bucket_ms <= 0.0 {
+            self.bucket_ms = BUCKET_MS;
+        }
+        let mut b = (time_ms.max(0.0) / self.bucket_ms) as usize;
+        while b >= MAX_BUCKETS {
+            self.coarsen(classes);
+            b = (time_ms.max(0.0) / self.bucket_ms) as usize;
+        }
+        if self.buckets.len() <= b {
+            self.buckets.resize(b + 1, Bucket::default());
+        }
+        let mismatch = is_mismatch(self, classes, self.len() - 1);
+        self.buckets[b].add(classes, [class_a, class_b], mismatch);
     }
 
-    /// Drops every mark whose event id is below `first_kept`, folding it into the buckets.
-    pub fn evict_below(&mut self, first_kept: u64, classes: &ClassTable) {
+    /// Drops every mark whose event id is below `first_kept`; the buckets keep counting them.
+    pub fn evict_below(&mut self, first_kept: u64) {
         let n = self.event_id.partition_point(|&id| id < first_kept);
         if n > 0 {
-            if self.bucket_ms <= 0.0 {
-                self.bucket_ms = BUCKET_MS;
-            }
-            for i in 0..n {
-                let mut b = ((self.time_ms[i].max(0.0)) / self.bucket_ms) as usize;
-                while b >= MAX_BUCKETS {
-                    self.coarsen(classes);
-                    b = ((self.time_ms[i].max(0.0)) / self.bucket_ms) as usize;
-                }
-                if self.buckets.len() <= b {
-                    self.buckets.resize(b + 1, Bucket::default());
-                }
-                let mismatch = is_mismatch(self, classes, i);
-                self.buckets[b].add(classes, [self.class_a[i], self.class_b[i]], mismatch);
-            }
             self.time_ms.drain(..n);
             self.class_a.drain(..n);
             self.class_b.drain(..n);
@@ -207,40 +209,66 @@ pub fn is_mismatch(lane: &Lane, classes: &ClassTable, i: usize) -> bool {
     a != b || classes.severity(a) >= 3 || classes.severity(b) >= 3
 }
 
-/// Folds the marks of `lane` inside `[t0, t1)` into `width_px` columns under one policy.
-/// Cost: one pass over the visible marks.
+/// Folds the marks of `lane` inside `[t0, t1)` into `width_px` columns under one policy:
+/// from the buckets alone when a column is at least a bucket wide (at most [`MAX_BUCKETS`]
+/// steps), else from the buckets before the first retained mark and the marks after it (one
+/// pass over the visible marks).
 pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: usize, policy_b: bool, show: Show) -> Vec<Column> {
     let mut out = vec![Column::default(); width_px];
     if width_px == 0 || t1 <= t0 {
         return out;
     }
+    let px_ms = (t1 - t0) / width_px as f64;
+    if px_ms >= lane.bucket_ms && lane.bucket_ms > 0.0 {
+        bucket_columns(&mut out, lane, classes, t0, t1, t1, policy_b, show);
+        return out;
+    }
+    let first_mark = lane.time_ms.first().copied().unwrap_or(f64::INFINITY);
+    if first_mark > t0 {
+        bucket_columns(&mut out, lane, classes, t0, t1, t1.min(first_mark), policy_b, show);
+    }
+    mark_columns(&mut out, lane, classes, t0, t1, policy_b, show);
+    out
+}
+
+/// Adds the buckets overlapping `[t0, clip_end)` to columns laid out over `[t0, t1)`.
+#[allow(clippy::too_many_arguments)]
+fn bucket_columns(out: &mut [Column], lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, clip_end: f64, policy_b: bool, show: Show) {
+    let width_px = out.len();
+    if lane.buckets.is_empty() || clip_end <= t0 || lane.bucket_ms <= 0.0 {
+        return;
+    }
     let scale = width_px as f64 / (t1 - t0);
-    // Older time first: the buckets of evicted marks, each over the columns it spans.
     let (policy, show_index) = (usize::from(policy_b), usize::from(show == Show::All));
-    let first_bucket = ((t0.max(0.0) / lane.bucket_ms.max(1.0)) as usize).min(lane.buckets.len());
+    let first_bucket = ((t0.max(0.0) / lane.bucket_ms) as usize).min(lane.buckets.len());
     for (i, bucket) in lane.buckets.iter().enumerate().skip(first_bucket) {
         let start = i as f64 * lane.bucket_ms;
-        if start >= t1 {
+        if start >= clip_end {
             break;
         }
         if bucket.events == 0 {
             continue;
         }
         let x0 = (((start - t0).max(0.0) * scale) as usize).min(width_px - 1);
-        let x1 = ((((start + lane.bucket_ms).min(t1) - t0) * scale).ceil() as usize).clamp(x0 + 1, width_px);
+        let end = (start + lane.bucket_ms).min(clip_end);
+        let x1 = (((end - t0) * scale).ceil() as usize).clamp(x0 + 1, width_px);
+        let cols = (x1 - x0) as u32;
         let top = bucket.top[policy][show_index];
-        let share = (bucket.events / (x1 - x0) as u32).max(1);
         for col in &mut out[x0..x1] {
-            col.events = col.events.saturating_add(share);
-            col.marked = col.marked.saturating_add(bucket.marked[policy] / (x1 - x0) as u32);
+            col.events = col.events.saturating_add((bucket.events / cols).max(1));
+            col.marked = col.marked.saturating_add(bucket.marked[policy] / cols);
             if classes.severity(top) > classes.severity(col.top) {
                 col.top = top;
             }
         }
     }
+}
+
+fn mark_columns(out: &mut [Column], lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, policy_b: bool, show: Show) {
+    let width_px = out.len();
+    let scale = width_px as f64 / (t1 - t0);
     let codes = lane.classes(policy_b);
-    let range = lane.range(t0, t1);
-    for i in range {
+    for i in lane.range(t0, t1) {
         let x = (((lane.time_ms[i] - t0) * scale) as usize).min(width_px - 1);
         let code = codes[i];
         let col = &mut out[x];
@@ -256,7 +284,6 @@ pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: us
             col.top = code;
         }
     }
-    out
 }
 
 /// Verdict counts per class under each policy for the marks inside `[t0, t1)` of `lanes`: what
@@ -347,10 +374,10 @@ mod tests {
     fn a_column_shows_its_most_severe_class_and_counts_every_event() {
         let (t, applied, skipped, fatal) = table();
         let mut lane = Lane::default();
-        lane.push(0.0, applied, applied, 0);
-        lane.push(0.4, fatal, skipped, 1);
-        lane.push(0.6, applied, applied, 2);
-        lane.push(5.0, skipped, skipped, 3);
+        lane.push(0.0, applied, applied, 0, &t);
+        lane.push(0.4, fatal, skipped, 1, &t);
+        lane.push(0.6, applied, applied, 2, &t);
+        lane.push(5.0, skipped, skipped, 3, &t);
         let cols = columns(&lane, &t, 0.0, 10.0, 10, false, Show::All);
         assert_eq!(cols[0], Column { top: fatal, events: 3, marked: 1 });
         assert_eq!(cols[5], Column { top: skipped, events: 1, marked: 1 });
@@ -364,7 +391,7 @@ mod tests {
         let mut lane = Lane::default();
         for i in 0..1_000_000u64 {
             let c = if i % 1000 == 0 { skipped } else { applied };
-            lane.push(i as f64, c, c, i);
+            lane.push(i as f64, c, c, i, &t);
         }
         let cols = columns(&lane, &t, 0.0, 1_000_000.0, 800, false, Show::All);
         assert_eq!(cols.len(), 800);
@@ -377,9 +404,9 @@ mod tests {
     fn by_default_only_mismatches_are_coloured_and_agreements_are_counted() {
         let (t, applied, skipped, fatal) = table();
         let mut lane = Lane::default();
-        lane.push(0.0, applied, applied, 0); // agreement: dimmed
-        lane.push(1.0, fatal, skipped, 1); // disagreement
-        lane.push(2.0, skipped, skipped, 2); // the same notable skip under both: still shown
+        lane.push(0.0, applied, applied, 0, &t); // agreement: dimmed
+        lane.push(1.0, fatal, skipped, 1, &t); // disagreement
+        lane.push(2.0, skipped, skipped, 2, &t); // the same notable skip under both: still shown
         let cols = columns(&lane, &t, 0.0, 10.0, 10, false, Show::Mismatches);
         assert_eq!(cols[0], Column { top: 0, events: 1, marked: 0 });
         assert_eq!(cols[1].top, fatal);
@@ -398,38 +425,48 @@ mod tests {
         let (t, applied, _, _) = table();
         let mut lane = Lane::default();
         for i in 0..10 {
-            lane.push(i as f64, applied, applied, i);
+            lane.push(i as f64, applied, applied, i, &t);
         }
-        lane.evict_below(4, &t);
+        lane.evict_below(4);
         assert_eq!(lane.len(), 6);
         assert_eq!(lane.event_id[0], 4);
-        assert_eq!(lane.buckets, [Bucket { events: 4, marked: [0, 0], top: [[0, applied], [0, applied]] }]);
+        assert_eq!(lane.buckets, [Bucket { events: 10, marked: [0, 0], top: [[0, applied], [0, applied]] }], "still counted");
     }
 
     #[test]
     fn evicted_time_is_drawn_from_buckets_never_blank_with_the_same_worst_class() {
         let (t, applied, skipped, fatal) = table();
         let mut lane = Lane::default();
-        // Ten minutes at one mark every 10 ms: a fatal under A (skip under B) at 61.5 s.
-        for i in 0..60_000u64 {
+        // Two minutes at one mark every 10 ms: a fatal under A (skip under B) at 61.5 s.
+        for i in 0..12_000u64 {
             let (a, b) = if i == 6_150 { (fatal, skipped) } else { (applied, applied) };
-            lane.push(i as f64 * 10.0, a, b, i);
+            lane.push(i as f64 * 10.0, a, b, i, &t);
         }
-        let whole = |lane: &Lane, b: bool, show| columns(lane, &t, 0.0, 600_000.0, 600, b, show);
-        let before: Vec<[Vec<Column>; 2]> = [Show::All, Show::Mismatches].map(|s| [whole(&lane, false, s), whole(&lane, true, s)]).into();
-        lane.evict_below(50_000, &t);
-        assert_eq!(lane.len(), 10_000);
+        assert_eq!(lane.bucket_ms, 100.0);
+        // The reference: every mark scanned, one column per bucket.
+        let marks = |lane: &Lane, b: bool, show| {
+            let mut out = vec![Column::default(); 1_200];
+            mark_columns(&mut out, lane, &t, 0.0, 120_000.0, b, show);
+            out
+        };
+        let before: Vec<[Vec<Column>; 2]> = [Show::All, Show::Mismatches].map(|s| [marks(&lane, false, s), marks(&lane, true, s)]).into();
+        lane.evict_below(10_000);
+        assert_eq!(lane.len(), 2_000);
         assert_eq!(lane.first_time_ms(), Some(0.0), "the lane still starts at the session's start");
         for (k, show) in [Show::All, Show::Mismatches].into_iter().enumerate() {
             for (p, policy_b) in [false, true].into_iter().enumerate() {
-                let after = whole(&lane, policy_b, show);
-                for (x, (a, b)) in after.iter().zip(&before[k][p]).enumerate() {
-                    assert!(a.events > 0, "column {x} ({show:?}, B {policy_b}) is blank");
-                    assert_eq!(a.top, b.top, "column {x} ({show:?}, B {policy_b})");
+                // Columns a bucket wide (drawn from buckets), and zoomed in (marks after the first kept one).
+                for width in [1_200usize, 2_400] {
+                    let after = columns(&lane, &t, 0.0, 120_000.0, width, policy_b, show);
+                    for (x, a) in after.iter().enumerate() {
+                        let b = &before[k][p][x * 1_200 / width];
+                        assert!(a.events > 0, "column {x} of {width} ({show:?}, B {policy_b}) is blank");
+                        assert_eq!(a.top, b.top, "column {x} of {width} ({show:?}, B {policy_b})");
+                    }
                 }
             }
         }
-        assert_eq!(whole(&lane, false, Show::All)[61].top, fatal);
+        assert_eq!(columns(&lane, &t, 0.0, 120_000.0, 1_200, false, Show::All)[615].top, fatal);
     }
 
     #[test]
@@ -438,11 +475,11 @@ mod tests {
         let mut lane = Lane::default();
         // Three hours at a mark per second, evicted as it goes.
         for i in 0..10_800u64 {
-            lane.push(i as f64 * 1_000.0, if i == 9_000 { fatal } else { applied }, applied, i);
-            lane.evict_below(i, &t);
+            lane.push(i as f64 * 1_000.0, if i == 9_000 { fatal } else { applied }, applied, i, &t);
+            lane.evict_below(i);
         }
         assert!(lane.buckets.len() <= MAX_BUCKETS, "{}", lane.buckets.len());
-        assert_eq!(lane.bucket_ms, 4_000.0, "3 hours of seconds coarsened twice");
+        assert_eq!(lane.bucket_ms, 6_400.0, "3 hours from 100 ms buckets, coarsened six times to stay within 2,048");
         let cols = columns(&lane, &t, 0.0, 10_800_000.0, 1_080, false, Show::All);
         assert!(cols.iter().all(|c| c.events > 0));
         assert_eq!(cols[900].top, fatal);
@@ -452,8 +489,8 @@ mod tests {
     fn pick_prefers_the_fatal_event_near_the_click() {
         let (t, applied, _, fatal) = table();
         let mut lane = Lane::default();
-        lane.push(10.0, applied, applied, 7);
-        lane.push(11.0, fatal, applied, 8);
+        lane.push(10.0, applied, applied, 7, &t);
+        lane.push(11.0, fatal, applied, 8, &t);
         assert_eq!(pick(&lane, &t, 10.0, 2.0, false), Some(8));
         assert_eq!(pick(&lane, &t, 10.0, 2.0, true), Some(7));
         assert_eq!(pick(&lane, &t, 50.0, 2.0, false), None);
@@ -461,10 +498,10 @@ mod tests {
 
     #[test]
     fn times_that_step_back_are_clamped_to_keep_the_lane_sorted() {
-        let (_, applied, _, _) = table();
+        let (t, applied, _, _) = table();
         let mut lane = Lane::default();
-        lane.push(5.0, applied, applied, 0);
-        lane.push(3.0, applied, applied, 1);
+        lane.push(5.0, applied, applied, 0, &t);
+        lane.push(3.0, applied, applied, 1, &t);
         assert_eq!(lane.time_ms, vec![5.0, 5.0]);
     }
 }
