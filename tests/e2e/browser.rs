@@ -553,6 +553,27 @@ async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
     drop(server);
 }
 
+/// Waits until the inspector's bytes line says `from` (`data-from`).
+async fn wait_for_bytes_from(b: &Browser, from: &str, timeout: Duration, what: &str) {
+    let script = format!(
+        "const e = document.querySelector('[data-testid=\"inspector-bytes-from\"]'); return !!e && e.dataset.from === '{from}';"
+    );
+    b.wait_for(&script, timeout, what).await;
+}
+
+/// What the inspector shows about its event's bytes: the bytes line, whether there is a hex
+/// view, the verdict kind and rule under A, the decoded type, and the fleet bar's memory line.
+async fn inspector_bytes(b: &Browser) -> Value {
+    b.js("const q = s => document.querySelector(s);\
+          return { text: q('[data-testid=\"inspector-bytes-from\"]').textContent,\
+                   hex: !!q('[data-testid=\"inspector-hex\"]'),\
+                   kind_a: q('[data-testid=\"inspector-verdict-a\"]').dataset.kind,\
+                   rule_a: q('[data-testid=\"inspector-rule-a\"]').textContent,\
+                   type: q('[data-field=\"type\"]') ? q('[data-field=\"type\"]').textContent : null,\
+                   memory: q('[data-testid=\"memory\"]').textContent };")
+        .await
+}
+
 /// With `?mem=1` the page keeps every event's record but only the last MiB of raw frames: the
 /// inspector's first fatal event loses its bytes, says so, and fetches them back from the
 /// server's history on request, with the rule sentences they give.
@@ -564,45 +585,24 @@ async fn the_inspector_fetches_the_raw_bytes_the_page_dropped_from_the_servers_h
     let server = Server::start(&["demo", "--rate", "100", "--no-event-plane"], 0).await;
     let b = Browser::start().await;
     b.open(&format!("{}?mem=1", server.url.trim_end_matches('/'))).await;
-    b.wait_for(
-        "const e = document.querySelector('[data-testid=\"inspector-bytes-from\"]'); return !!e && e.dataset.from === 'not-kept';",
-        Duration::from_secs(60),
-        "the inspector's event to lose its bytes on the page",
-    )
-    .await;
-    let gone = b
-        .js("return [document.querySelector('[data-testid=\"inspector-bytes-from\"]').textContent, \
-                     !!document.querySelector('[data-testid=\"inspector-hex\"]'), \
-                     document.querySelector('[data-testid=\"inspector-verdict-a\"]').dataset.kind, \
-                     document.querySelector('[data-testid=\"memory\"]').textContent];")
-        .await;
-    let text = gone[0].as_str().unwrap_or_default();
+    wait_for_bytes_from(&b, "not-kept", Duration::from_secs(60), "the inspector's event to lose its bytes on the page").await;
+    let gone = inspector_bytes(&b).await;
+    let text = gone["text"].as_str().unwrap_or_default();
     assert!(text.starts_with("This page no longer keeps this event's raw bytes"), "{text}");
     assert!(text.contains("The server's history may still have them."), "{text}");
-    assert_eq!(gone[1], json!(false), "no hex view without bytes");
-    assert_eq!(gone[2], json!("fatal"), "the record keeps the verdict under legacy");
-    assert!(gone[3].as_str().unwrap_or_default().contains("bound reached"), "{gone}");
+    assert_eq!(gone["hex"], json!(false), "no hex view without bytes");
+    assert_eq!(gone["kind_a"], json!("fatal"), "the record keeps the verdict under legacy");
+    assert!(gone["memory"].as_str().unwrap_or_default().contains("bound reached"), "{gone}");
     b.js("document.querySelector('[data-testid=\"inspector-fetch\"]').click(); return true;").await;
-    b.wait_for(
-        "const e = document.querySelector('[data-testid=\"inspector-bytes-from\"]'); return !!e && e.dataset.from === 'server';",
-        Duration::from_secs(20),
-        "the bytes fetched from the server",
-    )
-    .await;
-    let fetched = b
-        .js("return [document.querySelector('[data-testid=\"inspector-bytes-from\"]').textContent, \
-                     !!document.querySelector('[data-testid=\"inspector-hex\"]'), \
-                     document.querySelector('[data-testid=\"inspector-rule-a\"]').textContent, \
-                     document.querySelector('[data-field=\"type\"]').textContent];")
-        .await;
-    let text = fetched[0].as_str().unwrap_or_default();
+    wait_for_bytes_from(&b, "server", Duration::from_secs(20), "the bytes fetched from the server").await;
+    let fetched = inspector_bytes(&b).await;
+    let text = fetched["text"].as_str().unwrap_or_default();
     assert!(text.starts_with("Raw bytes: fetched from the server's history on request (this page had dropped them)."), "{text}");
     assert!(text.contains("re-run over this frame alone"), "{text}");
-    assert_eq!(fetched[1], json!(true), "the hex view of the fetched bytes");
-    assert!(!fetched[2].as_str().unwrap_or_default().is_empty(), "a rule sentence from the fetched bytes: {fetched}");
-    assert_eq!(fetched[3], json!("BlockStored"));
-    let kind = b.js("return document.querySelector('[data-testid=\"inspector-verdict-a\"]').dataset.kind").await;
-    assert_eq!(kind, json!("fatal"), "the verdict decided live stays");
+    assert_eq!(fetched["hex"], json!(true), "the hex view of the fetched bytes");
+    assert!(!fetched["rule_a"].as_str().unwrap_or_default().is_empty(), "a rule sentence from the fetched bytes: {fetched}");
+    assert_eq!(fetched["type"], json!("BlockStored"));
+    assert_eq!(fetched["kind_a"], json!("fatal"), "the verdict decided live stays");
     b.screenshot_of("[data-testid=\"inspector\"]", "inspector-fetched-bytes").await;
     b.assert_no_errors().await;
     b.close().await;

@@ -213,22 +213,25 @@ impl Fleet {
 
     /// Opens the WebSocket (unless the settings say offline).
     pub fn connect(&self) {
-        let settings = self.settings.get_untracked();
-        if settings.offline {
+        if self.settings.with_untracked(|s| s.offline) {
             return;
         }
-        let Some(url) = settings.ws.clone().or_else(crate::conn::default_url) else { return };
+        let Some(url) = self.server_ws_url() else { return };
         let sink: Rc<dyn ConnSink> = Rc::new(Sink { fleet: *self });
         let conn = Connection::start(url, sink);
         self.connection.set_value(Some(conn));
+    }
+
+    /// The server's WebSocket URL: `?ws=`, else the page's own `/ws`.
+    fn server_ws_url(&self) -> Option<String> {
+        self.settings.with_untracked(|s| s.ws.clone()).or_else(crate::conn::default_url)
     }
 
     /// Asks the server's history for the raw bytes of event `id`, which this page no longer
     /// keeps; the inspector shows them, or why they are gone, when the answer comes.
     pub fn fetch_bytes(&self, id: u64) {
         let Some(key) = self.with_model(|m| m.frame_key(id)) else { return };
-        let ws = self.settings.with_untracked(|s| s.ws.clone()).or_else(crate::conn::default_url);
-        let Some(url) = ws.and_then(|ws| crate::history::frame_url(&ws, key)) else {
+        let Some(url) = self.server_ws_url().and_then(|ws| crate::history::frame_url(&ws, key)) else {
             self.update_model(|m| m.fetch_failed(key, "this page has no server address to ask".to_owned()));
             return;
         };

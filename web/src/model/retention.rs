@@ -74,7 +74,7 @@ pub struct EventRecord {
     pub recv_time_nanos: u64,
     /// The engine's sequence number of its frame.
     pub seq: u64,
-    /// The first block hash of a store or removal (see `has_hash`).
+    /// The first block hash of a store or removal (none when `blocks` is 0).
     pub first_hash: u64,
     pub source: u32,
     /// Position in its batch.
@@ -88,7 +88,6 @@ pub struct EventRecord {
     pub kind: EventType,
     /// The medium string's id in [`Model::medium_name`]; 0 when the event named none.
     pub medium: u8,
-    pub has_hash: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<EventRecord>() <= 48);
@@ -112,7 +111,6 @@ impl EventRecord {
             class,
             kind: event.event_type(),
             medium,
-            has_hash: !hashes.is_empty(),
         }
     }
 }

@@ -114,7 +114,7 @@ fn record_fields(d: &EventDetail, out: &mut Vec<(&'static str, String)>) {
     let r = &d.record;
     out.retain(|(k, _)| !matches!(*k, "topic" | "batch dp_rank"));
     out.push(("type", r.kind.as_str().to_owned()));
-    if r.has_hash {
+    if r.blocks > 0 {
         let first = kvscope_wire::BlockHash(r.first_hash).to_string();
         out.push(("block_hashes", if r.blocks > 1 { format!("{first} (+{} more)", r.blocks - 1) } else { first }));
     }
