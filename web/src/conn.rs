@@ -73,7 +73,7 @@ impl Backoff {
 /// What the connection reports to the app.
 pub trait ConnSink: 'static {
     /// One binary message, as received.
-    fn message(&self, bytes: &[u8]);
+    fn message(&self, bytes: Vec<u8>);
     /// A state change.
     fn state(&self, state: ConnState);
 }
@@ -180,8 +180,7 @@ impl Connection {
             let sink = sink.clone();
             Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
                 if let Ok(buf) = ev.data().dyn_into::<js_sys::ArrayBuffer>() {
-                    let bytes = js_sys::Uint8Array::new(&buf).to_vec();
-                    sink.message(&bytes);
+                    sink.message(js_sys::Uint8Array::new(&buf).to_vec());
                 }
             })
         };

@@ -8,20 +8,36 @@
 //! generations of what changed. At ten thousand frames a second a card therefore re-renders ten
 //! times a second, and a frame is never dropped because a signal held only the latest one.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use kvscope_protocol as proto;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 
 use crate::conn::{ConnSink, ConnState, Connection};
+use crate::model::intake::{IntakeQueue, Next};
 use crate::model::settings::{EventRef, Settings, Side};
 use crate::model::{Config, Model};
 
 /// Coalescing interval for view updates, in milliseconds.
 pub const FLUSH_MS: i32 = 100;
+
+/// How long the page applies received messages before it yields to input and drawing: well
+/// under the 50 ms of a long task, long enough that yielding costs little.
+pub const INTAKE_SLICE_MS: f64 = 10.0;
+
+/// The channel the intake yields through, and the callback that takes its turn.
+type YieldChannel = (web_sys::MessageChannel, Closure<dyn FnMut()>);
+
+/// Received messages waiting for their turn, and the one way to yield without a timer's
+/// clamping (a `MessageChannel` message runs at once; nested `setTimeout(0)`s wait 4 ms each).
+#[derive(Default)]
+struct Intake {
+    queue: RefCell<IntakeQueue>,
+    scheduled: Cell<bool>,
+    channel: RefCell<Option<YieldChannel>>,
+}
 
 /// Progress of opening a capture file.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +70,7 @@ pub struct Fleet {
     pub overview: Memo<Vec<crate::model::overview::Row>>,
     connection: StoredValue<Option<Connection>, LocalStorage>,
     flush_pending: StoredValue<Rc<Cell<bool>>, LocalStorage>,
+    intake: StoredValue<Rc<Intake>, LocalStorage>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -109,6 +126,7 @@ impl Fleet {
             capture: RwSignal::new(CaptureProgress::Idle),
             connection: StoredValue::new_local(None),
             flush_pending: StoredValue::new_local(Rc::new(Cell::new(false))),
+            intake: StoredValue::new_local(Rc::new(Intake::default())),
         }
     }
 
@@ -135,23 +153,79 @@ impl Fleet {
         self.source_gens.with(|g| g.get(index as usize).copied().unwrap_or(0))
     }
 
-    /// Applies one WebSocket message: one protocol message, or a batch of them in order
-    /// (protocol 5). After a hello, the model is re-configured with the server's defaults
-    /// (block size, policies) wherever the page's settings leave them open, before the
-    /// messages that follow it.
+    /// Applies one WebSocket message at once: one protocol message, or a batch of them in
+    /// order (protocol 5), after anything still queued by [`Fleet::receive`]. After a hello,
+    /// the model is re-configured with the server's defaults (block size, policies) wherever
+    /// the page's settings leave them open, before the messages that follow it.
     pub fn ingest(&self, bytes: &[u8]) {
-        let now = now_ms();
-        match proto::unbatch(bytes) {
-            Ok(messages) => {
-                for message in messages {
-                    self.ingest_one(message, now);
-                }
+        let Some(intake) = self.intake.try_get_value() else { return };
+        intake.queue.borrow_mut().push(bytes.to_vec());
+        self.apply_queued(&intake, f64::INFINITY);
+    }
+
+    /// Queues one WebSocket message as it arrived and applies what is queued a time slice at
+    /// a time ([`INTAKE_SLICE_MS`]), so that a full batch is never one long task.
+    pub fn receive(&self, bytes: Vec<u8>) {
+        let Some(intake) = self.intake.try_get_value() else { return };
+        intake.queue.borrow_mut().push(bytes);
+        self.schedule_intake(&intake);
+    }
+
+    /// Bytes received and not yet applied: how far behind the stream the page is.
+    pub fn intake_queued_bytes(&self) -> usize {
+        self.intake.try_get_value().map_or(0, |i| i.queue.borrow().queued_bytes())
+    }
+
+    /// Applies queued messages in order for up to `budget_ms`; true when some are left.
+    fn apply_queued(&self, intake: &Intake, budget_ms: f64) -> bool {
+        let start = now_ms();
+        let mut left = false;
+        loop {
+            if now_ms() - start >= budget_ms {
+                left = !intake.queue.borrow().is_empty();
+                break;
             }
-            Err(e) => {
-                self.model.try_update_value(|m| m.note_protocol_error(&e));
+            // Held while the message is applied: applying never receives (no copy needed).
+            let mut queue = intake.queue.borrow_mut();
+            match queue.pop() {
+                None => break,
+                Some(Next::Message(message)) => self.ingest_one(message, now_ms()),
+                Some(Next::Error(e)) => {
+                    self.model.try_update_value(|m| m.note_protocol_error(&e));
+                }
             }
         }
         self.schedule_flush();
+        left
+    }
+
+    fn schedule_intake(&self, intake: &Intake) {
+        if intake.scheduled.replace(true) {
+            return;
+        }
+        let mut channel = intake.channel.borrow_mut();
+        if channel.is_none() {
+            let this = *self;
+            let on_turn = Closure::<dyn FnMut()>::new(move || {
+                let Some(intake) = this.intake.try_get_value() else { return };
+                intake.scheduled.set(false);
+                if this.apply_queued(&intake, INTAKE_SLICE_MS) {
+                    this.schedule_intake(&intake);
+                }
+            });
+            let Ok(ch) = web_sys::MessageChannel::new() else {
+                // No channel (not a browser): apply everything now, in order.
+                drop(channel);
+                intake.scheduled.set(false);
+                self.apply_queued(intake, f64::INFINITY);
+                return;
+            };
+            ch.port1().set_onmessage(Some(on_turn.as_ref().unchecked_ref()));
+            *channel = Some((ch, on_turn));
+        }
+        if let Some((ch, _)) = channel.as_ref() {
+            let _ = ch.port2().post_message(&wasm_bindgen::JsValue::NULL);
+        }
     }
 
     fn ingest_one(&self, bytes: &[u8], now: f64) {
@@ -301,8 +375,8 @@ struct Sink {
 }
 
 impl ConnSink for Sink {
-    fn message(&self, bytes: &[u8]) {
-        self.fleet.ingest(bytes);
+    fn message(&self, bytes: Vec<u8>) {
+        self.fleet.receive(bytes);
     }
     fn state(&self, state: ConnState) {
         self.fleet.conn.set(state);

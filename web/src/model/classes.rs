@@ -142,6 +142,25 @@ impl Class {
     }
 }
 
+/// A set of class codes (all 256 fit in 32 bytes): which classes a lane has ever marked, so the
+/// legend names them without scanning millions of marks at every refresh.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassSet([u64; 4]);
+
+impl ClassSet {
+    pub fn insert(&mut self, code: ClassCode) {
+        self.0[usize::from(code >> 6)] |= 1 << (code & 63);
+    }
+
+    pub fn contains(&self, code: ClassCode) -> bool {
+        self.0[usize::from(code >> 6)] & (1 << (code & 63)) != 0
+    }
+
+    pub fn union(self, other: ClassSet) -> ClassSet {
+        ClassSet(std::array::from_fn(|i| self.0[i] | other.0[i]))
+    }
+}
+
 /// Interns classes; code 0 is "no verdict".
 #[derive(Clone, Debug, Default)]
 pub struct ClassTable {

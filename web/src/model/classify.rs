@@ -93,7 +93,7 @@ impl Model {
                 }
                 *next_event_id += 1;
                 let medium = media.intern(event.medium());
-                events.push_back(EventRecord::of(event, recv_time_nanos, seq, source, i, codes, medium));
+                events.push(EventRecord::of(event, recv_time_nanos, seq, source, i, codes, medium));
                 lanes[source as usize].push(time_ms, codes[0], codes[1], event_id, classes);
             },
         };

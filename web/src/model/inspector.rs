@@ -243,11 +243,9 @@ impl Model {
     pub fn next_marked(&self, side: Side, after: Option<u64>, min_severity: u8) -> Option<u64> {
         let start = after.map_or(self.first_event_id, |a| a + 1).max(self.first_event_id);
         let skip = (start - self.first_event_id) as usize;
-        self.events
-            .iter()
-            .skip(skip)
-            .position(|l| self.classes.severity(l.class[side as usize]) >= min_severity)
-            .map(|p| start + p as u64)
+        (skip..self.events.len())
+            .find(|&i| self.classes.severity(self.events[i].class[side as usize]) >= min_severity)
+            .map(|i| self.first_event_id + i as u64)
     }
 
     /// Everything the inspector shows for one event. The rule sentences come from running

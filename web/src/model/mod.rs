@@ -17,12 +17,14 @@
 //! `contexts::Fleet`; the only things that notify them are generation counters the Fleet bumps
 //! after the model marked a source dirty (a signal never holds a frame).
 
+pub mod chunked;
 pub mod classes;
 mod classify;
 pub mod completeness;
 mod export;
 pub mod overview;
 mod inspector;
+pub mod intake;
 pub mod policy_run;
 pub mod rate;
 pub mod summary;
@@ -46,7 +48,7 @@ use trees::Trees;
 use classify::make_runs;
 
 pub use inspector::{BytesFrom, EventDetail, FetchState, FrameKey, LogLine};
-pub use retention::{BYTES_PER_EVENT, EventRecord, FrameBody, MediumTable, MemoryUse, RetainedFrame};
+pub use retention::{MIN_BYTES_PER_EVENT, EventRecord, FrameBody, MediumTable, MemoryUse, RetainedFrame};
 
 /// The settings the classification depends on; changing any re-classifies retained history.
 #[derive(Clone, Debug, PartialEq)]
@@ -308,7 +310,7 @@ pub struct Model {
     classes: ClassTable,
     lanes: Vec<Lane>,
     frames: VecDeque<RetainedFrame>,
-    events: VecDeque<EventRecord>,
+    events: chunked::Chunked<EventRecord>,
     media: MediumTable,
     /// (source, seq) -> the newest retained frame with them.
     frame_index: std::collections::HashMap<(u32, u64), u64>,
@@ -366,7 +368,7 @@ impl Model {
             classes: ClassTable::default(),
             lanes: Vec::new(),
             frames: VecDeque::new(),
-            events: VecDeque::new(),
+            events: chunked::Chunked::default(),
             media: MediumTable::default(),
             frame_index: std::collections::HashMap::new(),
             fetched: VecDeque::new(),

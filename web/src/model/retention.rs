@@ -14,8 +14,9 @@ use super::Model;
 /// Bytes a retained frame costs besides its payload and topic.
 const FRAME_OVERHEAD_BYTES: usize = 96;
 
-/// What one retained event costs: its record and its timeline mark (time, two classes, id).
-pub const BYTES_PER_EVENT: usize = std::mem::size_of::<EventRecord>() + 8 + 2 + 8;
+/// What one retained event costs at least: its record and its timeline mark (time, two
+/// classes, id); [`MemoryUse::event_bytes`] is what is reserved, fine buckets included.
+pub const MIN_BYTES_PER_EVENT: usize = std::mem::size_of::<EventRecord>() + 8 + 2 + 8;
 
 /// Media beyond this many distinct strings share the last id ("another medium").
 const MAX_MEDIA: usize = u8::MAX as usize;
@@ -176,7 +177,7 @@ impl Model {
             bound_reached: self.bound_reached,
             retained_events: self.events.len(),
             event_bound: self.config.retain_events,
-            event_bytes: self.events.len() * BYTES_PER_EVENT,
+            event_bytes: self.events.capacity_bytes() + self.lanes.iter().map(super::timeline::Lane::reserved_bytes).sum::<usize>(),
             evicted_events: self.first_event_id,
             event_bound_reached: self.first_event_id > 0,
             tree_blocks: self.trees.iter().map(Trees::total_blocks).sum(),
@@ -232,7 +233,7 @@ impl Model {
             return;
         }
         let drop = self.events.len() - bound / 20 * 19;
-        self.events.drain(..drop);
+        self.events.drop_front(drop);
         self.first_event_id += drop as u64;
         let first_kept = self.first_event_id;
         for lane in &mut self.lanes {

@@ -9,6 +9,7 @@
 //! router's view beside A's and B's. Counts and differences come from the reconciler's report,
 //! asked for when a view renders.
 
+use super::chunked::Chunked;
 use kvscope_normalize::{Policy, VerdictLabel};
 use kvscope_protocol as proto;
 use kvscope_router::{
@@ -27,10 +28,13 @@ pub enum RelayMark {
 /// One engine source's router lane, oldest first, parallel vectors like [`super::timeline::Lane`].
 #[derive(Clone, Debug, Default)]
 pub struct RouterLane {
-    pub time_ms: Vec<f64>,
-    pub mark: Vec<RelayMark>,
+    pub time_ms: Chunked<f64>,
+    pub mark: Chunked<RelayMark>,
     /// The model's event id of the engine event.
-    pub event_id: Vec<u64>,
+    pub event_id: Chunked<u64>,
+    /// The times of the [`RelayMark::Drops`] marks alone (rare), so that a dense window finds
+    /// them without scanning every publish.
+    pub drop_times: Chunked<f64>,
     /// Per engine seq, the model's id of its first event (the latest run's, across restarts):
     /// how a reconciliation difference, which names (seq, event index), finds its mark.
     frames: std::collections::BTreeMap<u64, u64>,
@@ -42,6 +46,9 @@ impl RouterLane {
         self.time_ms.push(time_ms);
         self.mark.push(mark);
         self.event_id.push(event_id);
+        if matches!(mark, RelayMark::Drops(_)) {
+            self.drop_times.push(time_ms);
+        }
     }
 
     pub fn range(&self, t0: f64, t1: f64) -> std::ops::Range<usize> {
@@ -52,9 +59,12 @@ impl RouterLane {
 
     pub(super) fn evict_below(&mut self, first_kept: u64) {
         let n = self.event_id.partition_point(|&id| id < first_kept);
-        self.time_ms.drain(..n);
-        self.mark.drain(..n);
-        self.event_id.drain(..n);
+        self.time_ms.drop_front(n);
+        self.mark.drop_front(n);
+        self.event_id.drop_front(n);
+        let first_kept_time = self.time_ms.first().copied().unwrap_or(f64::INFINITY);
+        let stale = self.drop_times.partition_point(|&t| t < first_kept_time);
+        self.drop_times.drop_front(stale);
         self.frames.retain(|_, id| *id >= first_kept);
     }
 
@@ -182,13 +192,35 @@ pub fn router_columns(lane: &RouterLane, t0: f64, t1: f64, width_px: usize) -> V
         return out;
     }
     let scale = width_px as f64 / (t1 - t0);
-    for i in lane.range(t0, t1) {
-        let x = (((lane.time_ms[i] - t0) * scale) as usize).min(width_px - 1);
-        let v = match lane.mark[i] {
-            RelayMark::Publishes => 1,
-            RelayMark::Drops(_) => 2,
-        };
-        out[x] = out[x].max(v);
+    let column = |t: f64| (((t - t0) * scale) as usize).min(width_px - 1);
+    let range = lane.range(t0, t1);
+    if range.len() <= super::timeline::MARKS_PER_COLUMN_TO_SCAN * width_px {
+        for i in range {
+            let v = match lane.mark[i] {
+                RelayMark::Publishes => 1,
+                RelayMark::Drops(_) => 2,
+            };
+            let x = column(lane.time_ms[i]);
+            out[x] = out[x].max(v);
+        }
+        return out;
+    }
+    // Dense: from each column's first mark, one binary search jumps to the next column's; the
+    // drops are looked up in their own short list.
+    let mut i = range.start;
+    while i < range.end {
+        let x = column(lane.time_ms[i]);
+        out[x] = out[x].max(1);
+        let end = t0 + (x + 1) as f64 / scale;
+        i = lane.time_ms.partition_point(|&t| t < end).max(i + 1);
+    }
+    let first_drop = lane.drop_times.partition_point(|&t| t < t0);
+    for d in first_drop..lane.drop_times.len() {
+        let t = lane.drop_times[d];
+        if t >= t1 {
+            break;
+        }
+        out[column(t)] = 2;
     }
     out
 }
@@ -207,8 +239,34 @@ mod tests {
         lane.frames.insert(7, 0);
         assert_eq!(lane.time_of(7, 1), Some(0.5));
         lane.evict_below(2);
-        assert_eq!(lane.event_id, [2]);
+        assert!(lane.event_id.iter().eq(&[2]));
         assert_eq!(lane.time_of(7, 1), None);
+        assert!(lane.drop_times.is_empty(), "the drop's time goes with its mark");
+    }
+
+    #[test]
+    fn a_dense_lane_draws_the_columns_a_scan_of_every_mark_draws() {
+        let mut lane = RouterLane::default();
+        // 40 marks a millisecond for 2 s with gaps (t in [500, 700) is empty) and a few drops.
+        for i in 0..80_000u64 {
+            let t = i as f64 / 40.0;
+            if (500.0..700.0).contains(&t) {
+                continue;
+            }
+            let mark = if i % 9_973 == 3 { RelayMark::Drops(VerdictLabel::UnknownMedium) } else { RelayMark::Publishes };
+            lane.push(t, mark, i);
+        }
+        let (t0, t1, width) = (100.0, 1_900.0, 300);
+        assert!(lane.range(t0, t1).len() > crate::model::timeline::MARKS_PER_COLUMN_TO_SCAN * width);
+        let drawn = router_columns(&lane, t0, t1, width);
+        let scale = width as f64 / (t1 - t0);
+        let mut scanned = vec![0u8; width];
+        for i in lane.range(t0, t1) {
+            let x = (((lane.time_ms[i] - t0) * scale) as usize).min(width - 1);
+            scanned[x] = scanned[x].max(if matches!(lane.mark[i], RelayMark::Drops(_)) { 2 } else { 1 });
+        }
+        assert_eq!(drawn, scanned);
+        assert!(drawn.contains(&0) && drawn.contains(&2));
     }
 }
 

@@ -17,29 +17,53 @@
 //! Neighbours: [`super::classes`] names what a class code means; `views::timeline` draws the
 //! columns this module computes.
 
-use super::classes::{ClassCode, ClassTable};
+use super::chunked::Chunked;
+use super::classes::{ClassCode, ClassSet, ClassTable};
 
-/// One source's marks, oldest first.
+/// One source's marks, oldest first, in [`Chunked`] columns (eviction frees whole chunks
+/// instead of moving every mark kept).
 #[derive(Debug, Default, Clone)]
 pub struct Lane {
     /// Receive time in milliseconds since the model's origin; non-decreasing.
-    pub time_ms: Vec<f64>,
+    pub time_ms: Chunked<f64>,
     /// The verdict class under policy A.
-    pub class_a: Vec<ClassCode>,
+    pub class_a: Chunked<ClassCode>,
     /// The verdict class under policy B.
-    pub class_b: Vec<ClassCode>,
+    pub class_b: Chunked<ClassCode>,
     /// The model's event id, to open the event in the inspector.
-    pub event_id: Vec<u64>,
+    pub event_id: Chunked<u64>,
     /// Every mark since the session started (evicted or not), folded by time: bucket `i`
     /// covers `[i, i + 1) * bucket_ms`.
     pub buckets: Vec<Bucket>,
     /// The buckets' width; starts at [`BUCKET_MS`] and doubles whenever they would exceed
     /// [`MAX_BUCKETS`], so their memory stays bounded however long the session runs.
     pub bucket_ms: f64,
+    /// The retained marks folded into [`FINE_MS`] slots, one per slot that holds a mark: a
+    /// window too dense to scan mark by mark is drawn from these.
+    pub fine: Chunked<FineBucket>,
+    /// Every class marked on this lane since the session started, under either policy (the
+    /// legend's entries: evicted marks are still drawn from the buckets).
+    pub seen: ClassSet,
 }
 
 /// The first buckets' width.
 pub const BUCKET_MS: f64 = 100.0;
+
+/// The fine buckets' width: a dense window drawn from them places each mark to within 10 ms.
+pub const FINE_MS: f64 = 10.0;
+
+/// Past this many retained marks per pixel column on average, a window whose columns are at
+/// least [`FINE_MS`] wide is drawn from the fine buckets: at 64 lanes of 750 marks a second, a
+/// scan of every mark in a two-minute window took 50-150 ms at every refresh.
+pub const MARKS_PER_COLUMN_TO_SCAN: usize = 4;
+
+/// The marks of one [`FINE_MS`] slot of a lane.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FineBucket {
+    /// The slot's start is `slot * FINE_MS`.
+    pub slot: u32,
+    pub bucket: Bucket,
+}
 
 /// Buckets kept per lane (16 bytes each, 32 KiB a lane); past it, neighbours merge and the
 /// width doubles.
@@ -106,6 +130,8 @@ impl Lane {
         self.class_a.push(class_a);
         self.class_b.push(class_b);
         self.event_id.push(event_id);
+        self.seen.insert(class_a);
+        self.seen.insert(class_b);
         if self.bucket_ms <= 0.0 {
             self.bucket_ms = BUCKET_MS;
         }
@@ -119,16 +145,39 @@ impl Lane {
         }
         let mismatch = is_mismatch(self, classes, self.len() - 1);
         self.buckets[b].add(classes, [class_a, class_b], mismatch);
+        let slot = (time_ms.max(0.0) / FINE_MS) as u32;
+        match self.fine.last_mut() {
+            Some(f) if f.slot == slot => f.bucket.add(classes, [class_a, class_b], mismatch),
+            _ => {
+                let mut bucket = Bucket::default();
+                bucket.add(classes, [class_a, class_b], mismatch);
+                self.fine.push(FineBucket { slot, bucket });
+            }
+        }
+    }
+
+    /// Bytes reserved for the retained marks and their fine buckets.
+    pub fn reserved_bytes(&self) -> usize {
+        self.time_ms.capacity_bytes()
+            + self.class_a.capacity_bytes()
+            + self.class_b.capacity_bytes()
+            + self.event_id.capacity_bytes()
+            + self.fine.capacity_bytes()
     }
 
     /// Drops every mark whose event id is below `first_kept`; the buckets keep counting them.
     pub fn evict_below(&mut self, first_kept: u64) {
         let n = self.event_id.partition_point(|&id| id < first_kept);
         if n > 0 {
-            self.time_ms.drain(..n);
-            self.class_a.drain(..n);
-            self.class_b.drain(..n);
-            self.event_id.drain(..n);
+            self.time_ms.drop_front(n);
+            self.class_a.drop_front(n);
+            self.class_b.drop_front(n);
+            self.event_id.drop_front(n);
+            // The fine buckets cover the retained marks (the oldest slot may also count a few
+            // evicted ones, as the coarse buckets count every mark).
+            let first_slot = self.time_ms.first().map_or(u32::MAX, |&t| (t.max(0.0) / FINE_MS) as u32);
+            let stale = self.fine.partition_point(|f| f.slot < first_slot);
+            self.fine.drop_front(stale);
         }
     }
 
@@ -165,7 +214,7 @@ impl Lane {
         start..end.max(start)
     }
 
-    fn classes(&self, policy_b: bool) -> &[ClassCode] {
+    fn classes(&self, policy_b: bool) -> &Chunked<ClassCode> {
         if policy_b { &self.class_b } else { &self.class_a }
     }
 }
@@ -227,8 +276,34 @@ pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: us
     if first_mark > t0 {
         bucket_columns(&mut out, lane, classes, t0, t1, t1.min(first_mark), policy_b, show);
     }
-    mark_columns(&mut out, lane, classes, t0, t1, policy_b, show);
+    if px_ms >= FINE_MS && lane.range(t0, t1).len() > MARKS_PER_COLUMN_TO_SCAN * width_px {
+        fine_columns(&mut out, lane, classes, t0, t1, policy_b, show);
+    } else {
+        mark_columns(&mut out, lane, classes, t0, t1, policy_b, show);
+    }
     out
+}
+
+/// Adds the fine buckets starting inside `[t0, t1)`, each in the column of its start.
+fn fine_columns(out: &mut [Column], lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, policy_b: bool, show: Show) {
+    let width_px = out.len();
+    let scale = width_px as f64 / (t1 - t0);
+    let (policy, show_index) = (usize::from(policy_b), usize::from(show == Show::All));
+    let start = lane.fine.partition_point(|f| f64::from(f.slot) * FINE_MS < t0);
+    for i in start..lane.fine.len() {
+        let f = &lane.fine[i];
+        let t = f64::from(f.slot) * FINE_MS;
+        if t >= t1 {
+            break;
+        }
+        let col = &mut out[(((t - t0) * scale) as usize).min(width_px - 1)];
+        col.events = col.events.saturating_add(f.bucket.events);
+        col.marked = col.marked.saturating_add(f.bucket.marked[policy]);
+        let top = f.bucket.top[policy][show_index];
+        if classes.severity(top) > classes.severity(col.top) {
+            col.top = top;
+        }
+    }
 }
 
 /// Adds the buckets overlapping `[t0, clip_end)` to columns laid out over `[t0, t1)`.
@@ -434,6 +509,47 @@ mod tests {
     }
 
     #[test]
+    fn a_dense_window_is_drawn_from_fine_buckets_with_the_classes_a_scan_finds() {
+        let (t, applied, skipped, fatal) = table();
+        let mut lane = Lane::default();
+        // 40 marks every 10 ms for 4 s, with a fatal (a skip under B) every 777th.
+        for i in 0..16_000u64 {
+            let bad = i % 777 == 5;
+            lane.push(i as f64 / 4.0, if bad { fatal } else { applied }, if bad { skipped } else { applied }, i, &t);
+        }
+        lane.evict_below(4_000);
+        assert_eq!(lane.fine.first().map(|f| f.slot), Some(100), "fine buckets follow the marks kept");
+        // 200 columns of 20 ms over the retained three seconds: 60 marks a column, so fine.
+        let (t0, t1, width) = (1_000.0, 5_000.0, 200);
+        assert!(lane.range(t0, t1).len() > MARKS_PER_COLUMN_TO_SCAN * width);
+        for policy_b in [false, true] {
+            for show in [Show::All, Show::Mismatches] {
+                let drawn = columns(&lane, &t, t0, t1, width, policy_b, show);
+                let mut scanned = vec![Column::default(); width];
+                mark_columns(&mut scanned, &lane, &t, t0, t1, policy_b, show);
+                let tops = |c: &[Column]| c.iter().map(|c| (c.top, c.events)).collect::<Vec<_>>();
+                assert_eq!(tops(&drawn), tops(&scanned), "policy_b {policy_b}, {show:?}");
+                assert!(drawn.iter().any(|c| c.top == if policy_b { skipped } else { fatal }));
+            }
+        }
+    }
+
+    #[test]
+    fn a_lane_remembers_every_class_it_marked_after_its_marks_are_evicted() {
+        let (t, applied, skipped, fatal) = table();
+        let mut lane = Lane::default();
+        lane.push(0.0, fatal, skipped, 0, &t);
+        for i in 1..10 {
+            lane.push(i as f64, applied, applied, i, &t);
+        }
+        lane.evict_below(5);
+        assert!(lane.class_a.iter().chain(lane.class_b.iter()).all(|&c| c == applied), "the fatal mark is evicted");
+        // The legend names it still: the buckets go on drawing it.
+        assert!([applied, skipped, fatal].iter().all(|&c| lane.seen.contains(c)));
+        assert!(!lane.seen.contains(0));
+    }
+
+    #[test]
     fn evicted_time_is_drawn_from_buckets_never_blank_with_the_same_worst_class() {
         let (t, applied, skipped, fatal) = table();
         let mut lane = Lane::default();
@@ -502,6 +618,6 @@ mod tests {
         let mut lane = Lane::default();
         lane.push(5.0, applied, applied, 0, &t);
         lane.push(3.0, applied, applied, 1, &t);
-        assert_eq!(lane.time_ms, vec![5.0, 5.0]);
+        assert!(lane.time_ms.iter().eq(&[5.0, 5.0]));
     }
 }

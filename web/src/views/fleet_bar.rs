@@ -232,7 +232,7 @@ mod tests {
         let mut m = crate::model::MemoryUse {
             retained_events: 4_750_000,
             event_bound: 5_000_000,
-            event_bytes: 4_750_000 * crate::model::BYTES_PER_EVENT,
+            event_bytes: 4_750_000 * 66,
             retained_bytes: 1 << 20,
             bound_bytes: 128 << 20,
             ..Default::default()

@@ -13,6 +13,7 @@ use wasm_bindgen::JsCast;
 
 use crate::contexts::{Fleet, use_fleet};
 use crate::model::Model;
+use crate::model::classes::ClassSet;
 use crate::model::settings::Side;
 use crate::model::timeline::{Show, agreement_runs, columns, pick, range_counts, runs};
 use crate::views::{clock, thousands};
@@ -548,9 +549,10 @@ pub fn Timeline() -> impl IntoView {
         fleet.track();
         fleet.with_model(|m| {
             let classes = m.classes();
+            let seen = m.lanes().iter().fold(ClassSet::default(), |s, l| s.union(l.seen));
             let mut present: Vec<(u8, u8, String, &'static str)> = classes
                 .iter()
-                .filter(|(code, _)| m.lanes().iter().any(|l| l.class_a.contains(code) || l.class_b.contains(code)))
+                .filter(|&(code, _)| seen.contains(code))
                 .map(|(code, c)| (classes.severity(code), code, c.describe(), classes.colour(code)))
                 .collect();
             // Five blues in a row say nothing: applied classes share one legend entry per tier
