@@ -632,7 +632,7 @@ md += t2 + t3 + t4
 
 # Sections measured by their own command (not a step of bench.sh yet) are carried over from the
 # current BENCHMARKS.md as they stand: each says its command, baseline and run.
-KEPT = ("## Event-plane intake",)
+KEPT = ("## Event-plane intake", "## 5. The dashboard at fleet scale")
 old = Path("BENCHMARKS.md").read_text().splitlines() if Path("BENCHMARKS.md").exists() else []
 keep, kept = False, []
 for line in old:

@@ -19,7 +19,9 @@
 //! default "5,10,20,40,80,160"), KVSCOPE_BENCH_SCENARIO (default kimi-k3), KVSCOPE_BENCH_DP_RANKS
 //! (engines per worker, default 1), KVSCOPE_BENCH_NO_PLANE=1 (no simulated Dynamo relays),
 //! KVSCOPE_BENCH_SOAK_ALWAYS=1 (the sustained run at the first rate even if it failed the bound),
-//! KVSCOPE_BIN. Each step also reports the longest task of start-up (load to the end of warm-up).
+//! KVSCOPE_BENCH_PROFILE_SECONDS=N (a CPU profile of the sustained run's last N seconds, written to
+//! `tests/artifacts/bench-soak.cpuprofile`, its top functions by self time printed), KVSCOPE_BIN.
+//! Each step also reports the longest task of start-up (load to the end of warm-up).
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +62,30 @@ struct Step {
     longest_task_ms: f64,
     long_tasks: u64,
     lagged: bool,
+    /// The data-quality strip's words at the end (gaps, lost frames, decode errors, or complete).
+    data_quality: String,
+}
+
+/// The functions with the most self time in a DevTools CPU profile, as `[name, url:line, ms]`.
+fn top_self_time(profile: &Value, n: usize) -> Vec<Value> {
+    let nodes = profile["nodes"].as_array().cloned().unwrap_or_default();
+    let (samples, deltas) = (profile["samples"].as_array(), profile["timeDeltas"].as_array());
+    let mut us_by_node = std::collections::HashMap::<u64, f64>::new();
+    if let (Some(samples), Some(deltas)) = (samples, deltas) {
+        for (s, d) in samples.iter().zip(deltas) {
+            *us_by_node.entry(s.as_u64().unwrap_or(0)).or_default() += d.as_f64().unwrap_or(0.0);
+        }
+    }
+    let mut by_fn = std::collections::HashMap::<String, f64>::new();
+    for node in &nodes {
+        let us = us_by_node.get(&node["id"].as_u64().unwrap_or(0)).copied().unwrap_or(0.0);
+        let f = &node["callFrame"];
+        let key = format!("{} {}:{}", f["functionName"].as_str().unwrap_or("?"), f["url"].as_str().unwrap_or(""), f["lineNumber"]);
+        *by_fn.entry(key).or_default() += us;
+    }
+    let mut v: Vec<_> = by_fn.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v.into_iter().take(n).map(|(k, us)| json!([k, (us / 1000.0).round()])).collect()
 }
 
 async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step, Option<(Browser, Server)>) {
@@ -88,12 +114,34 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; return true;").await;
     let f0 = frames_shown(&b).await;
     let t0 = Instant::now();
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let profile_secs = env_secs("KVSCOPE_BENCH_PROFILE_SECONDS", 0).min(seconds);
+    if profile_secs > 0 && seconds > 30 {
+        tokio::time::sleep(Duration::from_secs(seconds - profile_secs)).await;
+        b.cdp("Profiler.enable", json!({})).await;
+        b.cdp("Profiler.start", json!({})).await;
+        tokio::time::sleep(Duration::from_secs(profile_secs)).await;
+        let profile = b.cdp("Profiler.stop", json!({})).await;
+        let profile = &profile["profile"];
+        let _ = std::fs::write(artifacts_dir().join("bench-soak.cpuprofile"), profile.to_string());
+        println!("BENCH {}", json!({"kind": "profile", "seconds": profile_secs, "top_self_ms": top_self_time(profile, 25)}));
+    } else {
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+    }
     let f1 = frames_shown(&b).await;
     let dt = t0.elapsed().as_secs_f64();
     let longest = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
     let long_tasks = b.js("return window.__kvLongTasks || 0;").await.as_u64().unwrap_or(0);
+    let tasks = b.js("return window.__kvTasks || [];").await;
+    if seconds > 30 {
+        println!("BENCH {}", json!({"kind": "long_tasks", "seconds": seconds, "tasks": tasks}));
+    }
     let lagged = b.js("return !document.querySelector('[data-testid=\"lagged\"]').hidden;").await.as_bool().unwrap_or(false);
+    let data_quality = b
+        .js("const e = document.querySelector('[data-testid=\"data-quality\"]'); return e ? e.textContent : '';")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let step = Step {
         startup_longest_task_ms: startup,
         offered_fps: f64::from(sources) * rate,
@@ -101,6 +149,7 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
         longest_task_ms: longest,
         long_tasks,
         lagged,
+        data_quality,
     };
     (step, Some((b, server)))
 }
@@ -133,6 +182,7 @@ async fn main() {
                     "rate_per_worker": rate, "offered_fps": step.offered_fps, "startup_longest_task_ms": step.startup_longest_task_ms,
                     "ingested_fps": (step.ingested_fps * 10.0).round() / 10.0, "longest_task_ms": step.longest_task_ms,
                     "long_tasks": step.long_tasks, "lagged": step.lagged, "responsive_and_keeping_up": ok,
+                    "data_quality": step.data_quality,
                 })
             );
             if let Some((b, _server)) = handles {
@@ -167,7 +217,8 @@ async fn main() {
             "longest_task_ms": step.longest_task_ms,
             "soak_seconds": soak_secs, "soak_ingested_fps": (soak.ingested_fps * 10.0).round() / 10.0,
             "soak_longest_task_ms": soak.longest_task_ms, "soak_startup_longest_task_ms": soak.startup_longest_task_ms,
-            "soak_lagged": soak.lagged, "memory_after_soak": memory,
+            "soak_lagged": soak.lagged, "soak_data_quality": soak.data_quality, "memory_after_soak": memory,
+            "dp_ranks": env_secs("KVSCOPE_BENCH_DP_RANKS", 1), "scenario": scenario,
         });
         println!("BENCH {line}");
         results.push(line);

@@ -273,6 +273,8 @@ pub const SHIM_JS: &str = r#"
   window.__kvErrors = [];
   window.__kvLongest = 0;
   window.__kvLongTasks = 0;
+  // The last 1,000 long tasks as [start ms, duration ms], to tell periodic stalls from growth.
+  window.__kvTasks = [];
   window.addEventListener('error', e => window.__kvErrors.push('error: ' + (e.message || e.type) + ' at ' + (e.filename || '') + ':' + (e.lineno || 0)));
   window.addEventListener('unhandledrejection', e => window.__kvErrors.push('unhandledrejection: ' + String(e.reason)));
   const orig = console.error.bind(console);
@@ -280,7 +282,8 @@ pub const SHIM_JS: &str = r#"
   window.addEventListener('TrunkApplicationStarted', e => { window.__kvWasm = e.detail && e.detail.wasm; });
   try {
     new PerformanceObserver(list => {
-      for (const t of list.getEntries()) { window.__kvLongTasks += 1; if (t.duration > window.__kvLongest) window.__kvLongest = t.duration; }
+      for (const t of list.getEntries()) { window.__kvLongTasks += 1; if (t.duration > window.__kvLongest) window.__kvLongest = t.duration;
+        window.__kvTasks.push([Math.round(t.startTime), Math.round(t.duration)]); if (window.__kvTasks.length > 1000) window.__kvTasks.shift(); }
     }).observe({ type: 'longtask', buffered: true });
   } catch (e) { window.__kvErrors.push('no longtask observer: ' + e); }
 })();
