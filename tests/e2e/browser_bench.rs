@@ -19,6 +19,7 @@
 //! default "5,10,20,40,80,160"), KVSCOPE_BENCH_SCENARIO (default kimi-k3), KVSCOPE_BENCH_DP_RANKS
 //! (engines per worker, default 1), KVSCOPE_BENCH_NO_PLANE=1 (no simulated Dynamo relays),
 //! KVSCOPE_BENCH_SOAK_ALWAYS=1 (the sustained run at the first rate even if it failed the bound),
+//! KVSCOPE_BENCH_PROFILE_STARTUP=1 (a CPU profile of start-up, `tests/artifacts/bench-startup.cpuprofile`),
 //! KVSCOPE_BENCH_PROFILE_SECONDS=N (a CPU profile of the sustained run's last N seconds, written to
 //! `tests/artifacts/bench-soak.cpuprofile`, its top functions by self time printed), KVSCOPE_BIN.
 //! Each step also reports the longest task of start-up (load to the end of warm-up).
@@ -64,6 +65,8 @@ struct Step {
     lagged: bool,
     /// The data-quality strip's words at the end (gaps, lost frames, decode errors, or complete).
     data_quality: String,
+    /// Start-up's long tasks, `[start ms, duration ms]` from navigation.
+    startup_tasks: Value,
 }
 
 /// The functions with the most self time in a DevTools CPU profile, as `[name, url:line, ms]`.
@@ -101,6 +104,13 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     // Extra page settings, e.g. KVSCOPE_BENCH_QUERY="mem=64" for a 64 MiB retention bound.
     let query = std::env::var("KVSCOPE_BENCH_QUERY").unwrap_or_default();
     let url = if query.is_empty() { server.url.clone() } else { format!("{}?{query}", server.url.trim_end_matches('/')) };
+    // KVSCOPE_BENCH_PROFILE_STARTUP=1: a CPU profile from navigation to the end of the warm-up.
+    let profile_startup = std::env::var("KVSCOPE_BENCH_PROFILE_STARTUP").as_deref() == Ok("1");
+    if profile_startup {
+        b.cdp("Profiler.enable", json!({})).await;
+        b.cdp("Profiler.setSamplingInterval", json!({"interval": 200})).await;
+        b.cdp("Profiler.start", json!({})).await;
+    }
     b.open(&url).await;
     b.wait_for(
         &format!("const e = document.querySelector('[data-testid=\"fleet-sources\"]'); return !!e && Number(e.textContent) >= {sources}"),
@@ -110,8 +120,15 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     .await;
     // Warm up (wasm compile, first history burst), then reset the long-task record.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    if profile_startup {
+        let profile = b.cdp("Profiler.stop", json!({})).await;
+        let _ = std::fs::write(artifacts_dir().join("bench-startup.cpuprofile"), profile["profile"].to_string());
+        let tasks = b.js("return window.__kvTasks || [];").await;
+        println!("BENCH {}", json!({"kind": "startup_profile", "tasks": tasks, "top_self_ms": top_self_time(&profile["profile"], 25)}));
+    }
     let startup = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
-    let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; return true;").await;
+    let startup_tasks = b.js("return window.__kvTasks || [];").await;
+    let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; window.__kvTasks = []; return true;").await;
     let f0 = frames_shown(&b).await;
     let t0 = Instant::now();
     let profile_secs = env_secs("KVSCOPE_BENCH_PROFILE_SECONDS", 0).min(seconds);
@@ -150,6 +167,7 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
         long_tasks,
         lagged,
         data_quality,
+        startup_tasks,
     };
     (step, Some((b, server)))
 }
@@ -182,7 +200,7 @@ async fn main() {
                     "rate_per_worker": rate, "offered_fps": step.offered_fps, "startup_longest_task_ms": step.startup_longest_task_ms,
                     "ingested_fps": (step.ingested_fps * 10.0).round() / 10.0, "longest_task_ms": step.longest_task_ms,
                     "long_tasks": step.long_tasks, "lagged": step.lagged, "responsive_and_keeping_up": ok,
-                    "data_quality": step.data_quality,
+                    "data_quality": step.data_quality, "startup_tasks": step.startup_tasks,
                 })
             );
             if let Some((b, _server)) = handles {
@@ -217,7 +235,7 @@ async fn main() {
             "longest_task_ms": step.longest_task_ms,
             "soak_seconds": soak_secs, "soak_ingested_fps": (soak.ingested_fps * 10.0).round() / 10.0,
             "soak_longest_task_ms": soak.longest_task_ms, "soak_startup_longest_task_ms": soak.startup_longest_task_ms,
-            "soak_lagged": soak.lagged, "soak_data_quality": soak.data_quality, "memory_after_soak": memory,
+            "soak_lagged": soak.lagged, "soak_data_quality": soak.data_quality, "soak_startup_tasks": soak.startup_tasks, "memory_after_soak": memory,
             "dp_ranks": env_secs("KVSCOPE_BENCH_DP_RANKS", 1), "scenario": scenario,
         });
         println!("BENCH {line}");
