@@ -608,3 +608,46 @@ async fn the_inspector_fetches_the_raw_bytes_the_page_dropped_from_the_servers_h
     b.close().await;
     drop(server);
 }
+
+/// A capture opened with `?mem=1` and no server: the inspector's first fatal event loses its
+/// bytes on the page, says the capture file still has them, and reads them again from the
+/// opened file on request (`Blob::slice` at the record's offset), with the rule sentences they
+/// give and the verdict decided when the capture was opened kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_reads_the_raw_bytes_the_page_dropped_again_from_the_opened_capture() {
+    if !ready() {
+        return;
+    }
+    let capture = temp_capture("reread", 3);
+    let stat = StaticServer::start(root().join("dist")).await;
+    let b = Browser::start().await;
+    b.open(&format!("{}?mem=1", stat.url.trim_end_matches('/'))).await;
+    let input = b.client.find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]")).await.expect("file input");
+    input.send_keys(capture.to_str().unwrap()).await.expect("choose the capture");
+    b.wait_for(
+        "return !!document.querySelector('[data-testid=\"capture-done\"]')",
+        Duration::from_secs(60),
+        "the capture to be analysed",
+    )
+    .await;
+    wait_for_bytes_from(&b, "not-kept", Duration::from_secs(30), "the inspector's event to lose its bytes on the page").await;
+    let gone = inspector_bytes(&b).await;
+    let text = gone["text"].as_str().unwrap_or_default();
+    assert!(text.contains("The capture file still has them."), "{text}");
+    assert_eq!(gone["hex"], json!(false), "no hex view without bytes");
+    assert_eq!(gone["kind_a"], json!("fatal"), "the record keeps the verdict under legacy");
+    let button = b.js("return document.querySelector('[data-testid=\"inspector-fetch\"]').textContent;").await;
+    assert_eq!(button, json!("Read the raw bytes from the capture file"));
+    b.js("document.querySelector('[data-testid=\"inspector-fetch\"]').click(); return true;").await;
+    wait_for_bytes_from(&b, "capture", Duration::from_secs(20), "the bytes read again from the capture file").await;
+    let read = inspector_bytes(&b).await;
+    let text = read["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("Raw bytes: read again from the capture file on request (this page had dropped them)."), "{text}");
+    assert_eq!(read["hex"], json!(true), "the hex view of the bytes read again");
+    assert!(!read["rule_a"].as_str().unwrap_or_default().is_empty(), "a rule sentence from the bytes read again: {read}");
+    assert_eq!(read["type"], json!("BlockStored"));
+    assert_eq!(read["kind_a"], json!("fatal"), "the verdict decided when the capture was opened stays");
+    b.assert_no_errors().await;
+    b.close().await;
+    let _ = std::fs::remove_file(capture);
+}

@@ -154,7 +154,8 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     }
     let lagged = b.js("return !document.querySelector('[data-testid=\"lagged\"]').hidden;").await.as_bool().unwrap_or(false);
     let data_quality = b
-        .js("const e = document.querySelector('[data-testid=\"data-quality\"]'); return e ? e.textContent : '';")
+        .js("const e = document.querySelector('[data-testid=\"data-quality\"]');\
+             return e ? Array.from(e.querySelectorAll('.dq-item, .dq-span, .dq-sources')).map(x => x.textContent).join('; ') : '';")
         .await
         .as_str()
         .unwrap_or_default()

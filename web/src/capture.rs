@@ -77,6 +77,13 @@ pub fn infer_block_size(bytes: &[u8], max_records: usize) -> Option<u32> {
     None
 }
 
+/// Reads `len` bytes at `offset` of a file: one capture record, read again on request.
+pub async fn read_span(file: &web_sys::File, offset: u64, len: u32) -> Result<Vec<u8>, String> {
+    let blob = file.slice_with_f64_and_f64(offset as f64, offset as f64 + f64::from(len)).map_err(js_error)?;
+    let buf = JsFuture::from(blob.array_buffer()).await.map_err(js_error)?;
+    Ok(js_sys::Uint8Array::new(&buf).to_vec())
+}
+
 /// Opens a capture file in the page.
 pub async fn open_file(fleet: Fleet, file: web_sys::File) {
     let name = file.name();
@@ -89,7 +96,10 @@ pub async fn open_file(fleet: Fleet, file: web_sys::File) {
             return;
         }
     };
+    fleet.keep_capture_file(None);
     open_bytes(fleet, name, bytes).await;
+    // Kept after opening: the page reads a record's raw bytes again from it on request.
+    fleet.keep_capture_file(Some(file));
 }
 
 /// Analyses capture bytes already in memory (also used by the component tests).
@@ -126,8 +136,12 @@ pub async fn open_bytes(fleet: Fleet, name: String, bytes: Vec<u8>) {
         let mut failure = None;
         fleet.update_model(|m| {
             while now_ms() < deadline || cfg!(not(target_arch = "wasm32")) {
+                let offset = reader.offset();
                 match reader.next_record() {
-                    Ok(Some(record)) => m.apply_record(record, now_ms()),
+                    Ok(Some(record)) => {
+                        let len = (reader.offset() - offset) as u32;
+                        m.apply_capture_record(record, offset, len, now_ms());
+                    }
                     Ok(None) => {
                         finished = true;
                         break;

@@ -16,7 +16,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 
 use crate::conn::{ConnSink, ConnState, Connection};
-use crate::model::intake::{IntakeQueue, Next};
+use crate::model::intake::{IntakeQueue, IntakeStatus, Next};
 use crate::model::settings::{EventRef, Settings, Side};
 use crate::model::{Config, Model};
 
@@ -71,6 +71,8 @@ pub struct Fleet {
     connection: StoredValue<Option<Connection>, LocalStorage>,
     flush_pending: StoredValue<Rc<Cell<bool>>, LocalStorage>,
     intake: StoredValue<Rc<Intake>, LocalStorage>,
+    /// The file the open capture came from (its records are read again on request).
+    capture_file: StoredValue<Option<web_sys::File>, LocalStorage>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -127,6 +129,7 @@ impl Fleet {
             connection: StoredValue::new_local(None),
             flush_pending: StoredValue::new_local(Rc::new(Cell::new(false))),
             intake: StoredValue::new_local(Rc::new(Intake::default())),
+            capture_file: StoredValue::new_local(None),
         }
     }
 
@@ -167,13 +170,26 @@ impl Fleet {
     /// a time ([`INTAKE_SLICE_MS`]), so that a full batch is never one long task.
     pub fn receive(&self, bytes: Vec<u8>) {
         let Some(intake) = self.intake.try_get_value() else { return };
-        intake.queue.borrow_mut().push(bytes);
+        let bound = self.settings.with_untracked(Settings::intake_bytes);
+        let mut queue = intake.queue.borrow_mut();
+        queue.set_bound(bound);
+        let dropped = queue.status().dropped_messages;
+        queue.push(bytes);
+        let dropped_now = queue.status().dropped_messages;
+        drop(queue);
+        if dropped_now != dropped {
+            // Every count now misses those frames: the data-quality strip and the fleet bar say so.
+            self.update_model(|m| {
+                m.intake_dropped_messages = dropped_now;
+                m.dirty = true;
+            });
+        }
         self.schedule_intake(&intake);
     }
 
-    /// Bytes received and not yet applied: how far behind the stream the page is.
-    pub fn intake_queued_bytes(&self) -> usize {
-        self.intake.try_get_value().map_or(0, |i| i.queue.borrow().queued_bytes())
+    /// What the page received and has not applied yet, and what its bound dropped.
+    pub fn intake_status(&self) -> IntakeStatus {
+        self.intake.try_get_value().map_or_else(IntakeStatus::default, |i| i.queue.borrow().status())
     }
 
     /// Applies queued messages in order for up to `budget_ms`; true when some are left.
@@ -305,6 +321,9 @@ impl Fleet {
     /// keeps; the inspector shows them, or why they are gone, when the answer comes.
     pub fn fetch_bytes(&self, id: u64) {
         let Some(key) = self.with_model(|m| m.frame_key(id)) else { return };
+        if let Some(span) = self.with_model(|m| m.capture_file_kept.then(|| m.capture_span(key)).flatten()) {
+            return self.read_capture_record(key, span);
+        }
         let Some(url) = self.server_ws_url().and_then(|ws| crate::history::frame_url(&ws, key)) else {
             self.update_model(|m| m.fetch_failed(key, "this page has no server address to ask".to_owned()));
             return;
@@ -320,6 +339,32 @@ impl Fleet {
                 Err(e) => m.fetch_failed(key, e),
             });
         });
+    }
+
+    /// Reads frame `key`'s record again from the opened capture file.
+    fn read_capture_record(&self, key: crate::model::FrameKey, span: crate::model::CaptureSpan) {
+        let Some(file) = self.capture_file.get_value() else {
+            self.update_model(|m| m.fetch_failed(key, "this page no longer holds the capture file; open it again".to_owned()));
+            return;
+        };
+        self.update_model(|m| m.fetch_started(key));
+        let this = *self;
+        wasm_bindgen_futures::spawn_local(async move {
+            let answer = crate::capture::read_span(&file, span.offset, span.len).await;
+            this.update_model(|m| match answer {
+                Ok(bytes) => {
+                    let _ = m.accept_capture_record(key, &bytes);
+                }
+                Err(e) => m.fetch_failed(key, format!("the capture file could not be read again: {e}")),
+            });
+        });
+    }
+
+    /// Keeps the file a capture was opened from, so that records can be read again from it.
+    pub fn keep_capture_file(&self, file: Option<web_sys::File>) {
+        let kept = file.is_some();
+        self.capture_file.set_value(file);
+        self.update_model(|m| m.capture_file_kept = kept);
     }
 
     /// Closes the WebSocket for good (a capture was opened).

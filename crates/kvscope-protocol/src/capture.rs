@@ -186,6 +186,18 @@ pub fn encode_record_parts<F: AsRef<[u8]>>(
     out
 }
 
+/// Decodes one record read back from a capture at an offset a [`CaptureReader`] reported (its
+/// length prefix included): how the page reads one frame's raw bytes again from an opened file.
+pub fn decode_record(bytes: &[u8]) -> Result<CaptureRecord, CaptureError> {
+    let corrupt = |what: String| CaptureError::Corrupt { path: String::new(), offset: 0, what };
+    let (len, body) = bytes.split_first_chunk::<4>().ok_or_else(|| corrupt(format!("a record needs 4 length bytes, found {}", bytes.len())))?;
+    let len = u32::from_be_bytes(*len) as usize;
+    if body.len() != len {
+        return Err(corrupt(format!("the record's length prefix says {len} bytes, {} follow", body.len())));
+    }
+    rmp_serde::from_slice(body).map_err(|e| corrupt(format!("the record does not decode: {e}")))
+}
+
 /// Reads a capture record by record. Works on a file, a socket or a byte slice (the browser
 /// reads a dropped file into memory and hands over `&[u8]`).
 #[derive(Debug)]
@@ -343,6 +355,15 @@ fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 mod tests {
     use super::*;
     use serde_bytes::ByteBuf;
+
+    #[test]
+    fn a_record_is_read_back_alone_from_the_span_the_reader_reported() {
+        let record = CaptureRecord { source: 3, recv_time_nanos: 42, replayed: false, frames: vec![ByteBuf::from(b"kv".to_vec()), ByteBuf::from(vec![9; 300])] };
+        let encoded = encode_record(&record);
+        assert_eq!(decode_record(&encoded).unwrap(), record);
+        assert!(decode_record(&encoded[..encoded.len() - 1]).unwrap_err().to_string().contains("says"));
+        assert!(decode_record(&encoded[..2]).is_err());
+    }
 
     fn header() -> CaptureHeader {
         CaptureHeader {

@@ -134,6 +134,8 @@ impl Model {
         let origin = self.origin.clone();
         let lagged_per_source: Vec<u64> = self.sources.iter().map(|s| s.lagged_frames).collect();
         let uncounted = self.evicted_frames;
+        let intake_dropped = self.intake_dropped_messages;
+        let capture = (std::mem::take(&mut self.capture_spans), self.capture_spans_sorted, self.capture_file_kept);
         let (evicted, bound, lagged, hist_evicted, hist_complete) = (
             self.evicted_frames,
             self.bound_reached,
@@ -167,6 +169,8 @@ impl Model {
         // Frames evicted before now were counted once and are not any more.
         self.uncounted_frames = uncounted;
         self.history_evicted_frames = hist_evicted;
+        self.intake_dropped_messages = intake_dropped;
+        (self.capture_spans, self.capture_spans_sorted, self.capture_file_kept) = capture;
         self.history_complete = hist_complete;
         (self.history_expected, self.history_received) = catching_up;
     }

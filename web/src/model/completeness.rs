@@ -27,6 +27,8 @@ pub enum Shortfall {
     Uncounted { frames: u64 },
     /// Payloads that did not decode, and messages that were not frames: their events are unknown.
     Errors { frames: u64 },
+    /// WebSocket messages the page dropped unread at its intake bound (any source's).
+    DroppedUnread { messages: u64 },
 }
 
 impl Shortfall {
@@ -38,6 +40,7 @@ impl Shortfall {
             Shortfall::HistoryEvicted { .. } => "history",
             Shortfall::Uncounted { .. } => "retention",
             Shortfall::Errors { .. } => "errors",
+            Shortfall::DroppedUnread { .. } => "intake",
         }
     }
 }
@@ -54,6 +57,9 @@ impl fmt::Display for Shortfall {
                 write!(f, "{} frames evicted by the page's retention bound and not counted", thousands(*frames))
             }
             Shortfall::Errors { frames } => write!(f, "{} frames that did not decode", thousands(*frames)),
+            Shortfall::DroppedUnread { messages } => {
+                write!(f, "{} messages dropped unread by this page's intake bound (raise with ?intake=MiB)", thousands(*messages))
+            }
         }
     }
 }
@@ -137,6 +143,7 @@ impl Model {
         push(&mut shortfalls, self.history_evicted_frames, |frames| Shortfall::HistoryEvicted { frames });
         push(&mut shortfalls, self.uncounted_frames, |frames| Shortfall::Uncounted { frames });
         push(&mut shortfalls, src.decode_errors + src.frame_errors, |frames| Shortfall::Errors { frames });
+        push(&mut shortfalls, self.intake_dropped_messages, |messages| Shortfall::DroppedUnread { messages });
         if src.counts[0].events == 0 {
             let live_server = matches!(self.origin, Origin::Server { .. });
             return Completeness::Unknown(if src.frames == 0 && src.frame_errors == 0 && live_server {
@@ -157,7 +164,7 @@ impl Model {
         if analysed == 0 {
             return Completeness::Unknown(Unknown::NoEvents);
         }
-        let mut sum = [0u64; 5];
+        let mut sum = [0u64; 6];
         let attributed_lag: u64 = self.engine_sources().map(|s| s.lagged_frames).sum();
         for src in self.engine_sources() {
             sum[0] += lost_in_gaps(src);
@@ -166,12 +173,14 @@ impl Model {
         sum[1] = self.lagged_frames.max(attributed_lag);
         sum[2] = self.history_evicted_frames;
         sum[3] = self.uncounted_frames;
-        let make: [fn(u64) -> Shortfall; 5] = [
+        sum[5] = self.intake_dropped_messages;
+        let make: [fn(u64) -> Shortfall; 6] = [
             |frames| Shortfall::LostInGaps { frames },
             |frames| Shortfall::LostToLag { frames },
             |frames| Shortfall::HistoryEvicted { frames },
             |frames| Shortfall::Uncounted { frames },
             |frames| Shortfall::Errors { frames },
+            |messages| Shortfall::DroppedUnread { messages },
         ];
         let shortfalls = sum.iter().zip(make).filter(|(n, _)| **n > 0).map(|(n, f)| f(*n)).collect();
         Completeness::from_shortfalls(shortfalls)

@@ -28,6 +28,8 @@ pub enum BytesFrom {
     Page,
     /// The page had dropped them; they came from the server's history on request.
     Server,
+    /// The page had dropped them; they were read again from the opened capture file.
+    Capture,
     /// Neither this page nor (yet) the server: see the fetch state.
     Gone(FetchState),
 }
@@ -41,18 +43,24 @@ pub enum FetchState {
     Asking,
     /// The server could not give them, in its words (or the network's).
     Failed(String),
-    /// There is no server to ask (a capture opened from disk, or `?offline=1`).
+    /// There is no server to ask (`?offline=1`, or a capture whose file the page no longer
+    /// holds).
     NoServer,
 }
 
 impl BytesFrom {
-    /// One line for the inspector.
-    pub fn sentence(&self, retain_mib: usize) -> String {
+    /// One line for the inspector; `capture` when the page shows a capture opened from a file
+    /// (the bytes are then read again from it, not asked of a server).
+    pub fn sentence(&self, retain_mib: usize, capture: bool) -> String {
         match self {
             BytesFrom::Page => "Raw bytes: kept on this page.".to_owned(),
             BytesFrom::Server => "Raw bytes: fetched from the server's history on request (this page had dropped them). \
                  The rule sentences are re-run over this frame alone, without what earlier frames taught the \
                  normalizer (attention groups), so they can differ from the verdict decided live, shown above them."
+                .to_owned(),
+            BytesFrom::Capture => "Raw bytes: read again from the capture file on request (this page had dropped them). \
+                 The rule sentences are re-run over this frame alone, without what earlier frames taught the \
+                 normalizer (attention groups), so they can differ from the verdict decided when the capture was opened, shown above them."
                 .to_owned(),
             BytesFrom::Gone(state) => {
                 let why = format!(
@@ -60,6 +68,8 @@ impl BytesFrom {
                      the bytes only of its most recent frames ({retain_mib} MiB; raise with ?mem=MiB)."
                 );
                 match state {
+                    FetchState::NotAsked if capture => format!("{why} The capture file still has them."),
+                    FetchState::Asking if capture => format!("{why} Reading them from the capture file…"),
                     FetchState::NotAsked => format!("{why} The server's history may still have them."),
                     FetchState::Asking => format!("{why} Asking the server's history…"),
                     FetchState::Failed(e) => format!("{why} The raw bytes are gone: {e}"),
@@ -182,15 +192,20 @@ impl Model {
         self.fetched
             .iter()
             .find(|f| f.source == key.source && f.seq == key.seq && f.recv_time_nanos == key.recv_time_nanos)
-            .map(|f| (f, BytesFrom::Server))
+            .map(|f| (f, if matches!(self.origin, super::Origin::Capture { .. }) { BytesFrom::Capture } else { BytesFrom::Server }))
     }
 
     /// Where asking the server for `key` stands.
     pub fn fetch_state(&self, key: FrameKey) -> FetchState {
-        match &self.fetch {
-            Some((k, state)) if *k == key => state.clone(),
-            _ if !matches!(self.origin, super::Origin::Server { .. }) => FetchState::NoServer,
-            _ => FetchState::NotAsked,
+        if let Some((k, state)) = &self.fetch
+            && *k == key
+        {
+            return state.clone();
+        }
+        match &self.origin {
+            super::Origin::Server { .. } => FetchState::NotAsked,
+            super::Origin::Capture { .. } if self.capture_file_kept && self.capture_span(key).is_some() => FetchState::NotAsked,
+            _ => FetchState::NoServer,
         }
     }
 
@@ -211,29 +226,55 @@ impl Model {
     pub fn accept_fetched(&mut self, key: FrameKey, bytes: &[u8]) -> Result<(), String> {
         let result = match proto::decode(bytes) {
             Ok(proto::Message::Frame(f)) if f.source == key.source && f.seq == key.seq && f.recv_time_nanos == key.recv_time_nanos => {
-                if self.fetched.len() >= FETCHED_FRAMES {
-                    self.fetched.pop_front();
-                }
-                self.fetched.push_back(RetainedFrame {
-                    id: u64::MAX,
-                    source: f.source,
-                    seq: f.seq,
-                    recv_time_nanos: f.recv_time_nanos,
-                    replayed: f.replayed,
-                    body: FrameBody::Message { topic: f.topic, payload: f.payload },
-                    first_event: 0,
-                    num_events: 0,
-                    decode_error: None,
-                });
-                self.fetch = None;
+                self.keep_fetched(key, f.replayed, f.topic, f.payload);
                 Ok(())
             }
             Ok(_) => Err("the server answered with another frame than the one asked for".to_owned()),
             Err(e) => Err(format!("the server's answer is not a kvscope frame: {e}")),
         };
-        if let Err(e) = &result {
-            self.fetch = Some((key, FetchState::Failed(e.clone())));
+        self.fetch_done(key, result)
+    }
+
+    /// The capture file gave `bytes` at [`Model::capture_span`]`(key)`: one record, checked to be
+    /// that frame before it is kept.
+    pub fn accept_capture_record(&mut self, key: FrameKey, bytes: &[u8]) -> Result<(), String> {
+        let result = proto::capture::decode_record(bytes)
+            .map_err(|e| format!("the capture file no longer holds this record where it was read: {e}; was it changed on disk?"))
+            .and_then(|record| {
+                let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
+                let msg = kvscope_wire::frame::parse_live(&frames).map_err(|e| format!("the record read again is not a frame: {e}"))?;
+                if record.source != key.source || msg.seq != key.seq || record.recv_time_nanos != key.recv_time_nanos {
+                    return Err("the capture file holds another frame there than the one asked for; was it changed on disk?".to_owned());
+                }
+                let (topic, payload) = (msg.topic.to_vec(), msg.payload.to_vec());
+                self.keep_fetched(key, record.replayed, topic, payload);
+                Ok(())
+            });
+        self.fetch_done(key, result)
+    }
+
+    fn keep_fetched(&mut self, key: FrameKey, replayed: bool, topic: Vec<u8>, payload: Vec<u8>) {
+        if self.fetched.len() >= FETCHED_FRAMES {
+            self.fetched.pop_front();
         }
+        self.fetched.push_back(RetainedFrame {
+            id: u64::MAX,
+            source: key.source,
+            seq: key.seq,
+            recv_time_nanos: key.recv_time_nanos,
+            replayed,
+            body: FrameBody::Message { topic, payload },
+            first_event: 0,
+            num_events: 0,
+            decode_error: None,
+        });
+    }
+
+    fn fetch_done(&mut self, key: FrameKey, result: Result<(), String>) -> Result<(), String> {
+        self.fetch = match &result {
+            Ok(()) => None,
+            Err(e) => Some((key, FetchState::Failed(e.clone()))),
+        };
         self.dirty = true;
         result
     }

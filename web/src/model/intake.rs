@@ -7,7 +7,9 @@
 //! page applies messages until its time slice is spent, yields (so that input and drawing go
 //! first), and goes on where it stopped; arrival order is kept, batch boundaries do not matter.
 //! The queue holds what the browser would otherwise hold unread; [`IntakeQueue::queued_bytes`]
-//! says how far behind the page is.
+//! says how far behind the page is. It is bounded (`?intake=`, 256 MiB): past the bound a
+//! message is dropped unread and counted, and its frames then count as lost (seq gaps) where
+//! they were due, so the page never shows as complete what it did not read.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -34,11 +36,51 @@ pub struct IntakeQueue {
     queue: VecDeque<Queued>,
     queued_bytes: usize,
     queued_messages: usize,
+    /// 0: unbounded.
+    bound_bytes: usize,
+    dropped_messages: u64,
+    dropped_bytes: u64,
+}
+
+/// How far behind the page is, for the fleet bar.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IntakeStatus {
+    pub queued_bytes: usize,
+    pub queued_messages: usize,
+    pub bound_bytes: usize,
+    /// WebSocket messages dropped unread because the queue was at its bound, and their bytes.
+    pub dropped_messages: u64,
+    pub dropped_bytes: u64,
 }
 
 impl IntakeQueue {
-    /// Queues one WebSocket message (a lone message or a batch of them).
+    pub fn with_bound(bound_bytes: usize) -> Self {
+        IntakeQueue { bound_bytes, ..Default::default() }
+    }
+
+    pub fn set_bound(&mut self, bound_bytes: usize) {
+        self.bound_bytes = bound_bytes;
+    }
+
+    pub fn status(&self) -> IntakeStatus {
+        IntakeStatus {
+            queued_bytes: self.queued_bytes,
+            queued_messages: self.queued_messages,
+            bound_bytes: self.bound_bytes,
+            dropped_messages: self.dropped_messages,
+            dropped_bytes: self.dropped_bytes,
+        }
+    }
+
+    /// Queues one WebSocket message (a lone message or a batch of them); past the bound it is
+    /// dropped and counted instead (never when nothing is queued, so one large message still
+    /// goes through).
     pub fn push(&mut self, bytes: Vec<u8>) {
+        if self.bound_bytes > 0 && self.queued_bytes > 0 && self.queued_bytes + bytes.len() > self.bound_bytes {
+            self.dropped_messages += 1;
+            self.dropped_bytes += bytes.len() as u64;
+            return;
+        }
         let base = bytes.as_ptr() as usize;
         let ranges: Result<Vec<Range<usize>>, ProtocolError> = proto::unbatch(&bytes).map(|messages| {
             messages
@@ -139,6 +181,22 @@ mod tests {
         assert_eq!(seen[5], format!("{:?}", message(5)));
         assert!(q.is_empty());
         assert_eq!((q.queued_bytes(), q.queued_messages()), (0, 0));
+    }
+
+    #[test]
+    fn past_its_bound_the_queue_drops_whole_messages_and_counts_them() {
+        let one = encoded(1);
+        let mut q = IntakeQueue::with_bound(2 * one.len());
+        for n in 0..5 {
+            q.push(encoded(n));
+        }
+        let s = q.status();
+        assert_eq!((s.queued_messages, s.dropped_messages, s.dropped_bytes), (2, 3, 3 * one.len() as u64));
+        while q.pop().is_some() {}
+        // Drained, it takes messages again, and a message larger than the bound when nothing is queued.
+        q.push(vec![0; 10 * one.len()]);
+        assert_eq!(q.status().dropped_messages, 3);
+        assert!(matches!(q.pop(), Some(Next::Error(_))), "not a protocol message, but it was not dropped");
     }
 
     #[test]

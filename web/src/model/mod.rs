@@ -48,7 +48,7 @@ use trees::Trees;
 use classify::make_runs;
 
 pub use inspector::{BytesFrom, EventDetail, FetchState, FrameKey, LogLine};
-pub use retention::{MIN_BYTES_PER_EVENT, EventRecord, FrameBody, MediumTable, MemoryUse, RetainedFrame};
+pub use retention::{CaptureSpan, MIN_BYTES_PER_EVENT, EventRecord, FrameBody, MediumTable, MemoryUse, RetainedFrame};
 
 /// The settings the classification depends on; changing any re-classifies retained history.
 #[derive(Clone, Debug, PartialEq)]
@@ -316,6 +316,14 @@ pub struct Model {
     frame_index: std::collections::HashMap<(u32, u64), u64>,
     /// Frames fetched from the server's history for the inspector, and the last request.
     fetched: VecDeque<RetainedFrame>,
+    /// Where each record of the opened capture sits in its file, in file order: the inspector
+    /// reads a frame's raw bytes again from there once this page dropped them (24 bytes a
+    /// record, kept for the whole file: it is the only way back to those bytes).
+    capture_spans: chunked::Chunked<CaptureSpan>,
+    /// False once a record's receive time went back (the spans are then searched in order).
+    capture_spans_sorted: bool,
+    /// The page still holds the opened capture's `File`, so its records can be read again.
+    pub capture_file_kept: bool,
     fetch: Option<(FrameKey, FetchState)>,
     first_event_id: u64,
     next_event_id: u64,
@@ -333,6 +341,9 @@ pub struct Model {
     pub uncounted_frames: u64,
     /// The history the server sent had evicted this many older frames.
     pub history_evicted_frames: u64,
+    /// WebSocket messages the page's intake bound dropped unread (`model::intake`): their
+    /// frames are missing from every count, and which sources they were for is not known.
+    pub intake_dropped_messages: u64,
     pub history_complete: bool,
     /// The server's history about to arrive ([`proto::HistoryStart`]), and how much of it has.
     history_expected: Option<u64>,
@@ -372,6 +383,9 @@ impl Model {
             media: MediumTable::default(),
             frame_index: std::collections::HashMap::new(),
             fetched: VecDeque::new(),
+            capture_spans: chunked::Chunked::default(),
+            capture_spans_sorted: true,
+            capture_file_kept: false,
             fetch: None,
             first_event_id: 0,
             next_event_id: 0,
@@ -385,6 +399,7 @@ impl Model {
             lagged_frames: 0,
             uncounted_frames: 0,
             history_evicted_frames: 0,
+            intake_dropped_messages: 0,
             recording: None,
             history_complete: false,
             history_expected: None,
@@ -633,6 +648,16 @@ impl Model {
     pub fn begin_capture(&mut self, name: &str, header: &proto::capture::CaptureHeader) {
         self.reset_with_sources(&header.sources);
         self.origin = Origin::Capture { name: name.to_owned(), truncated: None };
+    }
+
+    /// Applies one record of a capture opened from a file, noting where it sits in the file
+    /// (`offset` and `len` as the reader reported them) so its bytes can be read again later.
+    pub fn apply_capture_record(&mut self, record: proto::capture::CaptureRecord, offset: u64, len: u32, now_ms: f64) {
+        if self.capture_spans.last().is_some_and(|last| last.recv_time_nanos > record.recv_time_nanos) {
+            self.capture_spans_sorted = false;
+        }
+        self.capture_spans.push(CaptureSpan { recv_time_nanos: record.recv_time_nanos, offset, len, source: record.source });
+        self.apply_record(record, now_ms);
     }
 
     /// Applies one capture record (raw ZMQ frames).

@@ -66,6 +66,15 @@ impl RetainedFrame {
     }
 }
 
+/// Where one capture record sits in its file (length prefix included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaptureSpan {
+    pub recv_time_nanos: u64,
+    pub offset: u64,
+    pub len: u32,
+    pub source: u32,
+}
+
 /// One retained event, compact: where it came from, what it was and how each policy decided,
 /// without its bytes. 48 bytes, so 5 million of them take 240 MB less than their payloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,7 +186,9 @@ impl Model {
             bound_reached: self.bound_reached,
             retained_events: self.events.len(),
             event_bound: self.config.retain_events,
-            event_bytes: self.events.capacity_bytes() + self.lanes.iter().map(super::timeline::Lane::reserved_bytes).sum::<usize>(),
+            event_bytes: self.events.capacity_bytes()
+                + self.lanes.iter().map(super::timeline::Lane::reserved_bytes).sum::<usize>()
+                + self.capture_spans.capacity_bytes(),
             evicted_events: self.first_event_id,
             event_bound_reached: self.first_event_id > 0,
             tree_blocks: self.trees.iter().map(Trees::total_blocks).sum(),
@@ -242,6 +253,24 @@ impl Model {
         if let Some(r) = &mut self.router {
             r.evict_below(first_kept);
         }
+    }
+
+    /// Where the capture record of frame `key` sits in the opened file, if this page keeps it.
+    pub fn capture_span(&self, key: super::FrameKey) -> Option<CaptureSpan> {
+        let is_it = |s: &CaptureSpan| s.recv_time_nanos == key.recv_time_nanos && s.source == key.source;
+        if !self.capture_spans_sorted {
+            return self.capture_spans.iter().copied().find(is_it);
+        }
+        let first = self.capture_spans.partition_point(|s| s.recv_time_nanos < key.recv_time_nanos);
+        (first..self.capture_spans.len())
+            .map(|i| self.capture_spans[i])
+            .take_while(|s| s.recv_time_nanos == key.recv_time_nanos)
+            .find(is_it)
+    }
+
+    /// Events whose records were evicted (the oldest ids): 0 until the event bound is reached.
+    pub fn evicted_events(&self) -> u64 {
+        self.first_event_id
     }
 
     /// The name of a record's medium id.

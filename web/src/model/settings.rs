@@ -87,6 +87,8 @@ pub struct Settings {
     pub retain_mib: Option<u32>,
     /// Bound on retained event records, in events (`?events=`).
     pub retain_events: Option<usize>,
+    /// Bound on what the page received and has not applied yet, in MiB (`?intake=`).
+    pub intake_mib: Option<u32>,
     /// Payloads larger than this many MiB are refused before decoding (`?maxframe=`), as the
     /// server's `--max-frame-bytes` does: a capture opened from disk has no server in front.
     pub max_frame_mib: Option<u32>,
@@ -105,6 +107,8 @@ pub const DEFAULT_POLICY_B: &str = "fixed";
 pub const DEFAULT_RETAIN_MIB: u32 = 128;
 /// Event records kept by default (`?events=`): minutes of a 50,000 events/s fleet.
 pub const DEFAULT_RETAIN_EVENTS: usize = 5_000_000;
+/// What the page may hold received but not yet applied, by default (`?intake=`), in MiB.
+pub const DEFAULT_INTAKE_MIB: u32 = 256;
 /// As the server's `--max-frame-bytes` default.
 pub const DEFAULT_MAX_FRAME_MIB: u32 = 16;
 
@@ -125,6 +129,10 @@ impl Settings {
 
     pub fn retain_events(&self) -> usize {
         self.retain_events.unwrap_or(DEFAULT_RETAIN_EVENTS)
+    }
+
+    pub fn intake_bytes(&self) -> usize {
+        self.intake_mib.unwrap_or(DEFAULT_INTAKE_MIB) as usize * 1024 * 1024
     }
 
     pub fn max_frame_bytes(&self) -> usize {
@@ -160,6 +168,7 @@ impl Settings {
                 "ev" => s.selected = EventRef::parse(&v),
                 "mem" => s.retain_mib = v.parse().ok().filter(|&n| n > 0),
                 "events" => s.retain_events = v.parse().ok().filter(|&n| n > 0),
+                "intake" => s.intake_mib = v.parse().ok().filter(|&n| n > 0),
                 "maxframe" => s.max_frame_mib = v.parse().ok().filter(|&n| n > 0),
                 "t" => {
                     s.window_ms = v.split_once('-').and_then(|(a, b)| {
@@ -221,6 +230,9 @@ impl Settings {
         }
         if let Some(v) = self.retain_mib {
             put("mem", &v.to_string());
+        }
+        if let Some(v) = self.intake_mib {
+            put("intake", &v.to_string());
         }
         if let Some(v) = self.retain_events {
             put("events", &v.to_string());
@@ -304,6 +316,7 @@ mod tests {
             selected: Some(EventRef { source: "w0:0".into(), seq: 17, index: 3 }),
             retain_mib: Some(64),
             retain_events: Some(1000),
+            intake_mib: Some(512),
             max_frame_mib: Some(32),
             window_ms: Some((10.0, 2000.0)),
             ws: Some("ws://127.0.0.1:9/ws?token=a&b".into()),

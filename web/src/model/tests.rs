@@ -217,7 +217,7 @@ fn raw_bytes_stay_within_their_bound_while_every_event_keeps_its_record() {
     assert_eq!((d.source_key.as_str(), d.seq, d.recv_time_nanos), ("0:0", first.seq, first.recv_time_nanos));
     assert_eq!(d.record.kind, decoded.events[0].event_type());
     assert!(d.verdicts.iter().all(|(_, class, rule)| class.is_some() && rule.is_empty()));
-    assert!(d.bytes_from.sentence(128).contains("The server's history may still have them."), "{}", d.bytes_from.sentence(128));
+    assert!(d.bytes_from.sentence(128, false).contains("The server's history may still have them."), "{}", d.bytes_from.sentence(128, false));
 
     // A tree's tooltip finds a store's block size in the frame while it is kept, by index.
     let store_of = |f: &proto::Message| {
@@ -250,6 +250,53 @@ fn raw_bytes_stay_within_their_bound_while_every_event_keeps_its_record() {
     assert_eq!(err, "the server answered with another frame than the one asked for");
     m.fetch_failed(key1, "404: not in the server's history".into());
     assert_eq!(m.fetch_state(key1), FetchState::Failed("404: not in the server's history".into()));
+}
+
+#[test]
+fn a_captures_dropped_bytes_are_read_again_from_where_its_records_sit_in_the_file() {
+    let mut c = config(1536);
+    c.retain_bytes = 200 * 1024;
+    let mut m = Model::new(c);
+    let header = proto::capture::CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: vec![], note: None };
+    m.begin_capture("kimi.kvcap", &header);
+    // The file: a header, then one record per frame, each at the offset the reader reports.
+    let mut file = Vec::new();
+    proto::capture::write_header(&mut file, &header).unwrap();
+    let stream = kvscope_corpus::kimi_k3_stream(0);
+    for round in 0..3u64 {
+        for f in &stream {
+            let seq = f.seq + round * stream.len() as u64;
+            let recv = 1_000 + seq;
+            let record = proto::capture::encode_record_parts(0, recv, false, &[f.topic.as_bytes(), &seq.to_be_bytes(), f.payload]);
+            let offset = file.len() as u64;
+            file.extend_from_slice(&record);
+            m.apply_capture_record(proto::capture::decode_record(&record).unwrap(), offset, record.len() as u32, 0.0);
+        }
+    }
+    assert!(m.memory().bound_reached, "the first frames' bytes are dropped");
+    let key = m.frame_key(0).unwrap();
+    assert_eq!(m.fetch_state(key), FetchState::NoServer, "without the file there is nothing to read again");
+    m.capture_file_kept = true;
+    assert_eq!(m.event_detail(0).unwrap().bytes_from, BytesFrom::Gone(FetchState::NotAsked));
+    assert!(BytesFrom::Gone(FetchState::NotAsked).sentence(1, true).contains("The capture file still has them."));
+    let span = m.capture_span(key).expect("the first record's place in the file");
+    let at = |s: CaptureSpan| &file[s.offset as usize..(s.offset + u64::from(s.len)) as usize];
+    m.fetch_started(key);
+    m.accept_capture_record(key, at(span)).unwrap();
+    let d = m.event_detail(0).unwrap();
+    assert_eq!(d.bytes_from, BytesFrom::Capture);
+    assert_eq!(d.payload, stream[0].payload);
+    assert!(d.verdicts.iter().all(|(_, _, rule)| !rule.is_empty()), "{:?}", d.verdicts);
+    // Another record than the one asked for (the file changed on disk) is refused, and said.
+    let later = (1..).map(|id| m.frame_key(id).unwrap()).find(|k| k.seq != key.seq).unwrap();
+    let err = m.accept_capture_record(later, at(span)).unwrap_err();
+    assert!(err.starts_with("the capture file holds another frame there than the one asked for"), "{err}");
+    // A re-classification keeps the places (the file is the only way back to those bytes).
+    let mut changed = m.config().clone();
+    changed.block_size = 16;
+    m.reconfigure(changed);
+    assert_eq!(m.capture_span(key), Some(span));
+    assert!(m.capture_file_kept);
 }
 
 #[test]

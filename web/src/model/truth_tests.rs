@@ -133,6 +133,23 @@ fn frames_lost_to_lag_are_charged_to_their_source() {
 }
 
 #[test]
+fn messages_the_intake_bound_dropped_leave_every_source_short_across_a_reclassification() {
+    let mut m = loaded(1536);
+    assert_eq!(m.fleet_completeness(), Completeness::Complete);
+    // Which sources the dropped frames were for is unknown: none of them may show complete.
+    m.intake_dropped_messages = 3;
+    let short = Completeness::Incomplete(vec![Shortfall::DroppedUnread { messages: 3 }]);
+    assert_eq!(m.fleet_completeness(), short);
+    assert_eq!(m.completeness(0), short);
+    assert!(!m.policy_summary(Side::B).all_clear());
+    let mut changed = m.config().clone();
+    changed.block_size = 16;
+    m.reconfigure(changed);
+    assert_eq!(m.completeness(1), short, "the frames are still missing after a re-classification");
+    assert!(short.prefix().contains("3 messages dropped unread by this page's intake bound (raise with ?intake=MiB)"));
+}
+
+#[test]
 fn history_evicted_before_the_page_joined_is_said_fleet_wide() {
     let mut m = loaded(1536);
     m.apply_message(

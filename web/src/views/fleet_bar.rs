@@ -177,6 +177,24 @@ pub fn FleetBar() -> impl IntoView {
                     }
                 })
             }}
+            {move || {
+                fleet.track();
+                let status = fleet.intake_status();
+                let dropped = status.dropped_messages > 0;
+                intake_text(&status).map(|text| {
+                    view! {
+                        <span
+                            class="stat intake"
+                            class:lagged=dropped
+                            data-testid="intake"
+                            data-queued-bytes=status.queued_bytes.to_string()
+                            data-dropped=status.dropped_messages.to_string()
+                        >
+                            {text}
+                        </span>
+                    }
+                })
+            }}
             <span class="lagged" data-testid="lagged" hidden=move || { fleet.track(); fleet.with_model(|m| m.lagged_frames == 0) }>
                 {move || {
                     fleet.track();
@@ -195,6 +213,33 @@ pub fn FleetBar() -> impl IntoView {
                 "paused: still receiving, views frozen"
             </span>
         </header>
+    }
+}
+
+/// Below this much received and not yet applied, the page is not said to be behind.
+const BEHIND_BYTES: usize = 4 << 20;
+
+/// The fleet bar's intake line: how far behind the stream the page is, and what the intake
+/// bound dropped unread; `None` when it keeps up.
+pub fn intake_text(s: &crate::model::intake::IntakeStatus) -> Option<String> {
+    let behind = (s.queued_bytes >= BEHIND_BYTES).then(|| {
+        format!(
+            "behind the stream: {} received, not yet applied ({} messages)",
+            human_bytes(s.queued_bytes as f64),
+            thousands(s.queued_messages as u64)
+        )
+    });
+    let dropped = (s.dropped_messages > 0).then(|| {
+        format!(
+            "intake bound of {} reached: {} messages ({}) dropped unread, their frames count as lost (raise with ?intake=MiB)",
+            human_bytes(s.bound_bytes as f64),
+            thousands(s.dropped_messages),
+            human_bytes(s.dropped_bytes as f64)
+        )
+    });
+    match (behind, dropped) {
+        (None, None) => None,
+        (a, b) => Some([a, b].into_iter().flatten().collect::<Vec<_>>().join(" · ")),
     }
 }
 
@@ -226,6 +271,18 @@ pub fn memory_text(m: &crate::model::MemoryUse) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_intake_line_says_how_far_behind_and_what_its_bound_dropped() {
+        let mut s = crate::model::intake::IntakeStatus { queued_bytes: 1 << 20, queued_messages: 3, bound_bytes: 256 << 20, ..Default::default() };
+        assert_eq!(intake_text(&s), None, "a little queued is keeping up");
+        s.queued_bytes = 12 << 20;
+        assert_eq!(intake_text(&s).unwrap(), "behind the stream: 12.0 MiB received, not yet applied (3 messages)");
+        (s.queued_bytes, s.dropped_messages, s.dropped_bytes) = (0, 1_200, 3 << 20);
+        let t = intake_text(&s).unwrap();
+        assert!(t.starts_with("intake bound of 256.0 MiB reached: 1,200 messages (3.0 MiB) dropped unread"), "{t}");
+        assert!(t.ends_with("(raise with ?intake=MiB)"), "{t}");
+    }
 
     #[test]
     fn the_memory_line_names_each_bound_reached_and_the_setting_that_raises_it() {

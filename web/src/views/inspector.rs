@@ -40,19 +40,23 @@ fn HexPager(payload: Vec<u8>, lines: Signal<usize>) -> impl IntoView {
 #[component]
 fn BytesFromLine(id: u64, from: BytesFrom, retain_mib: usize) -> impl IntoView {
     let fleet = use_fleet();
+    let capture = fleet.with_model(|m| matches!(m.origin, crate::model::Origin::Capture { .. }));
     let kind = match &from {
         BytesFrom::Page => "page",
         BytesFrom::Server => "server",
+        BytesFrom::Capture => "capture",
         BytesFrom::Gone(FetchState::Failed(_) | FetchState::NoServer) => "gone",
         BytesFrom::Gone(_) => "not-kept",
     };
     let can_ask = matches!(from, BytesFrom::Gone(FetchState::NotAsked));
     view! {
         <p class=format!("bytes-from bytes-from-{kind}") data-testid="inspector-bytes-from" data-from=kind>
-            {from.sentence(retain_mib)}
+            {from.sentence(retain_mib, capture)}
             {can_ask.then(|| view! {
                 " "
-                <button data-testid="inspector-fetch" on:click=move |_| fleet.fetch_bytes(id)>"Fetch the raw bytes from the server"</button>
+                <button data-testid="inspector-fetch" on:click=move |_| fleet.fetch_bytes(id)>
+                    {if capture { "Read the raw bytes from the capture file" } else { "Fetch the raw bytes from the server" }}
+                </button>
             })}
         </p>
     }

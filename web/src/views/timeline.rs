@@ -90,9 +90,18 @@ fn lane_note(m: &Model, f: &LaneFilter) -> Option<String> {
     })
 }
 
+/// Until when (ms) some lane's event records are gone, once any were evicted: the time before
+/// is drawn from summaries and counted short.
+fn records_gone_until(m: &Model) -> Option<f64> {
+    if m.evicted_events() == 0 {
+        return None;
+    }
+    m.lanes().iter().filter(|l| !l.buckets.is_empty()).filter_map(|l| l.time_ms.first().copied()).fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))))
+}
+
 /// Says so when older time is drawn from summaries because its events' records are gone.
 fn bucket_note(m: &Model) -> Option<String> {
-    let until = m.lanes().iter().filter(|l| !l.buckets.is_empty()).filter_map(|l| l.time_ms.first().copied()).fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))))?;
+    let until = records_gone_until(m)?;
     let width = m.lanes().iter().map(|l| l.bucket_ms).fold(0.0, f64::max);
     Some(format!(
         "The first {} are drawn from summaries of {}: those events' records are gone (this page keeps the last {}; \
@@ -513,7 +522,7 @@ pub fn Timeline() -> impl IntoView {
         let sel = selection.get()?;
         fleet.track();
         let filter = LaneFilter::of(fleet);
-        let (rows, pa, pb, span) = fleet.with_model(|m| {
+        let (rows, pa, pb, span, partial) = fleet.with_model(|m| {
             let t0 = m.t0_nanos().unwrap_or(0);
             let at = |ms: f64| clock(t0 + (ms.max(0.0) * 1e6) as u64);
             let (a, b) = (sel.0.min(sel.1), sel.0.max(sel.1));
@@ -522,6 +531,13 @@ pub fn Timeline() -> impl IntoView {
                 m.policy_name(Side::A).to_owned(),
                 m.policy_name(Side::B).to_owned(),
                 format!("{} to {}", at(a), at(b)),
+                records_gone_until(m).filter(|&until| a < until).map(|until| {
+                    format!(
+                        "Counted: the events whose records are kept. Before {} they are gone (this page keeps the last {}; raise with ?events=N), so the counts there are short.",
+                        at(until),
+                        thousands(m.config().retain_events as u64)
+                    )
+                }),
             )
         });
         let [ra, rb] = rows;
@@ -538,6 +554,7 @@ pub fn Timeline() -> impl IntoView {
                     <strong>{format!("Selected: {span}")}</strong>" "
                     <button class="link" on:click=move |_| selection.set(None)>"clear"</button>
                 </p>
+                {partial.map(|p| view! { <p class="legend-note" data-testid="range-partial">{p}</p> })}
                 <div class="range-cols">
                     <div><span class="side side-a">"A"</span>" "{pa}<ul>{list(ra)}</ul></div>
                     <div><span class="side side-b">"B"</span>" "{pb}<ul>{list(rb)}</ul></div>
