@@ -16,6 +16,7 @@ use crate::model::Model;
 use crate::model::classes::ClassSet;
 use crate::model::settings::Side;
 use crate::model::timeline::{Show, agreement_runs, columns, pick, range_counts, runs};
+use crate::views::pixels::{Pixels, rgb};
 use crate::views::{clock, thousands};
 
 const LANE_MAX_PX: f64 = 32.0;
@@ -200,10 +201,17 @@ pub fn draw(
     let width_px = (css_w - LABEL_PX) as usize;
     let classes = m.classes();
     let mut rects = 0;
+    // The lanes go into one buffer (x from the lane area's left edge), put on the canvas at
+    // once; the few markers over them are drawn after it.
+    let mut px = Pixels::new(css_w - LABEL_PX, lanes.len() as f64 * lane_h, dpr);
+    let mut colour_of = [None::<[u8; 3]>; 256];
+    let mut colour = |code: u8| *colour_of[usize::from(code)].get_or_insert_with(|| rgb(classes.colour(code)));
+    let (row_bg, row_bg_alt, page_bg, agree) = (rgb("#161b22"), rgb("#11161d"), rgb("#0d1117"), rgb("#3b434d"));
+    let other_skip = rgb(crate::model::classes::OTHER_SKIP);
+    let mut markers: Vec<(f64, f64, f64)> = Vec::new();
     for (row, &src) in lanes.iter().enumerate() {
         let y = row as f64 * lane_h;
-        ctx.set_fill_style_str(if row % 2 == 0 { "#161b22" } else { "#11161d" });
-        ctx.fill_rect(LABEL_PX, y, css_w, lane_h);
+        px.fill(0.0, y, css_w, lane_h, if row % 2 == 0 { row_bg } else { row_bg_alt });
         let Some(lane) = m.lanes().get(src as usize) else { continue };
         // Upper part: policy A; then policy B, so a fatal under A sits right above the skip B
         // made of the same event; with an event plane, the router's row below them.
@@ -211,16 +219,14 @@ pub fn draw(
         for (k, policy_b) in [(0.0, false), (1.0, true)] {
             let top = y + k * half;
             let cols = columns(lane, classes, t0, t1, width_px, policy_b, show);
-            ctx.set_fill_style_str("#3b434d");
             for (x, w) in agreement_runs(&cols) {
-                ctx.fill_rect(LABEL_PX + x as f64, top + half / 2.0 - 0.5, w as f64, 1.0);
+                px.fill(x as f64, top + half / 2.0 - 0.5, w as f64, 1.0, agree);
                 rects += 1;
             }
             for run in runs(&cols) {
                 let sev = classes.severity(run.top);
                 let (pad, h) = if sev <= 1 { (half * 0.35, half * 0.3) } else { (0.5, half - 1.0) };
-                ctx.set_fill_style_str(classes.colour(run.top));
-                ctx.fill_rect(LABEL_PX + run.x as f64, top + pad, run.width as f64, h.max(1.0));
+                px.fill(run.x as f64, top + pad, run.width as f64, h.max(1.0), colour(run.top));
                 rects += 1;
             }
         }
@@ -230,14 +236,8 @@ pub fn draw(
                 let cols = crate::model::router::router_columns(rl, t0, t1, width_px);
                 for (x, v) in cols.iter().enumerate() {
                     match v {
-                        1 => {
-                            ctx.set_fill_style_str("#3b434d");
-                            ctx.fill_rect(LABEL_PX + x as f64, top + half / 2.0 - 0.5, 1.0, 1.0);
-                        }
-                        2 => {
-                            ctx.set_fill_style_str(crate::model::classes::OTHER_SKIP);
-                            ctx.fill_rect(LABEL_PX + x as f64, top + 0.5, 1.0, half - 1.0);
-                        }
+                        1 => px.fill(x as f64, top + half / 2.0 - 0.5, 1.0, 1.0, agree),
+                        2 => px.fill(x as f64, top + 0.5, 1.0, half - 1.0, other_skip),
                         _ => continue,
                     }
                     rects += 1;
@@ -246,18 +246,28 @@ pub fn draw(
             // The reconciliation's differences (the first ones kept): where the router's view
             // departs from what the relay should have published.
             if let Some(sr) = router.source_report(router.report(), src) {
-                ctx.set_fill_style_str("#e6edf3");
                 for d in &sr.differences {
                     let Some(origin) = d.origin else { continue };
                     let Some(t) = router.lane(src).and_then(|rl| rl.time_of(origin.seq, origin.event_index)) else { continue };
-                    let x = LABEL_PX + (t - t0) * width_px as f64 / (t1 - t0);
-                    ctx.fill_rect(x - 1.0, top, 3.0, half);
+                    markers.push((LABEL_PX + (t - t0) * width_px as f64 / (t1 - t0), top, half));
                     rects += 1;
                 }
             }
         }
-        ctx.set_fill_style_str("#0d1117");
-        ctx.fill_rect(LABEL_PX, y + lane_h - 1.0, css_w, 1.0);
+        px.fill(0.0, y + lane_h - 1.0, css_w, 1.0, page_bg);
+    }
+    if px.width() > 0 && px.height() > 0
+        && let Ok(image) = web_sys::ImageData::new_with_u8_clamped_array_and_sh(
+            wasm_bindgen::Clamped(px.rgba()),
+            px.width() as u32,
+            px.height() as u32,
+        )
+    {
+        let _ = ctx.put_image_data(&image, (LABEL_PX * dpr).round(), 0.0);
+    }
+    ctx.set_fill_style_str("#e6edf3");
+    for (x, top, h) in markers {
+        ctx.fill_rect(x - 1.0, top, 3.0, h);
     }
     // Where a policy's indexer exits: a marker, and the rest of that policy's half of every
     // lane hatched (the router's indexer is down for the whole fleet, not one worker).
