@@ -276,6 +276,18 @@ async fn page_reconnects_after_a_server_restart_without_double_counting() {
     let _ = std::fs::remove_file(capture);
 }
 
+/// Chooses `capture` in the page's file input and waits until it is analysed.
+async fn open_capture(b: &Browser, capture: &std::path::Path) {
+    let input = b.client.find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]")).await.expect("file input");
+    input.send_keys(capture.to_str().unwrap()).await.expect("choose the capture");
+    b.wait_for(
+        "return !!document.querySelector('[data-testid=\"capture-done\"]')",
+        Duration::from_secs(60),
+        "the capture to be analysed",
+    )
+    .await;
+}
+
 /// The page served by a plain static file server (no kvscope, no WebSocket): a `.kvcap` opened
 /// through the file input is analysed entirely in the page, with the same numbers as
 /// `kvscope check --json`.
@@ -288,14 +300,7 @@ async fn a_capture_opens_in_the_page_with_no_server() {
     let stat = StaticServer::start(root().join("dist")).await;
     let b = Browser::start().await;
     b.open(&stat.url).await;
-    let input = b.client.find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]")).await.expect("file input");
-    input.send_keys(capture.to_str().unwrap()).await.expect("choose the capture");
-    b.wait_for(
-        "return !!document.querySelector('[data-testid=\"capture-done\"]')",
-        Duration::from_secs(60),
-        "the capture to be analysed",
-    )
-    .await;
+    open_capture(&b, &capture).await;
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
     wait_for_frames(&b, expected, "every frame of the capture").await;
     assert_page_equals_check(&b, &capture).await;
@@ -622,14 +627,7 @@ async fn the_inspector_reads_the_raw_bytes_the_page_dropped_again_from_the_opene
     let stat = StaticServer::start(root().join("dist")).await;
     let b = Browser::start().await;
     b.open(&format!("{}?mem=1", stat.url.trim_end_matches('/'))).await;
-    let input = b.client.find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]")).await.expect("file input");
-    input.send_keys(capture.to_str().unwrap()).await.expect("choose the capture");
-    b.wait_for(
-        "return !!document.querySelector('[data-testid=\"capture-done\"]')",
-        Duration::from_secs(60),
-        "the capture to be analysed",
-    )
-    .await;
+    open_capture(&b, &capture).await;
     wait_for_bytes_from(&b, "not-kept", Duration::from_secs(30), "the inspector's event to lose its bytes on the page").await;
     let gone = inspector_bytes(&b).await;
     let text = gone["text"].as_str().unwrap_or_default();
