@@ -278,8 +278,13 @@ async fn page_reconnects_after_a_server_restart_without_double_counting() {
 
 /// Chooses `capture` in the page's file input and waits until it is analysed.
 async fn open_capture(b: &Browser, capture: &std::path::Path) {
-    let input = b.client.find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]")).await.expect("file input");
-    input.send_keys(capture.to_str().unwrap()).await.expect("choose the capture");
+    let input = b
+        .client
+        .find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]"))
+        .await
+        .unwrap_or_else(|e| panic!("the page's file input: {e}"));
+    let path = capture.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", capture.display()));
+    input.send_keys(path).await.unwrap_or_else(|e| panic!("choosing {path}: {e}"));
     b.wait_for(
         "return !!document.querySelector('[data-testid=\"capture-done\"]')",
         Duration::from_secs(60),
