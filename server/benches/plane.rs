@@ -110,7 +110,7 @@ async fn through_kvscope(url: &str, bodies: &[bytes::Bytes]) -> (u64, f64) {
         policy_b: Policy::FIXED,
         relay_policy: Policy::DYNAMO_1_6_1,
         listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536, loopback_listener: true },
+        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536, loopback_listener: true, batch_window: Duration::ZERO },
         history_bytes: 64 << 20,
         client_queue_bytes: 64 << 20,
         record: None,

@@ -164,7 +164,7 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
         relay_policy: Policy::DYNAMO_1_6_1,
         policy_b: Policy::FIXED,
         listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536, loopback_listener: true },
+        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536, loopback_listener: true, batch_window: Duration::ZERO },
         history_bytes: 64 << 20,
         client_queue_bytes: 16 << 20,
         record: None,

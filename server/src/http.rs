@@ -33,7 +33,7 @@ use kvscope_protocol as proto;
 use serde::Deserialize;
 
 use crate::metrics::{self, KindLabels, Metrics};
-use crate::relay::Hub;
+use crate::relay::{Hub, Subscription};
 
 /// What the HTTP side needs to know.
 #[derive(Debug, Clone)]
@@ -44,6 +44,15 @@ pub struct HttpConfig {
     pub max_ws_message_bytes: usize,
     /// The listener is on a loopback address: every route then checks the `Host` header.
     pub loopback_listener: bool,
+    /// How long the writer gathers live messages into one batch after the first: the latency
+    /// it adds, traded for fewer WebSocket messages (zero sends only what is already queued).
+    pub batch_window: Duration,
+}
+
+impl HttpConfig {
+    /// 10 ms: a busy stream reaches a page in at most 100 WebSocket messages a second, and a
+    /// page that redraws every 100 ms cannot see the delay.
+    pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);
 }
 
 #[derive(Debug)]
@@ -197,8 +206,8 @@ const BATCH_BYTES: usize = 1 << 20;
 
 /// Collects already-encoded messages into batches for one client. A browser pays per WebSocket
 /// message it dispatches, whatever its size: at 20,000 frames a second, one message per frame
-/// is what a page cannot keep up with. The writer never waits to fill a batch: it bundles only
-/// what is already queued, so batching adds no latency.
+/// is what a page cannot keep up with. The history goes out in full batches at once; live
+/// messages are gathered for at most [`HttpConfig::batch_window`] after the first one.
 #[derive(Debug, Default)]
 struct Batcher {
     messages: Vec<bytes::Bytes>,
@@ -216,8 +225,12 @@ impl Batcher {
     }
 
     /// The WebSocket message for what was pushed (a lone message is sent as itself), or `None`.
-    fn take(&mut self) -> Option<Message> {
+    fn take(&mut self, metrics: &Metrics) -> Option<Message> {
         self.bytes = 0;
+        if !self.messages.is_empty() {
+            metrics.client_ws_messages.inc();
+            metrics.client_protocol_messages.inc_by(self.messages.len() as u64);
+        }
         match self.messages.len() {
             0 => None,
             1 => self.messages.pop().map(Message::Binary),
@@ -256,13 +269,13 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
         for message in history {
             batch.push(message);
             if batch.is_full()
-                && let Some(m) = batch.take()
+                && let Some(m) = batch.take(&state.metrics)
             {
                 tx.send(m).await?;
             }
         }
         batch.push(sub.history_complete());
-        if let Some(m) = batch.take() {
+        if let Some(m) = batch.take(&state.metrics) {
             tx.send(m).await?;
         }
         loop {
@@ -272,17 +285,8 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
                 message = sub.recv(&state.metrics) => {
                     let Some(message) = message else { return Ok(()) };
                     batch.push(message);
-                    while !batch.is_full() {
-                        match sub.rx.try_recv() {
-                            Ok(message) => {
-                                sub.queued.fetch_sub(message.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                                state.metrics.client_queued_bytes.dec_by(message.len() as i64);
-                                batch.push(message);
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                    if let Some(m) = batch.take() {
+                    gather(&mut batch, &mut sub, &state.metrics, state.config.batch_window).await;
+                    if let Some(m) = batch.take(&state.metrics) {
                         tx.send(m).await?;
                     }
                     if sub.rx.is_empty() && sub.lossy.load(std::sync::atomic::Ordering::Relaxed) {
@@ -299,6 +303,26 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
     state.hub.unsubscribe(id);
     let _ = tokio::time::timeout(Duration::from_secs(1), tx.close()).await;
     reader.abort();
+}
+
+/// Adds live messages to `batch` until it is full or `window` has passed (with a zero window,
+/// only what is already queued).
+async fn gather(batch: &mut Batcher, sub: &mut Subscription, metrics: &Metrics, window: Duration) {
+    let deadline = tokio::time::Instant::now() + window;
+    while !batch.is_full() {
+        if let Some(message) = sub.try_recv(metrics) {
+            batch.push(message);
+            continue;
+        }
+        if window.is_zero() {
+            return;
+        }
+        match tokio::time::timeout_at(deadline, sub.recv(metrics)).await {
+            Ok(Some(message)) => batch.push(message),
+            // The hub is gone (the next receive ends the writer) or the window is over.
+            Ok(None) | Err(_) => return,
+        }
+    }
 }
 
 /// `/frame?source=I&seq=N&recv=NANOS`: which frame the page asks for.

@@ -75,6 +75,8 @@ pub struct Metrics {
     pub lagged_frames: Counter,
     pub lag_notices: Counter,
     pub client_queued_bytes: Gauge,
+    pub client_ws_messages: Counter,
+    pub client_protocol_messages: Counter,
     pub history_bytes: Gauge,
     pub history_frames: Gauge,
     pub history_evicted_frames: Counter,
@@ -145,6 +147,8 @@ impl Metrics {
             lagged_frames: Counter::default(),
             lag_notices: Counter::default(),
             client_queued_bytes: Gauge::default(),
+            client_ws_messages: Counter::default(),
+            client_protocol_messages: Counter::default(),
             history_bytes: Gauge::default(),
             history_frames: Gauge::default(),
             history_evicted_frames: Counter::default(),
@@ -181,6 +185,16 @@ impl Metrics {
             r.register("client_lagged_frames", "Frames lost by slow WebSocket clients", m.lagged_frames.clone());
             r.register("client_lag_notices", "Lag notices sent to slow WebSocket clients", m.lag_notices.clone());
             r.register("client_queued_bytes", "Bytes waiting in all WebSocket client queues", m.client_queued_bytes.clone());
+            r.register(
+                "client_ws_messages",
+                "WebSocket messages sent to clients (a batch counts once; a browser pays per message)",
+                m.client_ws_messages.clone(),
+            );
+            r.register(
+                "client_protocol_messages",
+                "Protocol messages sent to clients (frames, statuses, notices), alone or in a batch",
+                m.client_protocol_messages.clone(),
+            );
             r.register("history_bytes", "Bytes held by the history ring", m.history_bytes.clone());
             r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());
             r.register("history_evicted_frames", "Frames evicted from the history ring", m.history_evicted_frames.clone());

@@ -248,6 +248,14 @@ impl Subscription {
         Some(bytes)
     }
 
+    /// The next live message if one is queued already, with the same accounting.
+    pub fn try_recv(&mut self, metrics: &Metrics) -> Option<Bytes> {
+        let bytes = self.rx.try_recv().ok()?;
+        self.queued.fetch_sub(bytes.len() as u64, Ordering::Relaxed);
+        metrics.client_queued_bytes.dec_by(bytes.len() as i64);
+        Some(bytes)
+    }
+
     /// The marker that starts the history: how much follows.
     pub fn history_start(&self) -> Bytes {
         Bytes::from(proto::encode(&proto::Message::HistoryStart(proto::HistoryStart {

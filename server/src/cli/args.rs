@@ -158,6 +158,10 @@ pub struct ServerArgs {
     /// Show a connected source as stale after this long without a frame.
     #[arg(long, env = "KVSCOPE_STALE_AFTER", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub stale_after: Duration,
+    /// Gather live frames for a browser this long into one WebSocket message (the latency it
+    /// adds); 0s sends only what is already queued, at the cost of more messages for the page.
+    #[arg(long, env = "KVSCOPE_WS_BATCH_WINDOW", default_value = "10ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub ws_batch_window: Duration,
 }
 
 impl ServerArgs {
@@ -179,6 +183,7 @@ impl ServerArgs {
             allow_origins: self.allow_origin.clone(),
             max_ws_message_bytes: self.max_ws_message_bytes,
             loopback_listener: self.listen.ip().is_loopback(),
+            batch_window: self.ws_batch_window,
         }
     }
 }

@@ -242,7 +242,7 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         policy_b: Policy::FIXED,
         relay_policy: args.plane.relay_policy,
         listen: None,
-        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0, loopback_listener: true },
+        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0, loopback_listener: true, batch_window: Duration::ZERO },
         history_bytes: 0,
         client_queue_bytes: 0,
         record: Some((args.out.clone(), command_line())),

@@ -87,6 +87,36 @@ async fn demo_clients_get_hello_history_then_live_frames_once_and_in_order() {
     }
 }
 
+/// A busy stream reaches a browser in few WebSocket messages: the writer gathers live frames for
+/// `--ws-batch-window` after the first (a browser pays per message), and /metrics counts both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_frames_are_gathered_into_one_websocket_message_per_batch_window() {
+    let server = Server::start(&[
+        "demo", "--listen", "127.0.0.1:0", "--scenario", "sglang-tiers", "--workers", "16", "--rate", "100", "--no-event-plane",
+        "--ws-batch-window", "100ms",
+    ]);
+    let mut ws = ws_connect(&server.ws_url(), &[]).await.unwrap();
+    read_preamble(&mut ws).await;
+    let messages_before = ws.messages;
+    let mut frames = 0u64;
+    // 1,600 frames a second offered: 800 frames in about half a second.
+    while frames < 800 {
+        match next_message(&mut ws, Duration::from_secs(30)).await {
+            Some(proto::Message::Frame(_)) => frames += 1,
+            Some(_) => {}
+            None => panic!("the socket closed"),
+        }
+    }
+    let messages = ws.messages - messages_before;
+    // One message per 100 ms window holds about 160 frames; at least 20 each leaves room for a
+    // loaded machine without letting one message per frame (or per few) pass.
+    assert!(frames >= 20 * messages, "{frames} live frames came in {messages} WebSocket messages");
+    let sent = server.metric("kvscope_client_ws_messages_total").await;
+    let protocol = server.metric("kvscope_client_protocol_messages_total").await;
+    assert!(sent >= (ws.messages) as f64, "the metric counts every WebSocket message sent: {sent} < {}", ws.messages);
+    assert!(protocol >= 20.0 * sent, "{protocol} protocol messages in {sent} WebSocket messages");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_is_fetched_back_from_the_history_by_source_seq_and_receive_time() {
     let server = Server::start(&["demo", "--listen", "127.0.0.1:0", "--rate", "40", "--no-event-plane"]);

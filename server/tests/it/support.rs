@@ -204,11 +204,13 @@ pub struct Ws {
     pending: std::collections::VecDeque<proto::Message>,
     /// WebSocket messages that were batches of two or more, so tests can see batching happen.
     pub batches: u64,
+    /// WebSocket messages received (a batch counts once).
+    pub messages: u64,
 }
 
 impl From<WsStream> for Ws {
     fn from(stream: WsStream) -> Self {
-        Ws { stream, pending: Default::default(), batches: 0 }
+        Ws { stream, pending: Default::default(), batches: 0, messages: 0 }
     }
 }
 
@@ -262,6 +264,7 @@ pub async fn next_message(ws: &mut Ws, timeout: Duration) -> Option<proto::Messa
             Ok(Message::Binary(b)) => {
                 let messages = proto::decode_all(&b).expect("valid protocol message");
                 ws.batches += u64::from(messages.len() > 1);
+                ws.messages += 1;
                 ws.pending.extend(messages);
             }
             Ok(Message::Close(_)) | Err(_) => return None,
