@@ -28,6 +28,9 @@ rustup target list --installed | grep -qx wasm32-unknown-unknown \
 cargo clippy --version >/dev/null 2>&1 \
   || { log "adding rust component clippy"; rustup component add clippy; }
 
+cargo fmt --version >/dev/null 2>&1 \
+  || { log "adding rust component rustfmt"; rustup component add rustfmt; }
+
 have_version() { command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -q "$2"; }
 
 have_version wasm-bindgen "$WASM_BINDGEN_VERSION" || {

@@ -59,6 +59,9 @@ step "native tests (workspace)"
 # KVSCOPE_REQUIRE_WEB makes the server build fail, naming the command, if dist/ were missing.
 KVSCOPE_REQUIRE_WEB=1 run cargo test --workspace --exclude kvscope-e2e
 
+step "format: cargo fmt --check (rustfmt.toml: 140 columns)"
+cargo fmt --all --check
+
 step "lints: clippy on every target, warnings are errors (no unwrap/expect outside tests)"
 cargo clippy --workspace --all-targets -- -D warnings
 

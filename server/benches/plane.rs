@@ -44,7 +44,8 @@ impl Drop for Nats {
 fn nats_server() -> Nats {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let bin = if std::path::Path::new("/usr/sbin/nats-server").exists() { "/usr/sbin/nats-server" } else { "nats-server" };
-    let child = Command::new(bin).args(["-a", "127.0.0.1", "-p", &port.to_string()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let child =
+        Command::new(bin).args(["-a", "127.0.0.1", "-p", &port.to_string()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -110,7 +111,13 @@ async fn through_kvscope(url: &str, bodies: &[bytes::Bytes]) -> (u64, f64) {
         policy_b: Policy::FIXED,
         relay_policy: Policy::DYNAMO_1_6_1,
         listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 65536, loopback_listener: true, batch_window: Duration::ZERO },
+        http: HttpConfig {
+            token: None,
+            allow_origins: vec![],
+            max_ws_message_bytes: 65536,
+            loopback_listener: true,
+            batch_window: Duration::ZERO,
+        },
         history_bytes: 64 << 20,
         client_queue_bytes: 64 << 20,
         record: None,
@@ -176,7 +183,10 @@ fn main() {
         println!("nats-server pub/sub (async-nats -> async-nats): {base_got}/{n} in {base_s:.3} s = {base_rate:.0} msg/s");
         let (got, s) = through_kvscope(&url, &bodies).await;
         let rate = got as f64 / s;
-        println!("async-nats -> kvscope (--event-plane) -> WebSocket client: {got}/{n} in {s:.3} s = {rate:.0} msg/s ({:.2}x nats-server's own)", rate / base_rate);
+        println!(
+            "async-nats -> kvscope (--event-plane) -> WebSocket client: {got}/{n} in {s:.3} s = {rate:.0} msg/s ({:.2}x nats-server's own)",
+            rate / base_rate
+        );
         drop(nats);
     });
 }

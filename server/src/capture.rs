@@ -95,9 +95,9 @@ const WRITE_CHUNK: usize = 256 * 1024;
 /// file), then keeps taking records and counting them as dropped: the intake never waits on a
 /// recorder that can no longer write, and every frame still reaches the browsers.
 pub async fn create(path: &Path, header: &CaptureHeader, sink: StatusSink) -> Result<(Recorder, Writer), String> {
-    let mut file = tokio::fs::File::create(path).await.map_err(|e| {
-        format!("{}: cannot create the capture file: {e}; check that the directory exists and is writable", path.display())
-    })?;
+    let mut file = tokio::fs::File::create(path)
+        .await
+        .map_err(|e| format!("{}: cannot create the capture file: {e}; check that the directory exists and is writable", path.display()))?;
     let mut head = Vec::new();
     capture::write_header(&mut head, header).map_err(|e| format!("{}: {e}", path.display()))?;
     file.write_all(&head).await.map_err(|e| format!("{}: cannot write the capture header: {e}", path.display()))?;
@@ -250,18 +250,11 @@ impl ChunkedFile {
 
 /// Opens a capture for reading, with the file name in every error.
 pub fn open(path: &Path) -> Result<CaptureReader<std::io::BufReader<std::fs::File>>, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("{}: cannot open the capture: {e}", path.display()))?;
-    CaptureReader::new(std::io::BufReader::with_capacity(1 << 20, file))
-        .map_err(|e| e.with_path(&path.display().to_string()).to_string())
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: cannot open the capture: {e}", path.display()))?;
+    CaptureReader::new(std::io::BufReader::with_capacity(1 << 20, file)).map_err(|e| e.with_path(&path.display().to_string()).to_string())
 }
 
 /// A header for a new capture of `sources`.
 pub fn header(sources: Vec<kvscope_protocol::SourceInfo>, note: Option<String>) -> CaptureHeader {
-    CaptureHeader {
-        created_unix_nanos: crate::time::unix_nanos(),
-        kvscope_version: env!("CARGO_PKG_VERSION").to_owned(),
-        sources,
-        note,
-    }
+    CaptureHeader { created_unix_nanos: crate::time::unix_nanos(), kvscope_version: env!("CARGO_PKG_VERSION").to_owned(), sources, note }
 }

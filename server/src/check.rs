@@ -175,11 +175,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<Report, String> {
         let sc = p.counters();
         let mut applied = Map::new();
         for tier in StorageTier::ALL {
-            let n: u64 = VerdictLabel::ALL
-                .iter()
-                .filter(|l| l.outcome() == Outcome::Apply)
-                .map(|l| c.verdicts(Some(tier), *l))
-                .sum();
+            let n: u64 = VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Apply).map(|l| c.verdicts(Some(tier), *l)).sum();
             applied.insert(tier.label().to_owned(), json!(n));
         }
         let cleared: u64 = VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Apply).map(|l| c.verdicts(None, *l)).sum();
@@ -213,7 +209,19 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<Report, String> {
                 "first_error": first.map(|l| l.text.clone()),
             },
         });
-        for key in ["frames", "events", "frame_errors", "decode_errors", "gaps", "lost_frames", "replayed_frames", "restarts", "applied", "applied_without_tier", "skipped"] {
+        for key in [
+            "frames",
+            "events",
+            "frame_errors",
+            "decode_errors",
+            "gaps",
+            "lost_frames",
+            "replayed_frames",
+            "restarts",
+            "applied",
+            "applied_without_tier",
+            "skipped",
+        ] {
             add(&mut totals, key, &source[key]);
         }
         let mut source = source;

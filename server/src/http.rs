@@ -65,9 +65,7 @@ struct AppState {
 /// The router with every route.
 pub fn router(hub: Arc<Hub>, metrics: Arc<Metrics>, config: HttpConfig) -> Router {
     let state = Arc::new(AppState { hub, metrics, config });
-    let assets = Router::new()
-        .fallback(crate::assets::serve)
-        .layer(tower_http::compression::CompressionLayer::new());
+    let assets = Router::new().fallback(crate::assets::serve).layer(tower_http::compression::CompressionLayer::new());
     Router::new()
         .route("/ws", get(ws))
         .route("/metrics", get(metrics_route))
@@ -79,11 +77,7 @@ pub fn router(hub: Arc<Hub>, metrics: Arc<Metrics>, config: HttpConfig) -> Route
 }
 
 /// Refuses any request whose `Host` is not on the allow-list, when listening on loopback.
-async fn host_guard(
-    State(state): State<Arc<AppState>>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
+async fn host_guard(State(state): State<Arc<AppState>>, request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     if state.config.loopback_listener {
         let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !host_allowed(&state.config, host) {
@@ -120,10 +114,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 fn token_ok(config: &HttpConfig, headers: &HeaderMap, query: &TokenQuery) -> bool {
     let Some(want) = &config.token else { return true };
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     [bearer, query.token.as_deref()].into_iter().flatten().any(|given| same(given.as_bytes(), want.as_bytes()))
 }
 
@@ -147,8 +138,7 @@ pub fn is_loopback_host(host: &str) -> bool {
     } else {
         host.rsplit_once(':').map_or(host, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { host })
     };
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Checks the Origin of a WebSocket upgrade; `Err` carries the refusal.
@@ -192,10 +182,7 @@ async fn ws(
         return refuse(&state.metrics, StatusCode::FORBIDDEN, reason, text);
     }
     let cap = state.config.max_ws_message_bytes;
-    upgrade
-        .max_message_size(cap)
-        .max_frame_size(cap)
-        .on_upgrade(move |socket| client(socket, state))
+    upgrade.max_message_size(cap).max_frame_size(cap).on_upgrade(move |socket| client(socket, state))
 }
 
 /// At most this many messages go into one WebSocket message ([`proto::Batch`]).
@@ -341,7 +328,8 @@ async fn frame_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Que
         return (StatusCode::UNAUTHORIZED, "/frame requires this server's --token; pass Authorization: Bearer TOKEN or ?token=TOKEN\n")
             .into_response();
     }
-    let key = state.hub.config().hello.sources.get(query.source as usize).map_or_else(|| format!("source {}", query.source), |s| s.key.clone());
+    let key =
+        state.hub.config().hello.sources.get(query.source as usize).map_or_else(|| format!("source {}", query.source), |s| s.key.clone());
     match state.hub.find_frame(query.source, query.seq, query.recv) {
         Some(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream"), (header::CACHE_CONTROL, "no-store")], bytes).into_response(),
         None => (
@@ -359,10 +347,7 @@ async fn frame_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Que
 
 async fn metrics_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(query): Query<TokenQuery>) -> Response {
     if !token_ok(&state.config, &headers, &query) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "/metrics requires this server's --token; pass Authorization: Bearer TOKEN or ?token=TOKEN\n",
-        )
+        return (StatusCode::UNAUTHORIZED, "/metrics requires this server's --token; pass Authorization: Bearer TOKEN or ?token=TOKEN\n")
             .into_response();
     }
     let body = state.metrics.render();

@@ -312,7 +312,9 @@ async fn replay<O: Output>(pipeline: &mut Pipeline<O>, held: &mut Held, endpoint
     match tokio::time::timeout(opts.replay_timeout * 2, dealer.connect(endpoint)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(format!("replay endpoint {endpoint}: {e}; is the engine's replay socket enabled on that port?")),
-        Err(_) => return Err(format!("replay endpoint {endpoint}: connect timed out; is the engine's replay socket enabled on that port?")),
+        Err(_) => {
+            return Err(format!("replay endpoint {endpoint}: connect timed out; is the engine's replay socket enabled on that port?"));
+        }
     }
     let [delimiter, seq] = kvscope_wire::frame::replay_request(held.from_seq);
     let mut request = ZmqMessage::from(Bytes::from(delimiter));
@@ -344,7 +346,8 @@ mod backoff_tests {
 
     #[tokio::test]
     async fn backoff_doubles_to_its_cap_resets_and_stops_on_shutdown() {
-        let opts = IntakeOptions { backoff_min: Duration::from_millis(1), backoff_max: Duration::from_millis(4), ..IntakeOptions::default() };
+        let opts =
+            IntakeOptions { backoff_min: Duration::from_millis(1), backoff_max: Duration::from_millis(4), ..IntakeOptions::default() };
         let mut b = Backoff::new(&opts);
         let (tx, mut rx) = watch::channel(false);
         let mut seen = Vec::new();

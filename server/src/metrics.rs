@@ -168,11 +168,7 @@ impl Metrics {
             r.register("payload_bytes", "Engine payload bytes relayed", m.payload_bytes.clone());
             r.register("replayed_frames", "Frames recovered from an engine's replay socket", m.replayed_frames.clone());
             r.register("events", "Decoded KV events by type", m.events.clone());
-            r.register(
-                "verdicts",
-                "Normalizer verdicts (one per event) by policy, storage tier and verdict label",
-                m.verdicts.clone(),
-            );
+            r.register("verdicts", "Normalizer verdicts (one per event) by policy, storage tier and verdict label", m.verdicts.clone());
             r.register("frame_errors", "Messages with a wrong frame count or sequence-number size", m.frame_errors.clone());
             r.register("decode_errors", "Payloads that did not decode, by error group", m.decode_errors.clone());
             r.register("gaps", "Jumps forward in an engine's sequence numbers", m.gaps.clone());
@@ -266,9 +262,7 @@ impl Metrics {
             reconnects: self.reconnects.get_or_create(&l).clone(),
             connected: self.connected.get_or_create(&l).clone(),
             events: std::array::from_fn(|i| {
-                self.events
-                    .get_or_create(&EventLabels { source: key.to_owned(), r#type: EVENT_TYPES[i].to_owned() })
-                    .clone()
+                self.events.get_or_create(&EventLabels { source: key.to_owned(), r#type: EVENT_TYPES[i].to_owned() }).clone()
             }),
             all: self.clone(),
         }
@@ -320,10 +314,8 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
 /// OpenMetrics (`curl .../metrics | promtool check metrics`, older scrapers): a counter family's
 /// HELP and TYPE name its `_total` series, and OpenMetrics' `# UNIT` and `# EOF` lines go.
 pub fn to_text_format(openmetrics: &str) -> String {
-    let counters: std::collections::HashSet<&str> = openmetrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
-        .collect();
+    let counters: std::collections::HashSet<&str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
     let mut out = String::with_capacity(openmetrics.len() + counters.len() * 16);
     for line in openmetrics.lines() {
         if line == "# EOF" || line.starts_with("# UNIT ") {

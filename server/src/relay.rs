@@ -42,9 +42,16 @@ const CLIENT_CHANNEL_MESSAGES: usize = 1 << 16;
 /// What a published message is, for history and loss accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    Frame { source: u32, seq: u64 },
-    FrameError { source: u32 },
-    Status { source: u32 },
+    Frame {
+        source: u32,
+        seq: u64,
+    },
+    FrameError {
+        source: u32,
+    },
+    Status {
+        source: u32,
+    },
     /// The capture's [`proto::RecordingStatus`]: kept like a source status, never evicted.
     Recording,
 }

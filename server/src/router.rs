@@ -138,7 +138,9 @@ pub fn start_live(
             Some(relay) => {
                 engines.insert(i, reconciler.add_source(key, relay));
             }
-            None => tracing::info!(source = %key, "not reconciled with the event plane: worker id {worker:?} is not Dynamo's decimal worker_id"),
+            None => {
+                tracing::info!(source = %key, "not reconciled with the event plane: worker id {worker:?} is not Dynamo's decimal worker_id")
+            }
         }
     }
     let (tx, mut rx) = mpsc::channel::<Input>(QUEUE);

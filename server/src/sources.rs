@@ -96,9 +96,7 @@ fn parse_entries(flag: &str, spec: &str) -> Result<Vec<Entry>, SpecError> {
             // A bare endpoint gets its position as worker id, so `--workers tcp://a:5557` works.
             None if raw.contains("://") => ("", raw),
             None => {
-                return Err(context(format!(
-                    "expected id[:dp]=tcp://host:port, for example \"{raw}=tcp://127.0.0.1:5557\""
-                )));
+                return Err(context(format!("expected id[:dp]=tcp://host:port, for example \"{raw}=tcp://127.0.0.1:5557\"")));
             }
         };
         let (worker_id, dp_rank) = match name.split_once(':') {
@@ -118,9 +116,7 @@ fn parse_entries(flag: &str, spec: &str) -> Result<Vec<Entry>, SpecError> {
         entries.push(Entry { worker_id, dp_rank, host, port });
     }
     if entries.is_empty() {
-        return Err(SpecError(format!(
-            "{flag} names no endpoint; write \"id=tcp://host:port\", e.g. {flag} \"0=tcp://127.0.0.1:5557\""
-        )));
+        return Err(SpecError(format!("{flag} names no endpoint; write \"id=tcp://host:port\", e.g. {flag} \"0=tcp://127.0.0.1:5557\"")));
     }
     Ok(entries)
 }
@@ -230,16 +226,51 @@ mod tests {
         let rows: &[(&str, Option<&str>, u32, &str)] = &[
             ("", None, 1, "--workers names no endpoint; write \"id=tcp://host:port\", e.g. --workers \"0=tcp://127.0.0.1:5557\""),
             ("0=h:5557", None, 1, "--workers entry 1 (\"0=h:5557\"): \"h:5557\": expected tcp://host:port"),
-            ("0=ipc:///tmp/x", None, 1, "--workers entry 1 (\"0=ipc:///tmp/x\"): \"ipc:///tmp/x\": transport \"ipc\" is not supported; kvscope connects over tcp://host:port (engines publish on tcp by default)"),
-            ("0=tcp://h:99999", None, 1, "--workers entry 1 (\"0=tcp://h:99999\"): \"tcp://h:99999\": port \"99999\" is not a number from 0 to 65535"),
-            ("0:x=tcp://h:1", None, 1, "--workers entry 1 (\"0:x=tcp://h:1\"): data-parallel rank \"x\" is not a number; write id:rank, e.g. \"0:0\""),
-            ("0=tcp://*:5557", None, 1, "--workers entry 1 (\"0=tcp://*:5557\"): \"tcp://*:5557\": \"*\" binds on every interface; to connect, name the engine's host"),
-            ("0=tcp://h:1,0=tcp://h:2", None, 1, "--workers names 0:0 twice (tcp://h:1 and tcp://h:2); give each worker and rank one endpoint"),
+            (
+                "0=ipc:///tmp/x",
+                None,
+                1,
+                "--workers entry 1 (\"0=ipc:///tmp/x\"): \"ipc:///tmp/x\": transport \"ipc\" is not supported; kvscope connects over tcp://host:port (engines publish on tcp by default)",
+            ),
+            (
+                "0=tcp://h:99999",
+                None,
+                1,
+                "--workers entry 1 (\"0=tcp://h:99999\"): \"tcp://h:99999\": port \"99999\" is not a number from 0 to 65535",
+            ),
+            (
+                "0:x=tcp://h:1",
+                None,
+                1,
+                "--workers entry 1 (\"0:x=tcp://h:1\"): data-parallel rank \"x\" is not a number; write id:rank, e.g. \"0:0\"",
+            ),
+            (
+                "0=tcp://*:5557",
+                None,
+                1,
+                "--workers entry 1 (\"0=tcp://*:5557\"): \"tcp://*:5557\": \"*\" binds on every interface; to connect, name the engine's host",
+            ),
+            (
+                "0=tcp://h:1,0=tcp://h:2",
+                None,
+                1,
+                "--workers names 0:0 twice (tcp://h:1 and tcp://h:2); give each worker and rank one endpoint",
+            ),
             ("0=tcp://h:1,1=tcp://h:1", None, 1, "--workers: 1:0 and 0:0 both use tcp://h:1; each rank publishes on its own port"),
-            ("0=tcp://h:1", Some("1=tcp://h:2"), 1, "--replay names 1:0, which --workers does not (it has 0:0); use the same id[:dp] in both flags"),
+            (
+                "0=tcp://h:1",
+                Some("1=tcp://h:2"),
+                1,
+                "--replay names 1:0, which --workers does not (it has 0:0); use the same id[:dp] in both flags",
+            ),
             ("0=tcp://h:65535", None, 2, "--workers 0: --dp-size 2 puts rank 1 on port 65536, past 65535; lower the base port"),
             ("0=tcp://h:1", None, 0, "--dp-size 0: a worker has at least one rank; pass --dp-size 1 or more"),
-            ("worker0", None, 1, "--workers entry 1 (\"worker0\"): expected id[:dp]=tcp://host:port, for example \"worker0=tcp://127.0.0.1:5557\""),
+            (
+                "worker0",
+                None,
+                1,
+                "--workers entry 1 (\"worker0\"): expected id[:dp]=tcp://host:port, for example \"worker0=tcp://127.0.0.1:5557\"",
+            ),
         ];
         for (workers, replay, dp, want) in rows {
             assert_eq!(parse_sources(workers, *replay, *dp).unwrap_err().to_string(), *want, "{workers}");

@@ -177,8 +177,7 @@ async fn replay_of_the_kimi_capture_matches_check_under_both_policies() {
     }
     let capture = temp_capture("replay", 1);
     let bs = BLOCK_SIZE.to_string();
-    let server =
-        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], 0).await;
+    let server = Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], 0).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
@@ -188,8 +187,7 @@ async fn replay_of_the_kimi_capture_matches_check_under_both_policies() {
 
     // The inspector: the first fatal event under A, with both rules.
     let _ = b.js("document.querySelector('[data-testid=\"next-fatal\"]').click(); return true;").await;
-    b.wait_for("return !!document.querySelector('[data-testid=\"inspector-rule-a\"]')", Duration::from_secs(10), "the inspector")
-        .await;
+    b.wait_for("return !!document.querySelector('[data-testid=\"inspector-rule-a\"]')", Duration::from_secs(10), "the inspector").await;
     let rules = b
         .js("return [document.querySelector('[data-testid=\"inspector-rule-a\"]').textContent, \
                      document.querySelector('[data-testid=\"inspector-rule-b\"]').textContent];")
@@ -211,11 +209,7 @@ async fn demo_fleet_matches_check_on_its_own_recording() {
         return;
     }
     let capture = std::env::temp_dir().join(format!("kvscope-e2e-{}-demo.kvcap", std::process::id()));
-    let server = Server::start(
-        &["demo", "--rate", "50", "--batches", "60", "--record", capture.to_str().unwrap()],
-        0,
-    )
-    .await;
+    let server = Server::start(&["demo", "--rate", "50", "--batches", "60", "--record", capture.to_str().unwrap()], 0).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     wait_for_demo_to_finish(&b, 1).await;
@@ -241,8 +235,7 @@ async fn page_reconnects_after_a_server_restart_without_double_counting() {
     }
     let capture = temp_capture("restart", 1);
     let bs = BLOCK_SIZE.to_string();
-    let mut server =
-        Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], 0).await;
+    let mut server = Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--block-size", &bs], 0).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
@@ -285,12 +278,8 @@ async fn open_capture(b: &Browser, capture: &std::path::Path) {
         .unwrap_or_else(|e| panic!("the page's file input: {e}"));
     let path = capture.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", capture.display()));
     input.send_keys(path).await.unwrap_or_else(|e| panic!("choosing {path}: {e}"));
-    b.wait_for(
-        "return !!document.querySelector('[data-testid=\"capture-done\"]')",
-        Duration::from_secs(60),
-        "the capture to be analysed",
-    )
-    .await;
+    b.wait_for("return !!document.querySelector('[data-testid=\"capture-done\"]')", Duration::from_secs(60), "the capture to be analysed")
+        .await;
 }
 
 /// The page served by a plain static file server (no kvscope, no WebSocket): a `.kvcap` opened
@@ -432,9 +421,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap_or_else(|e| panic!("not hex at {}: {e}", 2 * i)))
-        .collect()
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap_or_else(|e| panic!("not hex at {}: {e}", 2 * i))).collect()
 }
 
 /// A capture dropped onto the page (a real drop event carrying the file) is analysed as when
@@ -529,11 +516,8 @@ async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
     if !ready() {
         return;
     }
-    let server = Server::start(
-        &["demo", "--scenario", "fleet", "--workers", "64", "--dp-ranks", "8", "--rate", "4", "--no-event-plane"],
-        0,
-    )
-    .await;
+    let server =
+        Server::start(&["demo", "--scenario", "fleet", "--workers", "64", "--dp-ranks", "8", "--rate", "4", "--no-event-plane"], 0).await;
     let b = Browser::start().await;
     b.open(&server.url).await;
     b.wait_for(
@@ -565,9 +549,8 @@ async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
 
 /// Waits until the inspector's bytes line says `from` (`data-from`).
 async fn wait_for_bytes_from(b: &Browser, from: &str, timeout: Duration, what: &str) {
-    let script = format!(
-        "const e = document.querySelector('[data-testid=\"inspector-bytes-from\"]'); return !!e && e.dataset.from === '{from}';"
-    );
+    let script =
+        format!("const e = document.querySelector('[data-testid=\"inspector-bytes-from\"]'); return !!e && e.dataset.from === '{from}';");
     b.wait_for(&script, timeout, what).await;
 }
 

@@ -146,7 +146,8 @@ pub fn check_json(capture: &Path, block_size: u32, policy: &str) -> Value {
         .expect("run kvscope check");
     let code = out.status.code();
     assert!(matches!(code, Some(0 | 3)), "kvscope check exited {code:?}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("check --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("check --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// Writes the corpus's Kimi-K3 incident streams (three workers) as a `.kvcap`, frames exactly as
@@ -183,12 +184,7 @@ pub fn write_kimi_capture(path: &Path, repeat: usize) {
                 let Some(m) = s.get(i) else { continue };
                 let seq = m.seq + (r * s.len()) as u64;
                 t += 10_000_000;
-                out.extend(proto::capture::encode_record_parts(
-                    w as u32,
-                    t,
-                    false,
-                    &[m.topic.as_bytes(), &seq.to_be_bytes(), m.payload],
-                ));
+                out.extend(proto::capture::encode_record_parts(w as u32, t, false, &[m.topic.as_bytes(), &seq.to_be_bytes(), m.payload]));
             }
         }
     }
@@ -367,8 +363,7 @@ impl Browser {
     pub async fn open(&self, url: &str) {
         self.client.goto(url).await.expect("navigate");
         // The page mounts in stages (`views::app::staged_mount`); the tier tree is in the last.
-        self.wait_for("return !!document.querySelector('[data-testid=\"tier-tree\"]')", Duration::from_secs(30), "the app to mount")
-            .await;
+        self.wait_for("return !!document.querySelector('[data-testid=\"tier-tree\"]')", Duration::from_secs(30), "the app to mount").await;
     }
 
     /// Runs a script returning a JSON value.
@@ -421,7 +416,10 @@ impl Browser {
     pub async fn screenshot_of(&self, css: &str, name: &str) -> PathBuf {
         let path = artifacts_dir().join(format!("{name}.png"));
         if let Ok(el) = self.client.find(fantoccini::Locator::Css(css)).await {
-            let _ = self.client.execute("arguments[0].scrollIntoView({block: 'start'});", vec![serde_json::to_value(&el).unwrap_or_default()]).await;
+            let _ = self
+                .client
+                .execute("arguments[0].scrollIntoView({block: 'start'});", vec![serde_json::to_value(&el).unwrap_or_default()])
+                .await;
             if let Ok(png) = el.screenshot().await {
                 let _ = std::fs::write(&path, png);
             }
@@ -473,9 +471,8 @@ pub fn assert_card_matches(card: &Value, check: &Value, side: &str) {
         })
         .filter(|v| v.0 == side)
         .collect();
-    let get = |kind: &str, reason: &str| -> u64 {
-        shown.iter().filter(|v| v.1 == kind && (reason == "*" || v.2 == reason)).map(|v| v.3).sum()
-    };
+    let get =
+        |kind: &str, reason: &str| -> u64 { shown.iter().filter(|v| v.1 == kind && (reason == "*" || v.2 == reason)).map(|v| v.3).sum() };
     for (_, kind, reason, n) in expected_counts(check, side, worker, dp) {
         assert_eq!(get(&kind, &reason), n, "worker {worker}:{dp} policy {side}: {kind} {reason} on the page vs check --json");
     }

@@ -31,9 +31,7 @@ pub async fn yield_now() {
 }
 
 fn js_error(e: JsValue) -> String {
-    e.as_string()
-        .or_else(|| e.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message())))
-        .unwrap_or_else(|| format!("{e:?}"))
+    e.as_string().or_else(|| e.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message()))).unwrap_or_else(|| format!("{e:?}"))
 }
 
 /// Reads a whole file with progress.
@@ -67,10 +65,12 @@ pub fn infer_block_size(bytes: &[u8], max_records: usize) -> Option<u32> {
                     None | Some("") => true,
                     Some(m) => m.eq_ignore_ascii_case("gpu") || m.eq_ignore_ascii_case("device"),
                 };
-                if device && !s.block_hashes.is_empty()
-                    && let Some(bs) = s.block_size.filter(|&b| b > 0) {
-                        return Some(bs);
-                    }
+                if device
+                    && !s.block_hashes.is_empty()
+                    && let Some(bs) = s.block_size.filter(|&b| b > 0)
+                {
+                    return Some(bs);
+                }
             }
         }
     }
@@ -108,10 +108,7 @@ pub async fn open_bytes(fleet: Fleet, name: String, bytes: Vec<u8>) {
     let mut reader = match proto::capture::CaptureReader::new(Cursor::new(&bytes[..])) {
         Ok(r) => r,
         Err(e) => {
-            fleet.capture.set(CaptureProgress::Failed {
-                name: name.clone(),
-                error: format!("{}: {e}", name),
-            });
+            fleet.capture.set(CaptureProgress::Failed { name: name.clone(), error: format!("{}: {e}", name) });
             return;
         }
     };
@@ -165,12 +162,7 @@ pub async fn open_bytes(fleet: Fleet, name: String, bytes: Vec<u8>) {
         if finished {
             break;
         }
-        fleet.capture.set(CaptureProgress::Running {
-            name: name.clone(),
-            phase: "classifying",
-            done: reader.offset() as f64,
-            total,
-        });
+        fleet.capture.set(CaptureProgress::Running { name: name.clone(), phase: "classifying", done: reader.offset() as f64, total });
         fleet.flush();
         yield_now().await;
     }
@@ -195,8 +187,7 @@ pub fn download(name: &str, mime: &str, bytes: &[u8]) -> Result<(), String> {
     opts.set_type(mime);
     let blob = web_sys::Blob::new_with_u8_array_sequence_and_options(&parts, &opts).map_err(js_error)?;
     let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(js_error)?;
-    let a: web_sys::HtmlAnchorElement =
-        document.create_element("a").map_err(js_error)?.dyn_into().map_err(|_| "not an anchor")?;
+    let a: web_sys::HtmlAnchorElement = document.create_element("a").map_err(js_error)?.dyn_into().map_err(|_| "not an anchor")?;
     a.set_href(&url);
     a.set_download(name);
     a.click();
@@ -212,12 +203,7 @@ mod tests {
         let mut out = Vec::new();
         proto::capture::write_header(
             &mut out,
-            &proto::capture::CaptureHeader {
-                created_unix_nanos: 0,
-                kvscope_version: "test".into(),
-                sources: vec![],
-                note: None,
-            },
+            &proto::capture::CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: vec![], note: None },
         )
         .unwrap();
         for (i, p) in payloads.iter().enumerate() {

@@ -238,10 +238,7 @@ impl Connection {
         let this = self.clone();
         let timer = Closure::<dyn FnMut()>::new(move || this.open());
         if let Some(window) = web_sys::window() {
-            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(
-                timer.as_ref().unchecked_ref(),
-                delay_ms as i32,
-            );
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(timer.as_ref().unchecked_ref(), delay_ms as i32);
         }
         self.inner.borrow_mut()._timer = Some(timer);
     }

@@ -44,9 +44,21 @@ struct Intake {
 pub enum CaptureProgress {
     Idle,
     /// `done` of `total` bytes read or parsed, in the named phase.
-    Running { name: String, phase: &'static str, done: f64, total: f64 },
-    Done { name: String, records: u64, note: Option<String> },
-    Failed { name: String, error: String },
+    Running {
+        name: String,
+        phase: &'static str,
+        done: f64,
+        total: f64,
+    },
+    Done {
+        name: String,
+        records: u64,
+        note: Option<String>,
+    },
+    Failed {
+        name: String,
+        error: String,
+    },
 }
 
 /// The handle every view uses.

@@ -10,11 +10,7 @@ use crate::model::FrameKey;
 /// The `/frame` URL on the server behind `ws_url` (`ws://host/ws?token=T` gives
 /// `http://host/frame?token=T&source=..`), keeping the token so a protected server answers.
 pub fn frame_url(ws_url: &str, key: FrameKey) -> Option<String> {
-    let (scheme, rest) = if let Some(r) = ws_url.strip_prefix("wss://") {
-        ("https", r)
-    } else {
-        ("http", ws_url.strip_prefix("ws://")?)
-    };
+    let (scheme, rest) = if let Some(r) = ws_url.strip_prefix("wss://") { ("https", r) } else { ("http", ws_url.strip_prefix("ws://")?) };
     let host = rest.split(['/', '?']).next().filter(|h| !h.is_empty())?;
     let token = rest.split_once('?').and_then(|(_, q)| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
     let mut url = format!("{scheme}://{host}/frame?source={}&seq={}&recv={}", key.source, key.seq, key.recv_time_nanos);

@@ -209,8 +209,7 @@ async fn a_second_hello_resets_so_resent_history_is_counted_once() {
 async fn the_timeline_draws_both_policies_per_worker() {
     let (root, fleet, _handle) = mount();
     feed(fleet, &kimi_messages()).await;
-    let canvas: web_sys::HtmlCanvasElement =
-        root.query_selector("[data-testid=\"timeline\"] canvas").unwrap().unwrap().unchecked_into();
+    let canvas: web_sys::HtmlCanvasElement = root.query_selector("[data-testid=\"timeline\"] canvas").unwrap().unwrap().unchecked_into();
     assert!(canvas.width() > 0 && canvas.height() > 0);
     let ctx: web_sys::CanvasRenderingContext2d = canvas.get_context("2d").unwrap().unwrap().unchecked_into();
     let data = ctx.get_image_data(0.0, 0.0, canvas.width() as f64, canvas.height() as f64).unwrap().data();
@@ -426,7 +425,11 @@ async fn the_headline_names_the_exit_and_the_crashloop() {
     // The first fatal opens in the inspector by itself.
     leptos::task::tick().await;
     let inspector = root.query_selector("[data-testid=\"inspector\"]").unwrap().expect("an inspector");
-    assert!(inspector.text_content().unwrap_or_default().contains("block_size_mismatch"), "{}", inspector.text_content().unwrap_or_default());
+    assert!(
+        inspector.text_content().unwrap_or_default().contains("block_size_mismatch"),
+        "{}",
+        inspector.text_content().unwrap_or_default()
+    );
 }
 
 /// While the server's history arrives, the fleet bar says how far the page has caught up, from

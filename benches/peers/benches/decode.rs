@@ -35,9 +35,7 @@ fn kvscope_pass(w: &Workload, policy: Policy, verdicts: &mut Vec<kvscope_normali
         let source = n.source(&format!("w{worker}"), 0);
         for p in stream {
             verdicts.clear();
-            let batch = n
-                .push_payload(source, p.seq, black_box(&p.bytes), verdicts)
-                .expect("inputs decode");
+            let batch = n.push_payload(source, p.seq, black_box(&p.bytes), verdicts).expect("inputs decode");
             black_box((&batch, &*verdicts));
         }
     }
@@ -73,17 +71,11 @@ fn bench_workload(c: &mut Criterion, w: &Workload) {
     });
 
     let mut verdicts = Vec::with_capacity(64);
-    group.bench_function("kvscope/decode+normalize", |b| {
-        b.iter(|| kvscope_pass(w, Policy::FIXED, &mut verdicts))
-    });
-    group.bench_function("kvscope/decode+normalize-streaming", |b| {
-        b.iter(|| kvscope_streaming_pass(w, Policy::FIXED))
-    });
+    group.bench_function("kvscope/decode+normalize", |b| b.iter(|| kvscope_pass(w, Policy::FIXED, &mut verdicts)));
+    group.bench_function("kvscope/decode+normalize-streaming", |b| b.iter(|| kvscope_streaming_pass(w, Policy::FIXED)));
     // The preset that reproduces Dynamo 1.6.1, once kvscope-normalize has it (issue 5).
     if let Ok(preset) = "dynamo-1.6.1".parse::<Policy>() {
-        group.bench_function("kvscope-dynamo-preset/decode+normalize", |b| {
-            b.iter(|| kvscope_pass(w, preset, &mut verdicts))
-        });
+        group.bench_function("kvscope-dynamo-preset/decode+normalize", |b| b.iter(|| kvscope_pass(w, preset, &mut verdicts)));
     }
 
     group.bench_function("dynamo/decode", |b| {
@@ -108,9 +100,7 @@ fn bench_workload(c: &mut Criterion, w: &Workload) {
     group.bench_function("floor/skip", |b| {
         b.iter(|| {
             for p in w.payloads() {
-                black_box(
-                    kvscope_wire::skip_value(black_box(&p.bytes), 0, 32).expect("inputs walk"),
-                );
+                black_box(kvscope_wire::skip_value(black_box(&p.bytes), 0, 32).expect("inputs walk"));
             }
         })
     });
@@ -121,8 +111,7 @@ fn benches(c: &mut Criterion) {
     for w in inputs::all() {
         // Dynamo must accept every input, or the comparison would time an error path.
         for p in w.payloads() {
-            dynamo::decode(&p.bytes)
-                .unwrap_or_else(|e| panic!("{}: Dynamo rejects an input: {e}", w.name));
+            dynamo::decode(&p.bytes).unwrap_or_else(|e| panic!("{}: Dynamo rejects an input: {e}", w.name));
         }
         bench_workload(c, &w);
     }

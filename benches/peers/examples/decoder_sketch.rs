@@ -108,20 +108,10 @@ impl<'a> Cur<'a> {
                 32 => HashReprs::BIN32,
                 _ => return None,
             };
-            return Some((
-                BlockHash(u64::from_be_bytes(s[n - 8..].try_into().ok()?)),
-                r,
-            ));
+            return Some((BlockHash(u64::from_be_bytes(s[n - 8..].try_into().ok()?)), r));
         }
         let (v, neg) = self.int()?;
-        Some((
-            BlockHash(v),
-            if neg && (v as i64) < 0 {
-                HashReprs::SIGNED
-            } else {
-                HashReprs::UNSIGNED
-            },
-        ))
+        Some((BlockHash(v), if neg && (v as i64) < 0 { HashReprs::SIGNED } else { HashReprs::UNSIGNED }))
     }
     fn skip(&mut self) -> Option<()> {
         self.at = skip_value(self.b, self.at, 32).ok()?;
@@ -156,12 +146,7 @@ fn tokens(c: &mut Cur) -> Option<TokenIds> {
         c.at = start;
         c.skip()?;
         // Bigram pages are rare; the sketch only walks them.
-        return Some(TokenIds {
-            count: n as u32,
-            is_bigram: true,
-            span: start as u32..c.at as u32,
-            outside_u32: false,
-        });
+        return Some(TokenIds { count: n as u32, is_bigram: true, span: start as u32..c.at as u32, outside_u32: false });
     }
     let b = c.b;
     let mut at = c.at;
@@ -184,12 +169,7 @@ fn tokens(c: &mut Cur) -> Option<TokenIds> {
         return None;
     }
     c.at = at;
-    Some(TokenIds {
-        count: n as u32,
-        is_bigram: false,
-        span: start as u32..at as u32,
-        outside_u32,
-    })
+    Some(TokenIds { count: n as u32, is_bigram: false, span: start as u32..at as u32, outside_u32 })
 }
 
 /// The string items of the first block of `extra_keys` (`None` when the first block is nil).
@@ -206,9 +186,7 @@ fn extra_key_strings(c: &mut Cur) -> Option<Option<Vec<String>>> {
             let mut strings = Vec::new();
             for _ in 0..items {
                 match c.b.get(c.at)? {
-                    0xa0..=0xbf | 0xd9..=0xdb => {
-                        strings.push(std::str::from_utf8(c.str()?).ok()?.to_owned())
-                    }
+                    0xa0..=0xbf | 0xd9..=0xdb => strings.push(std::str::from_utf8(c.str()?).ok()?.to_owned()),
                     _ => c.skip()?,
                 }
             }
@@ -295,10 +273,7 @@ fn event(c: &mut Cur) -> Option<KvEvent> {
             hash_reprs: s.hash_reprs,
             encoding: Some(EventEncoding::Map),
         })),
-        b"AllBlocksCleared" => KvEvent::AllBlocksCleared {
-            encoding: EventEncoding::Map,
-            ownership: s.ownership,
-        },
+        b"AllBlocksCleared" => KvEvent::AllBlocksCleared { encoding: EventEncoding::Map, ownership: s.ownership },
         _ => return None,
     })
 }
@@ -322,24 +297,14 @@ fn decode_fast(b: &[u8]) -> Option<EventBatch> {
     if c.at != b.len() {
         return None;
     }
-    Some(EventBatch {
-        ts,
-        events,
-        dp_rank,
-        layout: BatchLayout::Array3,
-    })
+    Some(EventBatch { ts, events, dp_rank, layout: BatchLayout::Array3 })
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
     for w in kvscope_peer_bench::inputs::all() {
         for p in w.payloads() {
-            assert_eq!(
-                decode_fast(&p.bytes).expect("fast decodes"),
-                decode_batch(&p.bytes).unwrap(),
-                "{}",
-                w.name
-            );
+            assert_eq!(decode_fast(&p.bytes).expect("fast decodes"), decode_batch(&p.bytes).unwrap(), "{}", w.name);
         }
         let time = |f: &dyn Fn()| {
             let mut best = f64::MAX;
@@ -367,10 +332,7 @@ fn main() {
                 black_box(skip_value(black_box(&p.bytes), 0, 32).unwrap());
             }
         });
-        println!(
-            "BENCH sketch {{\"workload\": \"{}\", \"current_s\": {cur:e}, \"sketch_s\": {fast:e}, \"floor_s\": {floor:e}}}",
-            w.name
-        );
+        println!("BENCH sketch {{\"workload\": \"{}\", \"current_s\": {cur:e}, \"sketch_s\": {fast:e}, \"floor_s\": {floor:e}}}", w.name);
     }
 }
 

@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use dynamo_kv_router::protocols::{KvCacheEventData, StorageTier, WorkerWithDpRank};
 use dynamo_kv_router::zmq_wire::{
-    BlockHashValue, KvCacheSpecKind, KvEventBatch, Locality, RawKvEvent, ZmqEventNormalizer,
-    decode_event_batch,
+    BlockHashValue, KvCacheSpecKind, KvEventBatch, Locality, RawKvEvent, ZmqEventNormalizer, decode_event_batch,
 };
 
 pub use dynamo_kv_router::zmq_wire::ZmqEventFilterReason;
@@ -149,15 +148,8 @@ pub fn view(raw: &RawKvEvent) -> EventView {
             ownership: ownership.clone(),
             ..empty
         },
-        RawKvEvent::AllBlocksCleared { ownership } => EventView {
-            event_type: "AllBlocksCleared",
-            ownership: ownership.clone(),
-            ..empty
-        },
-        RawKvEvent::Ignored => EventView {
-            event_type: "Ignored",
-            ..empty
-        },
+        RawKvEvent::AllBlocksCleared { ownership } => EventView { event_type: "AllBlocksCleared", ownership: ownership.clone(), ..empty },
+        RawKvEvent::Ignored => EventView { event_type: "Ignored", ..empty },
     }
 }
 
@@ -204,9 +196,7 @@ impl Verdict {
     /// The tier the event was applied on, if it was applied.
     pub fn tier(&self) -> Option<&'static str> {
         match self {
-            Verdict::Stored { tier, .. }
-            | Verdict::SelfReferencingStore { tier }
-            | Verdict::Removed { tier, .. } => Some(tier),
+            Verdict::Stored { tier, .. } | Verdict::SelfReferencingStore { tier } | Verdict::Removed { tier, .. } => Some(tier),
             Verdict::Cleared => Some("device"),
             Verdict::Skipped(_) | Verdict::DroppedInConversion => None,
         }
@@ -220,10 +210,7 @@ pub enum BatchOutcome {
     /// and every event of the batch is lost.
     Lost { error: String },
     /// One verdict per event, in order, and the dp rank the events were filed under.
-    Events {
-        dp_rank: u32,
-        verdicts: Vec<Verdict>,
-    },
+    Events { dp_rank: u32, verdicts: Vec<Verdict> },
 }
 
 /// One ZMQ listener of the standalone indexer: one worker, one rank, one normalizer.
@@ -257,20 +244,12 @@ impl DynamoListener {
         let batch = match decode_event_batch(payload) {
             Ok(batch) => batch,
             Err(error) => {
-                return BatchOutcome::Lost {
-                    error: error.to_string(),
-                };
+                return BatchOutcome::Lost { error: error.to_string() };
             }
         };
-        let dp_rank = batch
-            .data_parallel_rank
-            .map_or(self.dp_rank, |rank| rank.cast_unsigned());
+        let dp_rank = batch.data_parallel_rank.map_or(self.dp_rank, |rank| rank.cast_unsigned());
         let worker = WorkerWithDpRank::new(self.worker_id, dp_rank);
-        let verdicts = batch
-            .events
-            .into_iter()
-            .map(|raw| self.classify(raw, seq, worker))
-            .collect();
+        let verdicts = batch.events.into_iter().map(|raw| self.classify(raw, seq, worker)).collect();
         BatchOutcome::Events { dp_rank, verdicts }
     }
 
@@ -286,16 +265,9 @@ impl DynamoListener {
         };
         let tier = tier_name(placement.placement.tier);
         match placement.event.data {
-            KvCacheEventData::Stored(store) => Verdict::Stored {
-                tier,
-                blocks_in_event,
-                blocks_published: store.blocks.len(),
-            },
+            KvCacheEventData::Stored(store) => Verdict::Stored { tier, blocks_in_event, blocks_published: store.blocks.len() },
             KvCacheEventData::Removed(_) if was_store => Verdict::SelfReferencingStore { tier },
-            KvCacheEventData::Removed(remove) => Verdict::Removed {
-                tier,
-                blocks: remove.block_hashes.len(),
-            },
+            KvCacheEventData::Removed(remove) => Verdict::Removed { tier, blocks: remove.block_hashes.len() },
             KvCacheEventData::Cleared => Verdict::Cleared,
         }
     }
@@ -306,9 +278,7 @@ impl DynamoListener {
         let Ok(batch) = decode_event_batch(payload) else {
             return 0;
         };
-        let dp_rank = batch
-            .data_parallel_rank
-            .map_or(self.dp_rank, |rank| rank.cast_unsigned());
+        let dp_rank = batch.data_parallel_rank.map_or(self.dp_rank, |rank| rank.cast_unsigned());
         let worker = WorkerWithDpRank::new(self.worker_id, dp_rank);
         let mut applied = 0;
         for raw in batch.events {
@@ -323,8 +293,7 @@ impl DynamoListener {
 
 fn raw_block_count(raw: &RawKvEvent) -> usize {
     match raw {
-        RawKvEvent::BlockStored { block_hashes, .. }
-        | RawKvEvent::BlockRemoved { block_hashes, .. } => block_hashes.len(),
+        RawKvEvent::BlockStored { block_hashes, .. } | RawKvEvent::BlockRemoved { block_hashes, .. } => block_hashes.len(),
         RawKvEvent::AllBlocksCleared { .. } | RawKvEvent::Ignored => 0,
     }
 }

@@ -54,25 +54,13 @@ impl Workload {
 
     /// Events in the workload, as kvscope decodes them (every payload decodes).
     pub fn total_events(&self) -> usize {
-        self.payloads()
-            .map(|p| {
-                kvscope_wire::decode_batch(&p.bytes)
-                    .expect("benchmark inputs decode")
-                    .events
-                    .len()
-            })
-            .sum()
+        self.payloads().map(|p| kvscope_wire::decode_batch(&p.bytes).expect("benchmark inputs decode").events.len()).sum()
     }
 }
 
 /// All four workloads, in report order.
 pub fn all() -> Vec<Workload> {
-    vec![
-        kimi_k3(),
-        small_gpu(SYNTHETIC_BATCHES),
-        cpu_offload(SYNTHETIC_BATCHES),
-        sglang(SYNTHETIC_BATCHES),
-    ]
+    vec![kimi_k3(), small_gpu(SYNTHETIC_BATCHES), cpu_offload(SYNTHETIC_BATCHES), sglang(SYNTHETIC_BATCHES)]
 }
 
 /// Batches per synthetic stream: a few thousand events, about a megabyte or less.
@@ -81,15 +69,7 @@ pub const SYNTHETIC_BATCHES: usize = 2000;
 /// The corpus's Kimi-K3 streams (3 workers x 20 batches).
 pub fn kimi_k3() -> Workload {
     let streams = (0..kvscope_corpus::KIMI_K3_WORKERS)
-        .map(|w| {
-            kvscope_corpus::kimi_k3_stream(w)
-                .into_iter()
-                .map(|m| Payload {
-                    seq: m.seq,
-                    bytes: Cow::Borrowed(m.payload),
-                })
-                .collect()
-        })
+        .map(|w| kvscope_corpus::kimi_k3_stream(w).into_iter().map(|m| Payload { seq: m.seq, bytes: Cow::Borrowed(m.payload) }).collect())
         .collect();
     Workload {
         name: "kimi_k3",
@@ -175,16 +155,7 @@ fn payload(ts: f64, events: Vec<Event>, sglang: bool) -> Vec<u8> {
 // Synthetic streams
 
 fn single_stream(payloads: Vec<Vec<u8>>) -> Vec<Vec<Payload>> {
-    vec![
-        payloads
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| Payload {
-                seq: i as u64,
-                bytes: Cow::Owned(b),
-            })
-            .collect(),
-    ]
+    vec![payloads.into_iter().enumerate().map(|(i, b)| Payload { seq: i as u64, bytes: Cow::Owned(b) }).collect()]
 }
 
 /// Small GPU blocks: per batch 1-6 events; a store has 1-4 blocks of 16 tokens and continues the
@@ -300,11 +271,7 @@ mod tests {
     #[test]
     fn synthetic_streams_decode_and_have_the_advertised_shape() {
         for w in all() {
-            assert!(
-                w.payload_count() > 0 && w.total_events() > w.payload_count(),
-                "{}",
-                w.name
-            );
+            assert!(w.payload_count() > 0 && w.total_events() > w.payload_count(), "{}", w.name);
             for p in w.payloads() {
                 let batch = decode_batch(&p.bytes).unwrap_or_else(|e| panic!("{}: {e}", w.name));
                 for e in &batch.events {

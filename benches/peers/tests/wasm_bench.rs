@@ -79,9 +79,7 @@ fn bench(w: Workload) {
             let source = n.source(&format!("w{worker}"), 0);
             for p in stream {
                 verdicts.clear();
-                let batch = n
-                    .push_payload(source, p.seq, black_box(&p.bytes), &mut verdicts)
-                    .expect("inputs decode");
+                let batch = n.push_payload(source, p.seq, black_box(&p.bytes), &mut verdicts).expect("inputs decode");
                 black_box((&batch, &verdicts));
             }
         }

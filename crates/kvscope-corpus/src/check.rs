@@ -5,10 +5,10 @@
 //! lives here, not in one test file, so that the native `corpus` test and the browser run
 //! execute the same check.
 
-use kvscope_wire::{decode_batch, EventBatch, KvEvent};
-use serde_json::{json, Value};
+use kvscope_wire::{EventBatch, KvEvent, decode_batch};
+use serde_json::{Value, json};
 
-use crate::{manifest, Entry};
+use crate::{Entry, manifest};
 
 /// What a run over the manifest found.
 #[derive(Debug, Default)]

@@ -103,10 +103,7 @@ pub fn zmq_frames(tag: &str) -> Option<Vec<Vec<Vec<u8>>>> {
 /// ZMQ endpoint) and `event_sources` (worker id and dp rank per publisher). Empty for NATS runs.
 pub fn discovery(tag: &str) -> Vec<(&'static str, &'static [u8])> {
     let prefix = format!("{tag}_discovery_");
-    DYNAMO_PLANE
-        .iter()
-        .filter_map(|(n, bytes)| Some((n.strip_prefix(prefix.as_str())?.strip_suffix(".bin")?, *bytes)))
-        .collect()
+    DYNAMO_PLANE.iter().filter_map(|(n, bytes)| Some((n.strip_prefix(prefix.as_str())?.strip_suffix(".bin")?, *bytes))).collect()
 }
 
 fn unhex(hex: &str) -> Vec<u8> {

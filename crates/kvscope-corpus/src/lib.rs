@@ -19,7 +19,7 @@ mod check;
 pub mod dynamo_plane;
 pub mod vectors;
 
-pub use check::{check_entry, check_manifest, CorpusReport};
+pub use check::{CorpusReport, check_entry, check_manifest};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
@@ -88,10 +88,8 @@ pub fn stream(name: &str) -> Option<Vec<StreamMessage>> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let line: Line = serde_json::from_str(l).expect("stream lines are JSON");
-            let (file, payload) = embedded::PAYLOADS
-                .iter()
-                .find(|(n, _)| *n == line.payload_file)
-                .expect("stream names an embedded payload");
+            let (file, payload) =
+                embedded::PAYLOADS.iter().find(|(n, _)| *n == line.payload_file).expect("stream names an embedded payload");
             // Topics are short and few; leak once to hand out &'static like the payloads.
             let topic: &'static str = match line.topic.as_str() {
                 "kv-events" => "kv-events",

@@ -32,12 +32,8 @@ impl Graph {
             .expect("run cargo metadata");
         assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
         let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
-        let names: BTreeMap<&str, &str> = meta["packages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
-            .collect();
+        let names: BTreeMap<&str, &str> =
+            meta["packages"].as_array().unwrap().iter().map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap())).collect();
         let mut deps = BTreeMap::new();
         for node in meta["resolve"]["nodes"].as_array().unwrap() {
             let name = names[node["id"].as_str().unwrap()].to_owned();

@@ -87,10 +87,6 @@ fn hash_of(h: BlockHash, reprs: HashReprs) -> Result<Hash, NotKept> {
 
 fn tokens_of(t: &TokenIds, payload: &[u8]) -> Result<Tokens, NotKept> {
     let bytes = payload.get(t.span.start as usize..t.span.end as usize).ok_or(NotKept::TokenIds)?;
-    let tokens = if t.is_bigram {
-        rmp_serde::from_slice(bytes).map(Tokens::Pairs)
-    } else {
-        rmp_serde::from_slice(bytes).map(Tokens::Ids)
-    };
+    let tokens = if t.is_bigram { rmp_serde::from_slice(bytes).map(Tokens::Pairs) } else { rmp_serde::from_slice(bytes).map(Tokens::Ids) };
     tokens.map_err(|_| NotKept::TokenIds)
 }

@@ -32,8 +32,7 @@ const STORED_7: &[Field] = &[Hashes, Parent, Tokens, BlockSize, LoraId, Medium];
 const STORED_8: &[Field] = &[Hashes, Parent, Tokens, BlockSize, LoraId, Medium, LoraName];
 const STORED_9: &[Field] = &[Hashes, Parent, Tokens, BlockSize, LoraId, Medium, LoraName, ExtraKeys];
 const STORED_10: &[Field] = &[Hashes, Parent, Tokens, BlockSize, LoraId, Medium, LoraName, ExtraKeys, GroupIdx];
-const STORED_12: &[Field] =
-    &[Hashes, Parent, Tokens, BlockSize, LoraId, Medium, LoraName, ExtraKeys, GroupIdx, Kind, SlidingWindow];
+const STORED_12: &[Field] = &[Hashes, Parent, Tokens, BlockSize, LoraId, Medium, LoraName, ExtraKeys, GroupIdx, Kind, SlidingWindow];
 const REMOVED_2: &[Field] = &[Hashes];
 const REMOVED_3: &[Field] = &[Hashes, Medium];
 const REMOVED_4: &[Field] = &[Hashes, Medium, GroupIdx];
@@ -83,25 +82,12 @@ const V30_STORED: MapFields = &[
 ];
 const V24_REMOVED: MapFields = V29_REMOVED.split_at(5).0;
 const V26_REMOVED: MapFields = V29_REMOVED.split_at(6).0;
-const V29_REMOVED: MapFields = &[
-    (Hashes, Always),
-    (Medium, Always),
-    (GroupIdx, IfSet),
-    (Kind, IfSet),
-    (SlidingWindow, IfSet),
-    (Locality, IfSet),
-    (Ownership, IfSet),
-];
+const V29_REMOVED: MapFields =
+    &[(Hashes, Always), (Medium, Always), (GroupIdx, IfSet), (Kind, IfSet), (SlidingWindow, IfSet), (Locality, IfSet), (Ownership, IfSet)];
 const NO_FIELDS: MapFields = &[];
 const OWNERSHIP: MapFields = &[(Ownership, IfSet)];
 
-const fn map(
-    name: &'static str,
-    stored: MapFields,
-    removed: MapFields,
-    other: MapFields,
-    stored_header: MapHeader,
-) -> Layout {
+const fn map(name: &'static str, stored: MapFields, removed: MapFields, other: MapFields, stored_header: MapHeader) -> Layout {
     Layout { name, batch: ARRAY3, events: EventForm::Map { stored, removed, other, stored_header } }
 }
 
@@ -161,11 +147,8 @@ pub const VLLM_0_23: Release = vllm("0.23.0", array("vllm-0.23.0", 3, STORED_12,
 pub const VLLM_0_33: Release = vllm("0.33.0", map("vllm-0.33.0", V30_STORED, V29_REMOVED, OWNERSHIP, Map16));
 
 /// SGLang 0.5.23: tagged maps in a 3-element batch whose `attn_dp_rank` is written even when nil.
-pub const SGLANG_0_5_23: Release = Release {
-    producer: "sglang",
-    version: "0.5.23",
-    layout: map("sglang-0.5.23", SGLANG_STORED, SGLANG_REMOVED, NO_FIELDS, Shortest),
-};
+pub const SGLANG_0_5_23: Release =
+    Release { producer: "sglang", version: "0.5.23", layout: map("sglang-0.5.23", SGLANG_STORED, SGLANG_REMOVED, NO_FIELDS, Shortest) };
 
 /// The release a corpus manifest entry names: `producer` (`vllm`, `sglang`, or
 /// `lmcache-via-vllm`, which writes vLLM's layout) and `version`.

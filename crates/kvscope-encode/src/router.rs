@@ -8,7 +8,7 @@
 //! the mirror structs here fix the layout, so the report's JSON shape can change without
 //! changing what goes on the wire.
 
-use kvscope_router::{EventData, Envelope, Prediction, RouterEvent, KV_EVENTS_TOPIC, ZMQ_ENVELOPE_VERSION};
+use kvscope_router::{Envelope, EventData, KV_EVENTS_TOPIC, Prediction, RouterEvent, ZMQ_ENVELOPE_VERSION};
 use serde::Serialize;
 
 pub use rmp_serde::encode::Error;
@@ -78,11 +78,7 @@ fn mirror(e: &RouterEvent) -> Event<'_> {
         EventData::Stored(s) => Data::Stored(Stored {
             parent_hash: s.parent_hash,
             start_position: s.start_position,
-            blocks: s
-                .blocks
-                .iter()
-                .map(|b| Block { block_hash: b.block_hash, tokens_hash: b.tokens_hash, mm_extra_info: None })
-                .collect(),
+            blocks: s.blocks.iter().map(|b| Block { block_hash: b.block_hash, tokens_hash: b.tokens_hash, mm_extra_info: None }).collect(),
         }),
         EventData::Removed(r) => Data::Removed(Removed { block_hashes: &r.block_hashes }),
         EventData::Cleared => Data::Cleared,
@@ -155,12 +151,7 @@ pub fn zmq_plane_frames(env: &Envelope) -> Result<[Vec<u8>; 4], Error> {
 
 /// What a relay publishes for one predicted engine batch: the envelope of the RouterEvents it
 /// keeps, or `None` when it keeps none (Dynamo sends no message then).
-pub fn relay_envelope(
-    publisher_id: u64,
-    sequence: u64,
-    published_at: u64,
-    predictions: &[Prediction],
-) -> Result<Option<Envelope>, Error> {
+pub fn relay_envelope(publisher_id: u64, sequence: u64, published_at: u64, predictions: &[Prediction]) -> Result<Option<Envelope>, Error> {
     let events: Vec<RouterEvent> = predictions.iter().filter_map(|p| p.router_event().cloned()).collect();
     if events.is_empty() {
         return Ok(None);

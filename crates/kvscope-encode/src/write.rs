@@ -139,13 +139,7 @@ fn array_event<'a>(out: &mut Out, tag: &str, fields: &[Field], slot: impl Fn(Fie
     }
 }
 
-fn map_event<'a>(
-    out: &mut Out,
-    tag: &str,
-    fields: &[(Field, Presence)],
-    header: MapHeader,
-    slot: impl Fn(Field) -> Slot<'a>,
-) {
+fn map_event<'a>(out: &mut Out, tag: &str, fields: &[(Field, Presence)], header: MapHeader, slot: impl Fn(Field) -> Slot<'a>) {
     let written: Vec<(Field, Slot<'a>)> = fields
         .iter()
         .map(|&(f, p)| (f, p, slot(f)))

@@ -5,8 +5,8 @@
 //! What cannot round-trip is listed below by class, with why, and counted, so the number of
 //! payloads checked cannot shrink without this file changing.
 
-use kvscope_encode::decoded::{batch_from_decoded, NotKept};
-use kvscope_encode::{encode_batch, release, Event, Field, Layout};
+use kvscope_encode::decoded::{NotKept, batch_from_decoded};
+use kvscope_encode::{Event, Field, Layout, encode_batch, release};
 
 /// Media of the connectors' stores (OffloadingConnector, Mooncake, LMCache, storage tiers).
 const OFFLOAD_MEDIA: [&str; 5] = ["CPU", "cpu", "FS", "OBJ", "STORAGE"];

@@ -6,7 +6,7 @@
 
 use kvscope_corpus::dynamo_plane::{self, DP_RANK, KV_BLOCK_SIZE, WORKER_ID};
 use kvscope_encode::router::{encode_envelope, encode_envelope_json, encode_router_events, relay_envelope, zmq_plane_frames};
-use kvscope_router::{decode_envelope, decode_router_events, split_zmq_plane, Predictor, RelayConfig};
+use kvscope_router::{Predictor, RelayConfig, decode_envelope, decode_router_events, split_zmq_plane};
 
 #[test]
 fn every_fixture_message_re_encodes_to_its_bytes() {

@@ -15,10 +15,10 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kvscope_corpus::vectors::{encode_batch, EventSpec, HashSpec};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use kvscope_corpus::vectors::{EventSpec, HashSpec, encode_batch};
 use kvscope_normalize::{Normalizer, Policy};
-use kvscope_wire::{decode_batch, EventBatch};
+use kvscope_wire::{EventBatch, decode_batch};
 
 /// One stream: (worker, seq, payload).
 struct Stream {

@@ -98,15 +98,11 @@ impl fmt::Display for Message<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.rejection.reason {
             RejectReason::MapBatch => f.write_str("invalid type: map, expected a tuple of size 3"),
-            RejectReason::UnknownTag => write!(
-                f,
-                "unknown variant `{}`, expected one of `BlockStored`, `BlockRemoved`, `AllBlocksCleared`, `Ignored`",
-                self.tag
-            ),
-            RejectReason::BinHash => f.write_str("data did not match any variant of untagged enum BlockHashValue"),
-            RejectReason::TokenIdsOutsideU32 => {
-                f.write_str("data did not match any variant of untagged enum KvTokenIds")
+            RejectReason::UnknownTag => {
+                write!(f, "unknown variant `{}`, expected one of `BlockStored`, `BlockRemoved`, `AllBlocksCleared`, `Ignored`", self.tag)
             }
+            RejectReason::BinHash => f.write_str("data did not match any variant of untagged enum BlockHashValue"),
+            RejectReason::TokenIdsOutsideU32 => f.write_str("data did not match any variant of untagged enum KvTokenIds"),
             RejectReason::NegativeLoraId => write!(f, "invalid value: integer `{}`, expected u64", self.value),
             RejectReason::DpRankBeyondI32 => write!(f, "invalid value: integer `{}`, expected i32", self.value),
             RejectReason::TwoElements => f.write_str("invalid length 2, expected a tuple of size 3"),
@@ -222,7 +218,7 @@ pub fn rejected_tag(batch: &EventBatch, rejection: BatchRejection) -> SmallStr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kvscope_corpus::vectors::{encode_batch, EventSpec};
+    use kvscope_corpus::vectors::{EventSpec, encode_batch};
 
     fn batch(events: &str, layout: &str) -> EventBatch {
         let events: Vec<EventSpec> = serde_json::from_str(events).unwrap();

@@ -15,8 +15,8 @@ use std::fmt;
 
 use kvscope_wire::EventType;
 
-use crate::tier::StorageTier;
 use crate::label::VerdictLabel;
+use crate::tier::StorageTier;
 
 /// Lines each budget prints before it counts silently.
 pub const WARNING_BUDGET: u32 = 3;
@@ -248,14 +248,8 @@ impl SourceCounters {
     /// The lines an indexer would print for this source: every budget's lines, the kept
     /// notices and the first fatal, in (seq, event) order.
     pub fn log(&self) -> Vec<&LogLine> {
-        let mut lines: Vec<&LogLine> = self
-            .conversion
-            .lines
-            .iter()
-            .chain(&self.offload.lines)
-            .chain(&self.notices.lines)
-            .chain(&self.first_fatal)
-            .collect();
+        let mut lines: Vec<&LogLine> =
+            self.conversion.lines.iter().chain(&self.offload.lines).chain(&self.notices.lines).chain(&self.first_fatal).collect();
         // Stable: a batch's rejection line (event 0) stays before its events' lines.
         lines.sort_by_key(|l| (l.seq, l.event_index));
         lines

@@ -6,7 +6,7 @@
 //! groups, so the table is a small vector scanned linearly: faster than hashing for four
 //! entries, and no allocation after the first stores.
 
-use crate::kind::{classify_kind, KindClass};
+use crate::kind::{KindClass, classify_kind};
 use crate::small::SmallStr;
 
 /// The kind one group was last declared with.

@@ -31,14 +31,8 @@ pub enum KindClass {
 pub const MAIN_KINDS: &[&str] = &["full_attention", "mla_attention", "sink_full_attention"];
 
 /// Kinds that are known and not main attention.
-pub const KNOWN_NON_MAIN_KINDS: &[&str] = &[
-    "mamba",
-    "sliding_window",
-    "sliding_window_mla",
-    "chunked_local_attention",
-    "cross_attention",
-    "encoder_only_attention",
-];
+pub const KNOWN_NON_MAIN_KINDS: &[&str] =
+    &["mamba", "sliding_window", "sliding_window_mla", "chunked_local_attention", "cross_attention", "encoder_only_attention"];
 
 /// Classifies a kind string (exact match).
 pub fn classify_kind(kind: &str) -> KindClass {

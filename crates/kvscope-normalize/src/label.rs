@@ -133,9 +133,7 @@ impl VerdictLabel {
     /// Apply, skip or fatal. Events lost with a rejected batch are skips: the indexer goes on.
     pub fn outcome(self) -> Outcome {
         match self {
-            VerdictLabel::Store | VerdictLabel::Remove | VerdictLabel::Clear | VerdictLabel::SelfReferencingStore => {
-                Outcome::Apply
-            }
+            VerdictLabel::Store | VerdictLabel::Remove | VerdictLabel::Clear | VerdictLabel::SelfReferencingStore => Outcome::Apply,
             VerdictLabel::BlockSizeMismatch => Outcome::Fatal,
             _ => Outcome::Skip,
         }

@@ -38,7 +38,6 @@
 //! );
 //! ```
 
-
 pub mod batch;
 mod counters;
 mod groups;
@@ -53,17 +52,17 @@ pub mod tier;
 mod verdict;
 
 pub use batch::{BatchRejection, RejectReason, RejectionScan};
-pub use counters::{BudgetKind, LogLevel, LogLine, NoticeLog, SourceCounters, WarningBudget, NOTICE_LINES_KEPT, WARNING_BUDGET};
+pub use counters::{BudgetKind, LogLevel, LogLine, NOTICE_LINES_KEPT, NoticeLog, SourceCounters, WARNING_BUDGET, WarningBudget};
 pub use groups::{GroupTable, LearnedKind};
-pub use kind::{classify_kind, KindClass};
-pub use normalizer::{Normalizer, PayloadSink, SourceKey};
-pub use namespaces::{NamespaceState, NamespaceTable};
-pub use policy::{
-    BatchCheck, BlockSizeCheck, Conversion, GroupRules, LogStyle, MediumMatch, MediumTable, Policy, SelfReference,
-    UnknownMedium, UnknownPolicy,
-};
+pub use kind::{KindClass, classify_kind};
 pub use label::{Outcome, UnknownLabel, VerdictLabel};
-pub use rules::{label_text, LabelText, Rejected, Rule, RuleSet, RULES};
-pub use small::{SmallStr, SMALL_STR_CAPACITY};
-pub use tier::{resolve_tier, StorageTier, TierChoice, TierSource};
+pub use namespaces::{NamespaceState, NamespaceTable};
+pub use normalizer::{Normalizer, PayloadSink, SourceKey};
+pub use policy::{
+    BatchCheck, BlockSizeCheck, Conversion, GroupRules, LogStyle, MediumMatch, MediumTable, Policy, SelfReference, UnknownMedium,
+    UnknownPolicy,
+};
+pub use rules::{LabelText, RULES, Rejected, Rule, RuleSet, label_text};
+pub use small::{SMALL_STR_CAPACITY, SmallStr};
+pub use tier::{StorageTier, TierChoice, TierSource, resolve_tier};
 pub use verdict::{Apply, Facts, Fatal, GroupCheck, RuleId, SourceId, Verdict, VerdictCode, VerdictFlags, VerdictKind};

@@ -18,18 +18,18 @@
 
 use std::fmt;
 
-use kvscope_wire::{decode_batch, decode_each, BatchHeader, DecodeError, EventBatch, EventSink, KvEvent};
+use kvscope_wire::{BatchHeader, DecodeError, EventBatch, EventSink, KvEvent, decode_batch, decode_each};
 
 use crate::batch::{BatchRejection, RejectionScan};
 use crate::counters::{LogLevel, LogLine, SourceCounters};
 use crate::groups::GroupTable;
-use crate::kind::{classify_kind, KindClass};
+use crate::kind::{KindClass, classify_kind};
+use crate::label::VerdictLabel;
 use crate::namespaces::NamespaceTable;
 use crate::policy::{BatchCheck, LogStyle, Policy};
-use crate::label::VerdictLabel;
 use crate::rules::{
-    apply, batch_decode_rejected, block_size_mismatch, evaluate_in, offload_block_size_mismatch, self_referencing_store,
-    unknown_kind, verdict_tier, EventCtx, Rejected, RuleSet,
+    EventCtx, Rejected, RuleSet, apply, batch_decode_rejected, block_size_mismatch, evaluate_in, offload_block_size_mismatch,
+    self_referencing_store, unknown_kind, verdict_tier,
 };
 use crate::verdict::{Apply, SourceId, Verdict, VerdictFlags, VerdictKind};
 
@@ -102,10 +102,7 @@ impl Normalizer {
 
     /// The id of a known source, without registering.
     pub fn find_source(&self, worker_id: &str, dp_rank: u32) -> Option<SourceId> {
-        self.sources
-            .iter()
-            .position(|s| s.key.dp_rank == dp_rank && s.key.worker_id == worker_id)
-            .map(|i| SourceId(i as u32))
+        self.sources.iter().position(|s| s.key.dp_rank == dp_rank && s.key.worker_id == worker_id).map(|i| SourceId(i as u32))
     }
 
     /// Every registered source, in registration order.
@@ -153,13 +150,7 @@ impl Normalizer {
     /// Decodes one payload and normalizes its events, appending one verdict per event to `out`.
     /// A payload that does not decode is counted on the source (`decode_errors`, first one kept
     /// with its context) and returned as the error; `out` is then unchanged.
-    pub fn push_payload(
-        &mut self,
-        id: SourceId,
-        seq: u64,
-        payload: &[u8],
-        out: &mut Vec<Verdict>,
-    ) -> Result<EventBatch, DecodeError> {
+    pub fn push_payload(&mut self, id: SourceId, seq: u64, payload: &[u8], out: &mut Vec<Verdict>) -> Result<EventBatch, DecodeError> {
         match decode_batch(payload) {
             Ok(batch) => {
                 self.normalize_batch(id, seq, &batch, out);
@@ -248,14 +239,7 @@ impl Normalizer {
     /// Batch-level checks need the whole batch: under `dynamo-1.6.1` call
     /// [`Normalizer::normalize_batch`], or this event is judged as if its batch decoded.
     #[inline]
-    pub fn normalize_event(
-        &mut self,
-        id: SourceId,
-        seq: u64,
-        event_index: u32,
-        batch_dp_rank: Option<u32>,
-        event: &KvEvent,
-    ) -> Verdict {
+    pub fn normalize_event(&mut self, id: SourceId, seq: u64, event_index: u32, batch_dp_rank: Option<u32>, event: &KvEvent) -> Verdict {
         self.normalize_one(id, seq, event_index, batch_dp_rank, event, None)
     }
 
@@ -305,7 +289,9 @@ impl Normalizer {
                 let budget = &mut counters.offload;
                 verdict.facts.warning_limit = budget.limit.min(255) as u8;
                 let v = &verdict;
-                if let Some(n) = budget.charge(LogLevel::Warn, seq, event_index, |last| offload_block_size_mismatch::warning_line(key, v, last)) {
+                if let Some(n) =
+                    budget.charge(LogLevel::Warn, seq, event_index, |last| offload_block_size_mismatch::warning_line(key, v, last))
+                {
                     verdict.facts.warning_ordinal = n.min(255) as u8;
                     verdict.flags.insert(VerdictFlags::WARNING_LOGGED);
                 }
@@ -379,13 +365,7 @@ impl<F: FnMut(&KvEvent, Verdict)> EventSink for PayloadSink<'_, F> {
 
 /// The lines Dynamo 1.6.1 prints every time for this event: an unknown cache kind (at decode,
 /// for every event its decoder read before any failure) and a self-referencing store.
-fn dynamo_notices(
-    counters: &mut SourceCounters,
-    key: &SourceKey,
-    v: &Verdict,
-    event: &KvEvent,
-    rejection: Option<BatchRejection>,
-) {
+fn dynamo_notices(counters: &mut SourceCounters, key: &SourceKey, v: &Verdict, event: &KvEvent, rejection: Option<BatchRejection>) {
     let (seq, i) = (v.seq, v.event_index);
     if let Some(kind) = event.kv_cache_spec_kind()
         && classify_kind(kind) == KindClass::Unknown

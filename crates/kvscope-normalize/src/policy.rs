@@ -287,11 +287,7 @@ impl FromStr for Policy {
 
     /// Exact, case-sensitive names: a policy name is an identifier, not a wire string.
     fn from_str(s: &str) -> Result<Policy, UnknownPolicy> {
-        Policy::PRESETS
-            .iter()
-            .find(|p| p.name == s)
-            .copied()
-            .ok_or_else(|| UnknownPolicy { given: s.to_owned() })
+        Policy::PRESETS.iter().find(|p| p.name == s).copied().ok_or_else(|| UnknownPolicy { given: s.to_owned() })
     }
 }
 

@@ -25,8 +25,7 @@ pub enum StorageTier {
 }
 
 impl StorageTier {
-    pub const ALL: [StorageTier; 4] =
-        [StorageTier::Device, StorageTier::HostPinned, StorageTier::Disk, StorageTier::External];
+    pub const ALL: [StorageTier; 4] = [StorageTier::Device, StorageTier::HostPinned, StorageTier::Disk, StorageTier::External];
 
     /// Stable label for counters, URLs and JS: `device`, `host_pinned`, `disk`, `external`.
     pub fn label(self) -> &'static str {

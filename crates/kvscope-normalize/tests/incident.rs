@@ -28,8 +28,7 @@ struct Seen {
 fn replay(block_size: u32, policy: Policy) -> (Normalizer, Vec<(SourceId, Vec<Seen>)>) {
     let mut n = Normalizer::new(block_size, policy);
     let streams: Vec<_> = (0..kvscope_corpus::KIMI_K3_WORKERS).map(kvscope_corpus::kimi_k3_stream).collect();
-    let mut per_worker: Vec<(SourceId, Vec<Seen>)> =
-        (0..streams.len()).map(|w| (n.source(&format!("w{w}"), 0), Vec::new())).collect();
+    let mut per_worker: Vec<(SourceId, Vec<Seen>)> = (0..streams.len()).map(|w| (n.source(&format!("w{w}"), 0), Vec::new())).collect();
     let longest = streams.iter().map(Vec::len).max().unwrap_or(0);
     assert!(longest > 0, "the corpus has no Kimi-K3 messages");
     let mut verdicts = Vec::new();
@@ -145,8 +144,7 @@ fn test_kimi_k3_at_12288_dies_at_the_first_gpu_main_group_store_under_either_pol
             assert_eq!((first.seq, first.event_index), (0, 3), "{who}");
             assert!(first.text.ends_with("try --block-size 1536"), "{}", first.text);
             assert_eq!(c.fatal_count, 20, "{who}: every group 3 GPU store");
-            let cpu_codes: Vec<String> =
-                seen.iter().filter(|s| is_cpu_store(&s.event)).map(|s| s.verdict.code().to_string()).collect();
+            let cpu_codes: Vec<String> = seen.iter().filter(|s| is_cpu_store(&s.event)).map(|s| s.verdict.code().to_string()).collect();
             let want = if policy.name == "fixed" { "store host_pinned 1" } else { "store device 1 +unknown_medium_fallback" };
             assert_eq!(cpu_codes, [want, want], "{who}");
         }
@@ -166,15 +164,10 @@ fn test_kimi_k3_under_dynamo_1_6_1_never_dies_and_never_sees_the_cpu_tier() {
             let who = format!("{} at {block_size}", n.source_key(*id));
             let c = n.counters(*id);
             assert_eq!((c.fatal_count, c.first_fatal.as_ref()), (0, None), "{who}");
-            let cpu: Vec<String> = seen
-                .iter()
-                .filter(|s| s.event.medium() == Some("cpu"))
-                .map(|s| s.verdict.code().to_string())
-                .collect();
+            let cpu: Vec<String> = seen.iter().filter(|s| s.event.medium() == Some("cpu")).map(|s| s.verdict.code().to_string()).collect();
             assert_eq!(cpu, ["unknown_medium"; 4], "{who}: 2 stores and 2 removals");
             assert_eq!(c.verdicts_by_label(VerdictLabel::UnknownMedium), 4, "{who}");
-            let main: Vec<String> =
-                seen.iter().filter(|s| is_gpu_main_store(&s.event)).map(|s| s.verdict.code().to_string()).collect();
+            let main: Vec<String> = seen.iter().filter(|s| is_gpu_main_store(&s.event)).map(|s| s.verdict.code().to_string()).collect();
             assert_eq!(main.len(), 20, "{who}");
             if block_size == 1536 {
                 assert!(main.iter().all(|c| c == "store device 1"), "{who}: {main:?}");

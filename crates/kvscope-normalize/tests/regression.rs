@@ -5,9 +5,9 @@
 // Test code: a failed expect is a failed test, with its location.
 #![allow(clippy::expect_used)]
 
+use kvscope_corpus::vectors::{EventSpec, encode_batch};
 use kvscope_normalize::tier::MEDIUM_TABLE;
-use kvscope_corpus::vectors::{encode_batch, EventSpec};
-use kvscope_normalize::{resolve_tier, Normalizer, Policy, SourceId, StorageTier, TierSource, Verdict, VerdictLabel};
+use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, TierSource, Verdict, VerdictLabel, resolve_tier};
 use kvscope_wire::decode_batch;
 
 /// Encodes events given as JSON into one map-encoded batch for dp rank 0.
@@ -35,7 +35,12 @@ fn codes(verdicts: &[Verdict]) -> Vec<String> {
 fn test_normalizer_skips_offload_tier_block_size_mismatch() {
     let mut n = Normalizer::new(1536, Policy::FIXED);
     let w0 = n.source("w0", 0);
-    let gpu = push(&mut n, w0, 0, r#"[{"type":"BlockStored","hashes":[1],"block_size":1536,"medium":"GPU","group_idx":3,"kind":"mla_attention"}]"#);
+    let gpu = push(
+        &mut n,
+        w0,
+        0,
+        r#"[{"type":"BlockStored","hashes":[1],"block_size":1536,"medium":"GPU","group_idx":3,"kind":"mla_attention"}]"#,
+    );
     assert_eq!(codes(&gpu), ["store device 1"]);
     let offload = push(
         &mut n,
@@ -78,7 +83,12 @@ fn test_normalizer_skips_offload_tier_block_size_mismatch() {
     // The same stream under legacy, the behaviour before the fix: the first offload store is fatal.
     let mut legacy = Normalizer::new(1536, Policy::LEGACY);
     let w0 = legacy.source("w0", 0);
-    push(&mut legacy, w0, 0, r#"[{"type":"BlockStored","hashes":[1],"block_size":1536,"medium":"GPU","group_idx":3,"kind":"mla_attention"}]"#);
+    push(
+        &mut legacy,
+        w0,
+        0,
+        r#"[{"type":"BlockStored","hashes":[1],"block_size":1536,"medium":"GPU","group_idx":3,"kind":"mla_attention"}]"#,
+    );
     let v = push(&mut legacy, w0, 1, r#"[{"type":"BlockStored","hashes":[1],"block_size":12288,"medium":"cpu","group_idx":3}]"#);
     assert_eq!(codes(&v), ["block_size_mismatch device +unknown_medium_fallback"]);
     assert_eq!(legacy.counters(w0).first_fatal.as_ref().map(|l| l.seq), Some(1));
@@ -103,11 +113,8 @@ fn test_normalizer_keeps_device_block_size_mismatch_fatal() {
                 {"type":"BlockStored","hashes":[9],"block_size":1536,"medium":"GPU","group_idx":3,"kind":"mla_attention"},
                 {"type":"BlockStored","hashes":[10],"block_size":1536,"medium":"gpu","group_idx":3,"kind":"mla_attention"}]"#,
         );
-        let gpu_code = if policy.name == "legacy" {
-            "block_size_mismatch device +unknown_medium_fallback"
-        } else {
-            "block_size_mismatch device"
-        };
+        let gpu_code =
+            if policy.name == "legacy" { "block_size_mismatch device +unknown_medium_fallback" } else { "block_size_mismatch device" };
         assert_eq!(codes(&v), ["store device 0", "block_size_mismatch device", gpu_code], "{policy}");
         assert!(v[1].is_fatal());
         let c = n.counters(w0);
@@ -155,8 +162,7 @@ fn test_storage_tier_accepts_vllm_medium_names() {
     assert_eq!(MEDIUM_TABLE.len(), expected.len());
     for (name, tier) in expected {
         let lower = name.to_ascii_lowercase();
-        let mixed: String =
-            name.chars().enumerate().map(|(i, c)| if i % 2 == 0 { c } else { c.to_ascii_lowercase() }).collect();
+        let mixed: String = name.chars().enumerate().map(|(i, c)| if i % 2 == 0 { c } else { c.to_ascii_lowercase() }).collect();
         for spelling in [name, lower.as_str(), mixed.as_str()] {
             assert_eq!(StorageTier::from_kv_medium(spelling, &fixed), Some(tier), "fixed {spelling:?}");
             assert_eq!(resolve_tier(Some(spelling), &fixed).source, TierSource::Table);
@@ -207,7 +213,9 @@ fn test_offload_skips_do_not_spend_the_shared_warning_budget() {
 
     let v = push(&mut n, w0, 10, r#"[{"type":"BlockStored","hashes":[1,2],"tokens":2000,"block_size":1536,"medium":"GPU"}]"#);
     assert_eq!(codes(&v), ["store device 2 +short_token_ids"]);
-    assert!(v[0].to_string().ends_with("token_ids has 2000 tokens, fewer than 2 blocks x 1536 -> warning short_token_ids (logged, 1 of 3)"));
+    assert!(
+        v[0].to_string().ends_with("token_ids has 2000 tokens, fewer than 2 blocks x 1536 -> warning short_token_ids (logged, 1 of 3)")
+    );
     let c = n.counters(w0);
     assert_eq!((c.conversion.emitted, c.conversion.suppressed), (1, 0));
     assert_eq!(

@@ -5,7 +5,7 @@
 // Test code: a failed expect is a failed test, with its location.
 #![allow(clippy::expect_used)]
 
-use kvscope_corpus::vectors::{encode_batch, EventSpec};
+use kvscope_corpus::vectors::{EventSpec, encode_batch};
 use kvscope_normalize::{Normalizer, Policy, Verdict};
 use kvscope_wire::STREAM_CHUNK;
 

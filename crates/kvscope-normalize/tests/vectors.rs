@@ -2,7 +2,7 @@
 //! `Normalizer` called directly). The same table runs in `kvscope-tiers` (with trees) and in
 //! headless Chromium through `kvscope-wasm` (Rust side and JS-facing API).
 
-use kvscope_corpus::vectors::{case_count, case_count_for, run_vectors, vector_count, NativeHost};
+use kvscope_corpus::vectors::{NativeHost, case_count, case_count_for, run_vectors, vector_count};
 use kvscope_normalize::Policy;
 
 #[test]

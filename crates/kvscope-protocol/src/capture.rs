@@ -138,11 +138,7 @@ impl fmt::Display for Truncation {
             Some(expected) => write!(f, "{} of {} bytes present", self.found_bytes, expected)?,
             None => write!(f, "{} of its 4-byte length prefix present", self.found_bytes)?,
         }
-        write!(
-            f,
-            "; the recorder was probably killed while writing. The {} complete records before it were read.",
-            self.records_read
-        )
+        write!(f, "; the recorder was probably killed while writing. The {} complete records before it were read.", self.records_read)
     }
 }
 
@@ -162,12 +158,7 @@ pub fn encode_record(record: &CaptureRecord) -> Vec<u8> {
 
 /// Encodes one record from borrowed frames (what a recorder holds), byte-identical to
 /// [`encode_record`].
-pub fn encode_record_parts<F: AsRef<[u8]>>(
-    source: u32,
-    recv_time_nanos: u64,
-    replayed: bool,
-    frames: &[F],
-) -> Vec<u8> {
+pub fn encode_record_parts<F: AsRef<[u8]>>(source: u32, recv_time_nanos: u64, replayed: bool, frames: &[F]) -> Vec<u8> {
     let body_hint: usize = frames.iter().map(|f| f.as_ref().len() + 5).sum::<usize>() + 24;
     let mut out = rmp::encode::ByteBuf::from(Vec::with_capacity(4 + body_hint));
     out.as_mut_vec().extend_from_slice(&[0; 4]);
@@ -190,7 +181,8 @@ pub fn encode_record_parts<F: AsRef<[u8]>>(
 /// length prefix included): how the page reads one frame's raw bytes again from an opened file.
 pub fn decode_record(bytes: &[u8]) -> Result<CaptureRecord, CaptureError> {
     let corrupt = |what: String| CaptureError::Corrupt { path: String::new(), offset: 0, what };
-    let (len, body) = bytes.split_first_chunk::<4>().ok_or_else(|| corrupt(format!("a record needs 4 length bytes, found {}", bytes.len())))?;
+    let (len, body) =
+        bytes.split_first_chunk::<4>().ok_or_else(|| corrupt(format!("a record needs 4 length bytes, found {}", bytes.len())))?;
     let len = u32::from_be_bytes(*len) as usize;
     if body.len() != len {
         return Err(corrupt(format!("the record's length prefix says {len} bytes, {} follow", body.len())));
@@ -245,15 +237,7 @@ impl<R: Read> CaptureReader<R> {
             offset: 14,
             what: format!("the header does not decode: {e}"),
         })?;
-        Ok(CaptureReader {
-            inner,
-            header,
-            version,
-            offset: 14 + u64::from(header_len),
-            records_read: 0,
-            truncated: None,
-            finished: false,
-        })
+        Ok(CaptureReader { inner, header, version, offset: 14 + u64::from(header_len), records_read: 0, truncated: None, finished: false })
     }
 
     /// The header read by [`CaptureReader::new`].
@@ -358,7 +342,12 @@ mod tests {
 
     #[test]
     fn a_record_is_read_back_alone_from_the_span_the_reader_reported() {
-        let record = CaptureRecord { source: 3, recv_time_nanos: 42, replayed: false, frames: vec![ByteBuf::from(b"kv".to_vec()), ByteBuf::from(vec![9; 300])] };
+        let record = CaptureRecord {
+            source: 3,
+            recv_time_nanos: 42,
+            replayed: false,
+            frames: vec![ByteBuf::from(b"kv".to_vec()), ByteBuf::from(vec![9; 300])],
+        };
         let encoded = encode_record(&record);
         assert_eq!(decode_record(&encoded).unwrap(), record);
         assert!(decode_record(&encoded[..encoded.len() - 1]).unwrap_err().to_string().contains("says"));

@@ -18,8 +18,8 @@
 //! and a field added later does not shift the others.
 
 pub mod capture;
-pub mod time;
 mod message;
+pub mod time;
 
 pub use message::*;
 
@@ -155,10 +155,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, ProtocolError> {
 /// Checks magic and version and returns the msgpack body.
 pub fn check_prefix(bytes: &[u8]) -> Result<&[u8], ProtocolError> {
     if bytes.len() >= WS_MAGIC.len() && bytes[..WS_MAGIC.len()] != WS_MAGIC {
-        return Err(ProtocolError::BadMagic {
-            expected: "KVSW",
-            found: show_prefix(&bytes[..WS_MAGIC.len()]),
-        });
+        return Err(ProtocolError::BadMagic { expected: "KVSW", found: show_prefix(&bytes[..WS_MAGIC.len()]) });
     }
     if bytes.len() < WS_PREFIX_LEN {
         return Err(ProtocolError::TooShort { len: bytes.len() });

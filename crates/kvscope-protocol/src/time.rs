@@ -18,10 +18,7 @@ fn utc_parts(unix_nanos: u64) -> (String, String) {
     let millis = (unix_nanos / 1_000_000) % 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    (
-        format!("{y:04}-{m:02}-{d:02}"),
-        format!("{:02}:{:02}:{:02}.{millis:03}", rem / 3600, rem % 3600 / 60, rem % 60),
-    )
+    (format!("{y:04}-{m:02}-{d:02}"), format!("{:02}:{:02}:{:02}.{millis:03}", rem / 3600, rem % 3600 / 60, rem % 60))
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar

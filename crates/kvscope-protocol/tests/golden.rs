@@ -232,7 +232,11 @@ fn capture_format_matches_its_golden_bytes() {
             source: 0,
             recv_time_nanos: 1_700_000_000_000_000_001,
             replayed: false,
-            frames: vec![ByteBuf::from(b"kv-events".to_vec()), ByteBuf::from(0u64.to_be_bytes().to_vec()), ByteBuf::from(vec![0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90, 0xc0])],
+            frames: vec![
+                ByteBuf::from(b"kv-events".to_vec()),
+                ByteBuf::from(0u64.to_be_bytes().to_vec()),
+                ByteBuf::from(vec![0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90, 0xc0]),
+            ],
         },
         CaptureRecord {
             source: 0,

@@ -12,8 +12,8 @@
 use std::fmt;
 
 use kvscope_normalize::StorageTier;
-use kvscope_wire::msgpack::{missing, Reader, ReadError, Seg};
 use kvscope_wire::DecodeError;
+use kvscope_wire::msgpack::{ReadError, Reader, Seg, missing};
 use serde::Serialize;
 
 use crate::error::PlaneError;
@@ -162,7 +162,11 @@ fn decode_events(payload: &[u8]) -> Result<Vec<RouterEvent>, DecodeError> {
 }
 
 /// Reads the value of one map entry, adding the key to a failure's path.
-fn field<'a, T>(r: &mut Reader<'a>, name: &'static str, read: impl FnOnce(&mut Reader<'a>) -> Result<T, ReadError>) -> Result<T, ReadError> {
+fn field<'a, T>(
+    r: &mut Reader<'a>,
+    name: &'static str,
+    read: impl FnOnce(&mut Reader<'a>) -> Result<T, ReadError>,
+) -> Result<T, ReadError> {
     let start = r.pos();
     read(r).map_err(|e| e.within(start, Seg::Field(name)))
 }
@@ -180,9 +184,14 @@ fn router_event(r: &mut Reader<'_>) -> Result<RouterEvent, ReadError> {
             b"worker_id" => worker_id = Some(field(r, "worker_id", |r| r.u64("worker_id"))?),
             b"storage_tier" => tier = Some(field(r, "storage_tier", |r| r.str("storage_tier").map(PlaneTier::from_wire))?),
             b"residency_domain" => {
-                domain = field(r, "residency_domain", |r| {
-                    if r.nil() { Ok(None) } else { r.str("residency_domain").map(|s| Some(s.to_owned())) }
-                })?
+                domain =
+                    field(
+                        r,
+                        "residency_domain",
+                        |r| {
+                            if r.nil() { Ok(None) } else { r.str("residency_domain").map(|s| Some(s.to_owned())) }
+                        },
+                    )?
             }
             b"event" => event = Some(field(r, "event", kv_cache_event)?),
             other => {
@@ -269,8 +278,7 @@ fn stored(r: &mut Reader<'_>) -> Result<StoredData, ReadError> {
                 out.parent_hash = field(r, "parent_hash", |r| if r.nil() { Ok(None) } else { r.u64("parent_hash").map(Some) })?
             }
             b"start_position" => {
-                out.start_position =
-                    field(r, "start_position", |r| if r.nil() { Ok(None) } else { r.i64("start_position").map(Some) })?
+                out.start_position = field(r, "start_position", |r| if r.nil() { Ok(None) } else { r.i64("start_position").map(Some) })?
             }
             b"blocks" => {
                 blocks_seen = true;

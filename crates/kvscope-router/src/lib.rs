@@ -26,10 +26,10 @@ pub mod predict;
 pub mod reconcile;
 
 pub use error::{PlaneError, ZmqFrameError};
-pub use event::{decode_router_events, EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData};
-pub use plane::{decode_envelope, split_zmq_plane, Envelope, EnvelopeForm, ZmqPlaneMessage, KV_EVENTS_TOPIC, ZMQ_ENVELOPE_VERSION};
-pub use predict::{predict, tokens_hash, tokens_hash_seed, EngineEventRef, Predicted, Prediction, Predictor, RelayConfig};
+pub use event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData, decode_router_events};
+pub use plane::{Envelope, EnvelopeForm, KV_EVENTS_TOPIC, ZMQ_ENVELOPE_VERSION, ZmqPlaneMessage, decode_envelope, split_zmq_plane};
+pub use predict::{EngineEventRef, Predicted, Prediction, Predictor, RelayConfig, predict, tokens_hash, tokens_hash_seed};
 pub use reconcile::{
-    differing_fields, Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler,
-    ReconcilerConfig, RouterCounts, RouterReport, RouterSourceId, SourceReport, UnknownWorker,
+    Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler, ReconcilerConfig, RouterCounts,
+    RouterReport, RouterSourceId, SourceReport, UnknownWorker, differing_fields,
 };

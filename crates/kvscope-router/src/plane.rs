@@ -9,7 +9,7 @@
 //! `[topic, publisher id (u64 BE), sequence (u64 BE), 0x01 + u32 BE length + envelope]`
 //! ([`split_zmq_plane`]).
 
-use kvscope_wire::msgpack::{missing, Reader, Seg};
+use kvscope_wire::msgpack::{Reader, Seg, missing};
 use serde::Serialize;
 
 use crate::error::{PlaneError, ZmqFrameError};
@@ -152,8 +152,7 @@ pub fn split_zmq_plane<'a>(frames: &[&'a [u8]]) -> Result<ZmqPlaneMessage<'a>, P
     let be = |bytes: &[u8]| <[u8; 8]>::try_from(bytes).map(u64::from_be_bytes);
     let publisher_id = be(publisher).map_err(|_| ZmqFrameError::PublisherIdLength { got: publisher.len() })?;
     let sequence = be(sequence).map_err(|_| ZmqFrameError::SequenceLength { got: sequence.len() })?;
-    let (&[version, a, b, c, d], envelope) = last.split_at_checked(5).ok_or(ZmqFrameError::EnvelopeHeader { got: last.len() })?
-    else {
+    let (&[version, a, b, c, d], envelope) = last.split_at_checked(5).ok_or(ZmqFrameError::EnvelopeHeader { got: last.len() })? else {
         return Err(ZmqFrameError::EnvelopeHeader { got: last.len() }.into());
     };
     if version != ZMQ_ENVELOPE_VERSION {

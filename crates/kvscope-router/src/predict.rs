@@ -198,13 +198,7 @@ impl Predictor {
 }
 
 /// Predicts one batch with a fresh relay (no learned state, event ids from 1).
-pub fn predict(
-    payload: &[u8],
-    worker_id: u64,
-    dp_rank: u32,
-    kv_block_size: u32,
-    policy: Policy,
-) -> Result<Vec<Prediction>, DecodeError> {
+pub fn predict(payload: &[u8], worker_id: u64, dp_rank: u32, kv_block_size: u32, policy: Policy) -> Result<Vec<Prediction>, DecodeError> {
     Predictor::new(RelayConfig { worker_id, dp_rank, kv_block_size, policy }).predict(0, payload)
 }
 

@@ -33,13 +33,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use kvscope_wire::DecodeError;
 use kvscope_normalize::VerdictLabel;
+use kvscope_wire::DecodeError;
 use serde::Serialize;
 
 use crate::error::PlaneError;
-use crate::event::{decode_router_events, EventData, RouterEvent};
-use crate::plane::{decode_envelope, split_zmq_plane, Envelope};
+use crate::event::{EventData, RouterEvent, decode_router_events};
+use crate::plane::{Envelope, decode_envelope, split_zmq_plane};
 use crate::predict::{EngineEventRef, Predicted, Prediction, Predictor, RelayConfig};
 
 /// Bounds and reach of a [`Reconciler`].
@@ -409,13 +409,12 @@ impl Source {
                 break;
             }
             let la = cfg.lookahead;
-            let best = (0..=2 * la)
-                .flat_map(|sum| (0..=sum.min(la)).map(move |i| (i, sum - i)))
-                .filter(|&(_, j)| j <= la)
-                .find(|&(i, j)| match (self.expected.get(i), self.received.get(j)) {
+            let best = (0..=2 * la).flat_map(|sum| (0..=sum.min(la)).map(move |i| (i, sum - i))).filter(|&(_, j)| j <= la).find(
+                |&(i, j)| match (self.expected.get(i), self.received.get(j)) {
                     (Some(e), Some(r)) => differing_fields(&e.event, &r.event).is_empty(),
                     _ => false,
-                });
+                },
+            );
             let (i, j) = match best {
                 Some(p) => p,
                 None if flush || (self.expected.len() > la && self.received.len() > la) => (1, 1),
@@ -553,10 +552,10 @@ impl Reconciler {
     /// queues each on its source (or counts it under unknown workers). A payload that does not
     /// decode is counted on the publisher and returned.
     pub fn push_envelope(&mut self, env: &Envelope) -> Result<(), PlaneError> {
-        let publisher = self.publishers.entry(env.publisher_id).or_insert_with(|| PublisherCounts {
-            publisher_id: env.publisher_id,
-            ..PublisherCounts::default()
-        });
+        let publisher = self
+            .publishers
+            .entry(env.publisher_id)
+            .or_insert_with(|| PublisherCounts { publisher_id: env.publisher_id, ..PublisherCounts::default() });
         publisher.messages += 1;
         match publisher.last_sequence {
             None if env.sequence > 0 => {
@@ -627,10 +626,10 @@ impl Reconciler {
         match message.decode_envelope() {
             Ok(env) => self.push_envelope(&env),
             Err(e) => {
-                let publisher = self.publishers.entry(message.publisher_id).or_insert_with(|| PublisherCounts {
-                    publisher_id: message.publisher_id,
-                    ..PublisherCounts::default()
-                });
+                let publisher = self
+                    .publishers
+                    .entry(message.publisher_id)
+                    .or_insert_with(|| PublisherCounts { publisher_id: message.publisher_id, ..PublisherCounts::default() });
                 publisher.decode_errors += 1;
                 self.note_error(format!("publisher {} sequence {}: {e}", message.publisher_id, message.sequence));
                 Err(e)
@@ -673,11 +672,8 @@ impl Reconciler {
                 SourceReport { source: s.name.clone(), worker_id, dp_rank, router, differences: s.differences.clone() }
             })
             .collect();
-        let unknown_workers: Vec<UnknownWorker> = self
-            .unknown
-            .iter()
-            .map(|(&(worker_id, dp_rank), &events)| UnknownWorker { worker_id, dp_rank, events })
-            .collect();
+        let unknown_workers: Vec<UnknownWorker> =
+            self.unknown.iter().map(|(&(worker_id, dp_rank), &events)| UnknownWorker { worker_id, dp_rank, events }).collect();
         for u in &unknown_workers {
             totals.received += u.events;
             totals.unexpected += u.events;

@@ -5,7 +5,7 @@
 
 use kvscope_corpus::dynamo_plane;
 use kvscope_encode::raw::Writer;
-use kvscope_router::{decode_envelope, decode_router_events, split_zmq_plane, EnvelopeForm, PlaneTier, ZmqFrameError};
+use kvscope_router::{EnvelopeForm, PlaneTier, ZmqFrameError, decode_envelope, decode_router_events, split_zmq_plane};
 use proptest::prelude::*;
 
 /// A RouterEvent map with a block whose tokens_hash is `tokens_hash` written by `f`.
@@ -115,10 +115,7 @@ fn zmq_frames_are_checked_part_by_part() {
     assert_eq!(e.to_string(), format!("envelope frame declares {} bytes, but {} follow the header", f[3].len() - 5, f[3].len() - 6));
     let seq1 = 1u64.to_be_bytes();
     let m = split_zmq_plane(&[f[0], f[1], &seq1, f[3]]).unwrap();
-    assert_eq!(
-        m.decode_envelope().unwrap_err().to_string(),
-        "ZMQ plane frames: frame 2 says sequence 1, the envelope says 0"
-    );
+    assert_eq!(m.decode_envelope().unwrap_err().to_string(), "ZMQ plane frames: frame 2 says sequence 1, the envelope says 0");
 }
 
 /// Every prefix of every fixture message and payload fails cleanly (or decodes), never panics.

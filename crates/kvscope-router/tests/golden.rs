@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 
 use kvscope_corpus::dynamo_plane::{self, DP_RANK, KV_BLOCK_SIZE, WORKER_ID};
 use kvscope_normalize::VerdictLabel;
-use kvscope_router::{
-    decode_envelope, split_zmq_plane, Envelope, Reconciler, ReconcilerConfig, RelayConfig, RouterReport,
-};
+use kvscope_router::{Envelope, Reconciler, ReconcilerConfig, RelayConfig, RouterReport, decode_envelope, split_zmq_plane};
 
 /// The worker ids two runs' relays actually put on their RouterEvents. The fixture README says
 /// every run used `worker_id=42`; these runs' messages say otherwise (a finding, see the crate

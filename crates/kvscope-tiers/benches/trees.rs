@@ -319,12 +319,7 @@ fn timed_fill(sink: &mut impl Sink, s: &mut [WorkerStream], live: u64) -> Durati
     d
 }
 
-fn churn_bench<S: Sink>(
-    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-    imp: &str,
-    mut sink: S,
-    live: u64,
-) {
+fn churn_bench<S: Sink>(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, imp: &str, mut sink: S, live: u64) {
     let mut s = streams(1);
     fill(&mut sink, &mut s, live);
     group.bench_function(BenchmarkId::from_parameter(imp), |b| b.iter(|| churn_round(&mut sink, &mut s[0])));
@@ -434,15 +429,16 @@ fn main() {
         let [imps, workers, live] = parts[..] else {
             panic!("{ONESHOT_ENV}={spec:?}: expected IMPL[,IMPL]:WORKERS:LIVE_PER_WORKER, e.g. forest,std-hashmap:64:1000000")
         };
-        let parse = |what: &str, s: &str| -> u64 {
-            s.parse().unwrap_or_else(|_| panic!("{ONESHOT_ENV}={spec:?}: {what} {s:?} is not a number"))
-        };
+        let parse =
+            |what: &str, s: &str| -> u64 { s.parse().unwrap_or_else(|_| panic!("{ONESHOT_ENV}={spec:?}: {what} {s:?} is not a number")) };
         let imps: Vec<&'static str> = imps
             .split(',')
             .map(|i| {
-                IMPLS.iter().copied().find(|k| *k == i).unwrap_or_else(|| {
-                    panic!("{ONESHOT_ENV}={spec:?}: unknown implementation {i:?}; expected one of {IMPLS:?}")
-                })
+                IMPLS
+                    .iter()
+                    .copied()
+                    .find(|k| *k == i)
+                    .unwrap_or_else(|| panic!("{ONESHOT_ENV}={spec:?}: unknown implementation {i:?}; expected one of {IMPLS:?}"))
             })
             .collect();
         oneshot(&imps, parse("workers", workers) as u32, parse("live blocks", live), 7);

@@ -23,6 +23,4 @@ mod tree;
 pub use explain::Consistency;
 pub use forest::{Change, Forest, ForestConfig, LimitReport, SourceTrees};
 pub use hash::{BlockHasher, BuildBlockHasher};
-pub use tree::{
-    BlockInfo, HashValue, IcicleNode, OrphanPolicy, StoreResult, SubtreeSize, TierTree, TreeCounters, TreeSummary,
-};
+pub use tree::{BlockInfo, HashValue, IcicleNode, OrphanPolicy, StoreResult, SubtreeSize, TierTree, TreeCounters, TreeSummary};

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod host_tier {
-    use kvscope_corpus::vectors::{encode_batch, EventSpec};
+    use kvscope_corpus::vectors::{EventSpec, encode_batch};
     use kvscope_normalize::{Normalizer, Policy, StorageTier};
     use kvscope_tiers::{Forest, ForestConfig};
 
@@ -40,7 +40,12 @@ mod host_tier {
     #[test]
     fn test_normalizer_keeps_cpu_events_on_the_host_tier() {
         let frames = vec![
-            (0, payload(r#"[{"type":"BlockStored","hashes":[100,200],"block_size":16,"medium":"GPU","group_idx":0,"kind":"full_attention"}]"#)),
+            (
+                0,
+                payload(
+                    r#"[{"type":"BlockStored","hashes":[100,200],"block_size":16,"medium":"GPU","group_idx":0,"kind":"full_attention"}]"#,
+                ),
+            ),
             (1, payload(r#"[{"type":"BlockStored","hashes":[200],"block_size":16,"tokens":16,"medium":"cpu","group_idx":0}]"#)),
             (2, payload(r#"[{"type":"BlockRemoved","hashes":[200],"medium":"cpu","group_idx":0}]"#)),
         ];
@@ -58,10 +63,7 @@ mod host_tier {
         // The same stream under legacy reproduces the bug: the cpu remove evicts block 200 from
         // the Device tree, and the cpu store was a duplicate there.
         let (n, forest, codes) = run(Policy::LEGACY, 16, &frames);
-        assert_eq!(
-            codes,
-            ["store device 2", "store device 1 +unknown_medium_fallback", "remove device 1 +unknown_medium_fallback"]
-        );
+        assert_eq!(codes, ["store device 2", "store device 1 +unknown_medium_fallback", "remove device 1 +unknown_medium_fallback"]);
         let w0 = n.find_source("w0", 0).unwrap();
         let device = forest.tree(w0, StorageTier::Device).unwrap();
         assert!(!device.contains(200));
@@ -76,8 +78,7 @@ mod host_tier {
     #[test]
     fn test_kimi_k3_cpu_removal_leaves_the_gpu_block_in_place() {
         const GPU_BLOCK: u64 = 1186014664663200524;
-        let frames: Vec<(u64, Vec<u8>)> =
-            kvscope_corpus::kimi_k3_stream(0).iter().map(|m| (m.seq, m.payload.to_vec())).collect();
+        let frames: Vec<(u64, Vec<u8>)> = kvscope_corpus::kimi_k3_stream(0).iter().map(|m| (m.seq, m.payload.to_vec())).collect();
         assert_eq!(frames.len(), 20);
         let (n, forest, _) = run(Policy::FIXED, 1536, &frames);
         let w0 = n.find_source("w0", 0).unwrap();
@@ -96,7 +97,7 @@ mod vectors {
     use std::collections::BTreeMap;
 
     use kvscope_corpus::vectors::{
-        case_count, decode_error_code, run_vectors, source_outputs, OutVerdict, VectorCase, VectorHost, VectorOutput,
+        OutVerdict, VectorCase, VectorHost, VectorOutput, case_count, decode_error_code, run_vectors, source_outputs,
     };
     use kvscope_normalize::{Normalizer, Policy, StorageTier};
     use kvscope_tiers::{Forest, ForestConfig};
@@ -133,9 +134,8 @@ mod vectors {
             out.sources = source_outputs(&n);
             for (s, (id, _)) in out.sources.iter_mut().zip(n.sources()) {
                 let blocks = forest.blocks(id);
-                s.trees = Some(
-                    StorageTier::ALL.iter().map(|t| (t.label().to_owned(), blocks[t.index()] as u64)).collect::<BTreeMap<_, _>>(),
-                );
+                s.trees =
+                    Some(StorageTier::ALL.iter().map(|t| (t.label().to_owned(), blocks[t.index()] as u64)).collect::<BTreeMap<_, _>>());
             }
             Ok(out)
         }
@@ -150,7 +150,7 @@ mod vectors {
 }
 
 mod bounds {
-    use kvscope_corpus::vectors::{encode_batch, EventSpec, HashSpec};
+    use kvscope_corpus::vectors::{EventSpec, HashSpec, encode_batch};
     use kvscope_normalize::{Normalizer, Policy, StorageTier};
     use kvscope_tiers::{Forest, ForestConfig};
 

@@ -126,10 +126,7 @@ impl KvScope {
         max_depth: u32,
         max_children: u32,
     ) -> Result<JsValue, JsError> {
-        let nodes = self
-            .session
-            .subtree(worker_id, dp_rank, tier, root.as_deref(), max_depth, max_children as usize)
-            .map_err(err)?;
+        let nodes = self.session.subtree(worker_id, dp_rank, tier, root.as_deref(), max_depth, max_children as usize).map_err(err)?;
         to_js(&nodes)
     }
 

@@ -21,4 +21,4 @@ pub mod model;
 mod session;
 
 pub use js::KvScope;
-pub use session::{js_verdict, labels, parse_hash, parse_tier, policies, rules, Session};
+pub use session::{Session, js_verdict, labels, parse_hash, parse_tier, policies, rules};

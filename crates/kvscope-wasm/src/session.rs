@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use kvscope_normalize::{
-    LogLine, Normalizer, Policy, SourceId, StorageTier, UnknownPolicy, Verdict, VerdictLabel, RULES,
-};
+use kvscope_normalize::{LogLine, Normalizer, Policy, RULES, SourceId, StorageTier, UnknownPolicy, Verdict, VerdictLabel};
 use kvscope_tiers::{Forest, ForestConfig, TierTree};
 use kvscope_wire::frame::parse_live;
 use kvscope_wire::{BlockHash, EventType};
@@ -84,7 +82,12 @@ impl Session {
     }
 
     pub fn with_forest(block_size: u32, policy: Policy, config: ForestConfig) -> Session {
-        Session { normalizer: Normalizer::new(block_size, policy), forest: Forest::new(config), frame_errors: Vec::new(), verdicts: Vec::new() }
+        Session {
+            normalizer: Normalizer::new(block_size, policy),
+            forest: Forest::new(config),
+            frame_errors: Vec::new(),
+            verdicts: Vec::new(),
+        }
     }
 
     pub fn normalizer(&self) -> &Normalizer {
@@ -158,11 +161,7 @@ impl Session {
                 source,
                 seq: Some(seq),
                 ok: false,
-                error: Some(JsPushError {
-                    kind: "decode".into(),
-                    class: err.classify().as_str().into(),
-                    message: err.to_string(),
-                }),
+                error: Some(JsPushError { kind: "decode".into(), class: err.classify().as_str().into(), message: err.to_string() }),
                 batch: None,
                 verdicts: Vec::new(),
             },
@@ -235,11 +234,7 @@ impl Session {
                 })
                 .collect(),
             log: c.log().into_iter().map(log_line).collect(),
-            summaries: c
-                .summaries()
-                .into_iter()
-                .map(|(label, count, text)| JsSummaryLine { label, count, text })
-                .collect(),
+            summaries: c.summaries().into_iter().map(|(label, count, text)| JsSummaryLine { label, count, text }).collect(),
             decode_errors: c.decode_errors,
             first_decode_error: c.first_decode_error.as_ref().map(log_line),
             frame_errors: self.frame_errors.get(id.index()).copied().unwrap_or(0),

@@ -2,7 +2,7 @@
 //! run the same vectors through the `#[wasm_bindgen]` layer in headless Chromium.
 
 use kvscope_corpus::vectors::{case_count, run_vectors};
-use kvscope_normalize::{VerdictLabel, RULES};
+use kvscope_normalize::{RULES, VerdictLabel};
 use kvscope_wasm::Session;
 
 mod host;
@@ -52,7 +52,10 @@ fn test_session_reports_the_kimi_k3_stream_as_the_views_need_it() {
     assert_eq!(c.verdicts_by_label["offload_block_size_mismatch"], 2);
     assert_eq!(c.verdicts["host_pinned"]["offload_block_size_mismatch"], 2);
     assert_eq!(c.warnings["offload"].lines.len(), 2);
-    assert_eq!(c.summaries.iter().find(|l| l.label == VerdictLabel::OffloadBlockSizeMismatch).unwrap().text, "2 stores skipped on an offload tier at another block size");
+    assert_eq!(
+        c.summaries.iter().find(|l| l.label == VerdictLabel::OffloadBlockSizeMismatch).unwrap().text,
+        "2 stores skipped on an offload tier at another block size"
+    );
     assert_eq!(c.trees["device"], 16);
 
     let t = s.tree_summary("w0", 0, "device", 2).unwrap();

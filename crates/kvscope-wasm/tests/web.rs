@@ -10,12 +10,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_arch = "wasm32")]
 
-use kvscope_corpus::vectors::{case_count, run_vectors, NativeHost, VectorCase, VectorHost, VectorOutput};
-use kvscope_wasm::model::{JsCounters, JsPushResult, JsSource};
+use kvscope_corpus::vectors::{NativeHost, VectorCase, VectorHost, VectorOutput, case_count, run_vectors};
 use kvscope_wasm::KvScope;
+use kvscope_wasm::model::{JsCounters, JsPushResult, JsSource};
 
 mod host;
-use host::{push_outputs, source_output, SessionHost};
+use host::{SessionHost, push_outputs, source_output};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 

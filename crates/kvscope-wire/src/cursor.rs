@@ -9,7 +9,7 @@
 use std::fmt;
 
 use crate::error::{DecodeError, DecodeErrorKind};
-use crate::event::{known_wire_str, BlockHash, HashReprs, WireStr};
+use crate::event::{BlockHash, HashReprs, WireStr, known_wire_str};
 
 /// Deeper than any engine writes; caps what unknown values may nest.
 pub(crate) const MAX_DEPTH: usize = 32;
@@ -447,9 +447,7 @@ impl<'a> Cursor<'a> {
     #[inline(never)]
     pub(crate) fn mismatch(&mut self, expecting: &dyn fmt::Display) -> Fail {
         match self.found() {
-            Ok(found) => {
-                Fail::new(DecodeErrorKind::TypeMismatch, format!("expected {expecting}, found {found}"))
-            }
+            Ok(found) => Fail::new(DecodeErrorKind::TypeMismatch, format!("expected {expecting}, found {found}")),
             Err(fail) => fail,
         }
     }

@@ -194,12 +194,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 4] = [
-        EventType::BlockStored,
-        EventType::BlockRemoved,
-        EventType::AllBlocksCleared,
-        EventType::Unknown,
-    ];
+    pub const ALL: [EventType; 4] = [EventType::BlockStored, EventType::BlockRemoved, EventType::AllBlocksCleared, EventType::Unknown];
 
     /// The wire tag (`BlockStored`), or `unknown`.
     pub fn as_str(self) -> &'static str {
@@ -334,9 +329,7 @@ mod tests {
     /// A constant must be the string its bytes spell, and unknown strings must fall through.
     #[test]
     fn known_strings_are_the_strings_they_match() {
-        let known = [
-            "GPU", "CPU", "cpu", "DISK", "LOCAL", "REMOTE", "mamba", "full_attention", "mla_attention", "sliding_window",
-        ];
+        let known = ["GPU", "CPU", "cpu", "DISK", "LOCAL", "REMOTE", "mamba", "full_attention", "mla_attention", "sliding_window"];
         for text in known {
             assert_eq!(known_wire_str(text.as_bytes()).as_deref(), Some(text));
         }

@@ -25,12 +25,12 @@ pub mod msgpack;
 mod skip;
 mod stream;
 
-pub use decode::{decode_batch, DecodeOptions};
-pub use stream::{decode_each, EventSink, STREAM_CHUNK};
+pub use decode::{DecodeOptions, decode_batch};
 pub use error::{DecodeError, DecodeErrorKind, FrameError};
 pub use event::{
-    BatchHeader, BatchLayout, BlockHash, BlockRemoved, BlockStored, EventBatch, EventEncoding, EventType,
-    HashReprs, Hashes, KvEvent, TokenIds, UnknownEvent, WireStr,
+    BatchHeader, BatchLayout, BlockHash, BlockRemoved, BlockStored, EventBatch, EventEncoding, EventType, HashReprs, Hashes, KvEvent,
+    TokenIds, UnknownEvent, WireStr,
 };
 pub use frame::{LiveMessage, ReplayReply};
 pub use skip::skip_value;
+pub use stream::{EventSink, STREAM_CHUNK, decode_each};

@@ -153,11 +153,7 @@ fn walk_ints(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), Ski
     for i in 0..len {
         let Some(&m) = buf.get(at) else {
             // The previous id ran past the end, or this one is missing.
-            return Err(if at > buf.len() {
-                truncated(buf.len(), Some(i as u32 - 1))
-            } else {
-                truncated(at, Some(i as u32))
-            });
+            return Err(if at > buf.len() { truncated(buf.len(), Some(i as u32 - 1)) } else { truncated(at, Some(i as u32)) });
         };
         // The markers an engine writes (positive fixint, uint8/16/32) come first; the others,
         // which may hold an id outside u32, take a second match that also sets the flag, so the
@@ -279,8 +275,7 @@ pub(crate) fn skip_raw(buf: &[u8], pos: usize, max_depth: usize) -> Result<usize
         left -= 1;
         let Some(&m) = buf.get(at) else { return fail(RawSkipKind::Truncated, at) };
         let take = |n: usize, at: usize| -> Result<usize, RawSkipError> {
-            let bytes =
-                buf.get(at + 1..at + 1 + n).ok_or(RawSkipError { kind: RawSkipKind::Truncated, offset: at })?;
+            let bytes = buf.get(at + 1..at + 1 + n).ok_or(RawSkipError { kind: RawSkipKind::Truncated, offset: at })?;
             Ok(bytes.iter().fold(0usize, |acc, &b| (acc << 8) | b as usize))
         };
         let (header, body, children) = match m {

@@ -11,7 +11,7 @@
 //! the kept events are handed over once the last byte is read. A bigger batch is decoded a
 //! second time to hand its events over: twice the work, but only for batches no engine sends.
 
-use crate::decode::{decode_into, Sink};
+use crate::decode::{Sink, decode_into};
 use crate::error::DecodeError;
 use crate::event::{BatchHeader, KvEvent};
 

@@ -20,8 +20,8 @@ fn every_truncation_of_every_payload_is_an_error() {
     for entry in kvscope_corpus::manifest() {
         let bytes = entry.payload();
         for cut in 0..bytes.len() {
-            let err = kvscope_wire::decode_batch(&bytes[..cut])
-                .expect_err(&format!("{} cut at {cut} of {} decoded", entry.file, bytes.len()));
+            let err =
+                kvscope_wire::decode_batch(&bytes[..cut]).expect_err(&format!("{} cut at {cut} of {} decoded", entry.file, bytes.len()));
             assert!(err.offset() <= cut, "{}: offset {} beyond the {cut} bytes given", entry.file, err.offset());
             cut_count += 1;
         }

@@ -3,7 +3,7 @@
 //! Rows are built from msgpack written by hand so that each byte offset can be checked against
 //! the layout in the row's comment.
 
-use kvscope_wire::{decode_batch, DecodeErrorKind};
+use kvscope_wire::{DecodeErrorKind, decode_batch};
 
 /// `[1.5, [<event>], 0]`: the event starts at byte 11 (1 array + 9 float + 1 array header).
 fn batch_with(event: &[u8]) -> Vec<u8> {

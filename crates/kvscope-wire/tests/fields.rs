@@ -7,7 +7,7 @@
 // Test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used)]
 
-use kvscope_wire::{decode_batch, BatchLayout, DecodeErrorKind, KvEvent};
+use kvscope_wire::{BatchLayout, DecodeErrorKind, KvEvent, decode_batch};
 use rmp::encode::{write_array_len, write_bin, write_f64, write_map_len, write_nil, write_sint, write_str, write_uint};
 
 type Buf = Vec<u8>;

@@ -1,7 +1,7 @@
 //! `decode_each` hands over exactly what `decode_batch` collects, only once the whole payload
 //! decoded, in bounded memory.
 
-use kvscope_wire::{decode_batch, decode_each, BatchHeader, EventSink, KvEvent, STREAM_CHUNK};
+use kvscope_wire::{BatchHeader, EventSink, KvEvent, STREAM_CHUNK, decode_batch, decode_each};
 
 #[derive(Default)]
 struct Record {

@@ -13,9 +13,9 @@ use super::{EXIT_FATAL, EXIT_ROUTER_MISMATCH, failure, usage};
 use crate::app::{App, AppConfig, Feed};
 use crate::demo::relay::{DEMO_SUBJECT, DemoPlane};
 use crate::demo::{Fleet, FleetOptions, Scenario, payload::Release};
-use crate::plane::PlaneSource;
 use crate::http::HttpConfig;
 use crate::intake::IntakeOptions;
+use crate::plane::PlaneSource;
 use crate::sources::Source;
 
 fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, block_size: u32, policy: &PolicyArgs) -> AppConfig {
@@ -144,16 +144,8 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     if args.dp_ranks == 0 {
         return usage("--dp-ranks 0: each worker needs at least one rank");
     }
-    let options = FleetOptions {
-        scenario,
-        release,
-        workers,
-        dp_ranks: args.dp_ranks,
-        rate: args.rate,
-        batches: args.batches,
-        plane,
-        block_size,
-    };
+    let options =
+        FleetOptions { scenario, release, workers, dp_ranks: args.dp_ranks, rate: args.rate, batches: args.batches, plane, block_size };
     let fleet = match Fleet::bind(&options).await {
         Ok(f) => f,
         Err(e) => return failure(&e),
@@ -193,7 +185,8 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     };
     // Start publishing once every source is subscribed, so the dashboard starts near seq 0
     // (a PUB drops what it sends before a subscription arrives; the event plane has no replay).
-    let planes: Vec<String> = app.hub.config().hello.sources.iter().filter(|s| s.kind == proto::SourceKind::EventPlane).map(|s| s.key.clone()).collect();
+    let planes: Vec<String> =
+        app.hub.config().hello.sources.iter().filter(|s| s.kind == proto::SourceKind::EventPlane).map(|s| s.key.clone()).collect();
     // Hundreds of sources take a moment to subscribe.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3 + engine_keys.len() as u64 / 50);
     while tokio::time::Instant::now() < deadline {
@@ -242,7 +235,13 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         policy_b: Policy::FIXED,
         relay_policy: args.plane.relay_policy,
         listen: None,
-        http: HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes: 0, loopback_listener: true, batch_window: Duration::ZERO },
+        http: HttpConfig {
+            token: None,
+            allow_origins: vec![],
+            max_ws_message_bytes: 0,
+            loopback_listener: true,
+            batch_window: Duration::ZERO,
+        },
         history_bytes: 0,
         client_queue_bytes: 0,
         record: Some((args.out.clone(), command_line())),
@@ -315,11 +314,7 @@ pub(super) async fn replay(args: ReplayArgs) -> ExitCode {
     let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
     config.planes = planes;
     config.mode = proto::ServerMode::Replay;
-    config.mode_detail = format!(
-        "{} at {}",
-        args.file.display(),
-        args.speed.0.map_or("max speed".to_owned(), |s| format!("{s}x"))
-    );
+    config.mode_detail = format!("{} at {}", args.file.display(), args.speed.0.map_or("max speed".to_owned(), |s| format!("{s}x")));
     let app = match App::start(config, Feed::File { path: args.file.clone(), speed: args.speed.0 }).await {
         Ok(app) => app,
         Err(e) => return failure(&e),

@@ -107,10 +107,7 @@ mod tests {
     #[test]
     fn a_fleet_of_64_has_four_offload_workers_and_one_of_each_other_fault() {
         let count = |role: Role| roles(64).iter().filter(|(_, r)| *r == role).count();
-        assert_eq!(
-            [Role::Offload, Role::Restarts, Role::LosesFrames, Role::OlderRelease].map(count),
-            [4, 1, 1, 1]
-        );
+        assert_eq!([Role::Offload, Role::Restarts, Role::LosesFrames, Role::OlderRelease].map(count), [4, 1, 1, 1]);
         assert_eq!(
             Role::cast(64),
             "workers 5, 21, 37, 53 behind a CPU-offload connector at block size 256; 13 restarting; \

@@ -219,18 +219,19 @@ impl Generator {
         if self.chain.len().is_multiple_of(8) {
             let covered = &self.chain[self.chain.len() - 8..];
             let token_ids: Vec<u32> = covered.iter().flat_map(|(_, t)| t.iter().copied()).collect();
-            self.pending_offload =
-                Some(Stored::new([Hash::U64(hash)], 12288).tokens(token_ids).medium(Some("cpu")).group_idx(Some(3)));
+            self.pending_offload = Some(Stored::new([Hash::U64(hash)], 12288).tokens(token_ids).medium(Some("cpu")).group_idx(Some(3)));
             self.offload_live.push_back(hash);
         }
-        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 16
+        if self.tick.is_multiple_of(3)
+            && self.gpu_live.len() > 16
             && let Some(old) = self.gpu_live.pop_front()
         {
             for group in 0..4u32 {
                 events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(group)).into());
             }
         }
-        if self.tick.is_multiple_of(11) && self.offload_live.len() > 4
+        if self.tick.is_multiple_of(11)
+            && self.offload_live.len() > 4
             && let Some(old) = self.offload_live.pop_front()
         {
             events.push(Removed::new([Hash::U64(old)]).medium(Some("cpu")).group_idx(Some(3)).into());
@@ -255,7 +256,8 @@ impl Generator {
             self.tiers_live[tier].push_back(hash);
         }
         for (tier, every) in [(0usize, 3u64), (1, 5), (2, 9), (3, 17)] {
-            if self.tick.is_multiple_of(every) && self.tiers_live[tier].len() > 8
+            if self.tick.is_multiple_of(every)
+                && self.tiers_live[tier].len() > 8
                 && let Some(old) = self.tiers_live[tier].pop_front()
             {
                 events.push(Removed::new([signed(old)]).medium(Some(SGLANG_MEDIA[tier])).into());
@@ -290,7 +292,8 @@ impl Generator {
             events.push(Stored::new([Hash::I64(chunk)], 256).parent(parent).tokens(token_ids).medium(Some("cpu")).into());
             self.offload_live.push_back(chunk as u64);
         }
-        if self.tick.is_multiple_of(3) && self.gpu_live.len() > 32
+        if self.tick.is_multiple_of(3)
+            && self.gpu_live.len() > 32
             && let Some(old) = self.gpu_live.pop_front()
         {
             events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(0)).into());
@@ -370,8 +373,7 @@ impl Fleet {
             let role = if opts.scenario == Scenario::Fleet { cast::Role::of(worker, opts.workers) } else { cast::Role::Healthy };
             let release = role.release(opts.release);
             for dp_rank in 0..opts.dp_ranks.max(1) {
-                let mut engine =
-                    engine::Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", false, release.replay_has_topic()).await?;
+                let mut engine = engine::Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", false, release.replay_has_topic()).await?;
                 engines.push(EngineEndpoints {
                     worker,
                     dp_rank,
@@ -384,9 +386,7 @@ impl Fleet {
                         planes.push(url);
                         Some(relay)
                     }
-                    (relay::DemoPlane::Nats(_), Some(client)) => {
-                        Some(relay::Relay::nats(worker, dp_rank, opts.block_size, client.clone()))
-                    }
+                    (relay::DemoPlane::Nats(_), Some(client)) => Some(relay::Relay::nats(worker, dp_rank, opts.block_size, client.clone())),
                     _ => None,
                 };
                 let seed = worker * opts.dp_ranks.max(1) + dp_rank;

@@ -5,7 +5,7 @@
 //! that release's engine would. `kvscope-encode`'s corpus test checks the layouts byte for byte
 //! against the real releases' payloads.
 
-use kvscope_encode::{encode_batch_lossy, release, Layout};
+use kvscope_encode::{Layout, encode_batch_lossy, release};
 
 pub use kvscope_encode::{Batch, Event, Hash, Removed, Stored};
 

@@ -60,10 +60,9 @@ impl PlaneSource {
         }
         let rest = rest.trim_end_matches('/');
         match scheme {
-            "nats" | "tls" => Ok(PlaneSource {
-                url: url.to_owned(),
-                kind: PlaneKind::Nats { subject: subject.unwrap_or(DEFAULT_SUBJECT).to_owned() },
-            }),
+            "nats" | "tls" => {
+                Ok(PlaneSource { url: url.to_owned(), kind: PlaneKind::Nats { subject: subject.unwrap_or(DEFAULT_SUBJECT).to_owned() } })
+            }
             "zmq" | "tcp" => {
                 if subject.is_some() {
                     return Err(format!(
@@ -71,7 +70,9 @@ impl PlaneSource {
                     ));
                 }
                 if rest.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()) {
-                    return Err(format!("--event-plane {url:?}: a ZMQ-plane publisher needs HOST:PORT (see Dynamo's discovery record of the event channel)"));
+                    return Err(format!(
+                        "--event-plane {url:?}: a ZMQ-plane publisher needs HOST:PORT (see Dynamo's discovery record of the event channel)"
+                    ));
                 }
                 Ok(PlaneSource { url: url.to_owned(), kind: PlaneKind::Zmq { endpoint: format!("tcp://{rest}") } })
             }

@@ -17,10 +17,10 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use kvscope_protocol as proto;
 
-use kvscope_router::{Envelope, split_zmq_plane};
 use crate::metrics::SourceMetrics;
 use crate::stream::Output;
 use crate::time::unix_nanos;
+use kvscope_router::{Envelope, split_zmq_plane};
 
 /// Gaps kept in a status message.
 const MAX_GAPS_IN_STATUS: usize = 32;
@@ -363,7 +363,10 @@ mod tests {
         assert_eq!(p.counters().payload_bytes, env.len() as u64);
         assert_eq!(
             p.output.errors,
-            vec!["plane:nats://127.0.0.1:4222 seq 1: ZMQ plane frames: expected 4 frames [topic, publisher id, sequence, envelope], got 3".to_owned()]
+            vec![
+                "plane:nats://127.0.0.1:4222 seq 1: ZMQ plane frames: expected 4 frames [topic, publisher id, sequence, envelope], got 3"
+                    .to_owned()
+            ]
         );
     }
 }

@@ -44,7 +44,9 @@ pub async fn run(
                 Ok(Err(e)) => e.to_string(),
                 _ => "connect timed out".to_owned(),
             };
-            last_error = Some(format!("{endpoint}: {why}; retrying (is the Dynamo relay up, and is this the endpoint its discovery record advertises?)"));
+            last_error = Some(format!(
+                "{endpoint}: {why}; retrying (is the Dynamo relay up, and is this the endpoint its discovery record advertises?)"
+            ));
             pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
             if !backoff.wait(&mut shutdown).await {
                 break 'outer;

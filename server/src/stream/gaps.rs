@@ -16,9 +16,7 @@ impl<O: Output> Pipeline<O> {
     pub fn replay_reply(&mut self, held: &mut Held, frames: Vec<Bytes>, recv_time_nanos: u64) -> bool {
         let (topic, seq, payload) = match parse_replay_reply(&frames) {
             Ok(ReplayReply::End) => return false,
-            Ok(ReplayReply::Message { topic, seq, payload }) => {
-                (topic.map(<[u8]>::to_vec).unwrap_or_default(), seq, payload.to_vec())
-            }
+            Ok(ReplayReply::Message { topic, seq, payload }) => (topic.map(<[u8]>::to_vec).unwrap_or_default(), seq, payload.to_vec()),
             Err(e) => {
                 self.framing_error(e.classify(), &e.to_string(), None, recv_time_nanos, true, &frames);
                 return true;
@@ -90,9 +88,7 @@ impl<O: Output> Pipeline<O> {
         }
         let (topic, seq, payload) = match parse_replay_reply(&frames) {
             Ok(ReplayReply::End) => return,
-            Ok(ReplayReply::Message { topic, seq, payload }) => {
-                (topic.map(<[u8]>::to_vec).unwrap_or_default(), seq, payload.to_vec())
-            }
+            Ok(ReplayReply::Message { topic, seq, payload }) => (topic.map(<[u8]>::to_vec).unwrap_or_default(), seq, payload.to_vec()),
             Err(e) => {
                 self.framing_error(e.classify(), &e.to_string(), None, recv_time_nanos, true, &frames);
                 return;
@@ -153,8 +149,7 @@ impl<O: Output> Pipeline<O> {
             let to = if seq >= next { seq.saturating_sub(1).max(gap.to_seq) } else { gap.to_seq };
             let total = to - gap.from_seq + 1;
             let recovered = gap.recovered_frames.min(total);
-            let reason = (recovered < total)
-                .then(|| "not in the capture (the recorder could not replay it either)".to_owned());
+            let reason = (recovered < total).then(|| "not in the capture (the recorder could not replay it either)".to_owned());
             self.record_gap_inner(gap.from_seq, to, recovered, reason, false);
         }
         if seq < next {

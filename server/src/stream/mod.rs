@@ -140,12 +140,7 @@ impl<O: Output> std::fmt::Debug for Pipeline<O> {
 }
 
 impl<O: Output> Pipeline<O> {
-    pub fn new(
-        info: &proto::SourceInfo,
-        classifier: Option<Classifier>,
-        metrics: Option<SourceMetrics>,
-        output: O,
-    ) -> Self {
+    pub fn new(info: &proto::SourceInfo, classifier: Option<Classifier>, metrics: Option<SourceMetrics>, output: O) -> Self {
         Pipeline {
             index: info.index,
             key: info.key.clone(),

@@ -131,9 +131,11 @@ fn an_oversized_payload_is_refused_before_decoding_and_its_seq_consumed() {
     assert_eq!(p.output.frames, vec![(0, false), (2, false)]);
     assert_eq!(
         p.output.errors,
-        vec!["0:0 seq 1: payload of 6 bytes is larger than --max-frame-bytes 4; refused before decoding \
+        vec![
+            "0:0 seq 1: payload of 6 bytes is larger than --max-frame-bytes 4; refused before decoding \
               (raise --max-frame-bytes if this engine's batches are really that large)"
-            .to_owned()]
+                .to_owned()
+        ]
     );
     let c = p.counters();
     assert_eq!((c.frame_errors, c.frames, c.gaps), (1, 2, 0));

@@ -61,7 +61,15 @@ async fn record_writes_every_frame_then_replay_and_publish_play_it_back() {
     // "w:0 pub tcp://127.0.0.1:P replay tcp://127.0.0.1:R"
     let parts: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(parts[0], "w:0", "{line}");
-    let server = Server::start(&["serve", "--workers", &format!("w={}", parts[2]), "--replay", &format!("w={}", parts[4]), "--listen", "127.0.0.1:0"]);
+    let server = Server::start(&[
+        "serve",
+        "--workers",
+        &format!("w={}", parts[2]),
+        "--replay",
+        &format!("w={}", parts[4]),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
     server.wait_metric("kvscope_frames_total{source=\"w:0\"}", 20.0).await;
     assert_eq!(server.metric("kvscope_frame_errors_total{source=\"w:0\",kind=\"frame_count\"}").await, 1.0);
     assert_eq!(server.metric("kvscope_gaps_total{source=\"w:0\"}").await, 0.0);

@@ -11,11 +11,8 @@ use serde_json::Value;
 
 use crate::support::*;
 
-const STREAMS: [&str; 3] = [
-    "vllm-0.33.0/streams/kimi_k3_worker0.jsonl",
-    "vllm-0.33.0/streams/kimi_k3_worker1.jsonl",
-    "vllm-0.33.0/streams/kimi_k3_worker2.jsonl",
-];
+const STREAMS: [&str; 3] =
+    ["vllm-0.33.0/streams/kimi_k3_worker0.jsonl", "vllm-0.33.0/streams/kimi_k3_worker1.jsonl", "vllm-0.33.0/streams/kimi_k3_worker2.jsonl"];
 
 fn fixtures() -> std::path::PathBuf {
     repo().join("tests/fixtures/kv-events")
@@ -70,10 +67,8 @@ fn expected(worker: usize, block_size: u32, policy: Policy) -> Value {
 }
 
 fn check(file: &std::path::Path, policy: &str) -> (Option<i32>, Value) {
-    let out = Command::new(BIN)
-        .args(["check", file.to_str().unwrap(), "--block-size", "1536", "--policy", policy, "--json"])
-        .output()
-        .unwrap();
+    let out =
+        Command::new(BIN).args(["check", file.to_str().unwrap(), "--block-size", "1536", "--policy", policy, "--json"]).output().unwrap();
     let json = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("check --json printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     (out.status.code(), json)
@@ -90,10 +85,20 @@ async fn recorded_kimi_k3_streams_check_like_the_core_crate() {
         .spawn()
         .expect("the peers' Python runs");
     let mut lines = BufReader::new(publisher.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("publish_corpus.py printed its endpoints (scripts/install-tools.sh installs pyzmq in the peers' virtualenv)").unwrap();
+    let first = lines
+        .next()
+        .expect("publish_corpus.py printed its endpoints (scripts/install-tools.sh installs pyzmq in the peers' virtualenv)")
+        .unwrap();
     let endpoints: Value = serde_json::from_str(&first).unwrap();
     let spec = |key: &str| {
-        endpoints[key].as_array().unwrap().iter().enumerate().map(|(i, e)| format!("{i}={}", e.as_str().unwrap())).collect::<Vec<_>>().join(",")
+        endpoints[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| format!("{i}={}", e.as_str().unwrap()))
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let dir = scratch("corpus");
     let file = dir.join("kimi_k3.kvcap");
@@ -117,9 +122,19 @@ async fn recorded_kimi_k3_streams_check_like_the_core_crate() {
     }
     let m = server.metrics().await;
     // The live server classifies with both policies too.
-    assert_eq!(metric_value(&m, "kvscope_verdicts_total{source=\"0:0\",policy=\"fixed\",tier=\"device\",verdict=\"block_size_mismatch\"}"), 0.0);
-    assert!(metric_value(&m, "kvscope_verdicts_total{source=\"0:0\",policy=\"legacy\",tier=\"device\",verdict=\"block_size_mismatch\"}") > 0.0);
-    assert!(metric_value(&m, "kvscope_verdicts_total{source=\"0:0\",policy=\"fixed\",tier=\"host_pinned\",verdict=\"offload_block_size_mismatch\"}") > 0.0);
+    assert_eq!(
+        metric_value(&m, "kvscope_verdicts_total{source=\"0:0\",policy=\"fixed\",tier=\"device\",verdict=\"block_size_mismatch\"}"),
+        0.0
+    );
+    assert!(
+        metric_value(&m, "kvscope_verdicts_total{source=\"0:0\",policy=\"legacy\",tier=\"device\",verdict=\"block_size_mismatch\"}") > 0.0
+    );
+    assert!(
+        metric_value(
+            &m,
+            "kvscope_verdicts_total{source=\"0:0\",policy=\"fixed\",tier=\"host_pinned\",verdict=\"offload_block_size_mismatch\"}"
+        ) > 0.0
+    );
     assert!(server.interrupt().success());
     drop(publisher.stdin.take());
     let _ = publisher.wait();

@@ -106,10 +106,11 @@ impl Relay {
     fn wait(&self, key: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let line = self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|_| panic!("dynamo_relay.py printed no {key:?} within 60 s (is ai-dynamo-runtime==1.6.1 installed? run scripts/install-tools.sh)"));
+            let line = self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| {
+                panic!(
+                    "dynamo_relay.py printed no {key:?} within 60 s (is ai-dynamo-runtime==1.6.1 installed? run scripts/install-tools.sh)"
+                )
+            });
             if let Some(v) = line.get(key) {
                 return v.clone();
             }
@@ -129,7 +130,6 @@ impl Relay {
     }
 }
 
-
 impl Drop for Relay {
     fn drop(&mut self) {
         drop(self.stdin.take());
@@ -137,7 +137,6 @@ impl Drop for Relay {
         let _ = self.child.wait();
     }
 }
-
 
 /// What kvscope-router predicts Dynamo 1.6.1's relay (worker 42, rank 0) publishes for these
 /// engine batches, published in this order from seq 0: RouterEvents per batch, and the events it
@@ -264,7 +263,11 @@ async fn reconciled_run(plane: &str, names: &[&str], block_size: u32, name: &str
     assert_eq!(predicted_drops, want, "the prediction's drops are not the ones this test writes out");
     let plane_json = &report["event_planes"][0];
     assert_eq!(report["sources"][0]["frames"], published);
-    assert_eq!((plane_json["frame_errors"].as_u64(), plane_json["gaps"].as_u64(), plane_json["publishers"].as_u64()), (Some(0), Some(0), Some(1)), "{plane_json}");
+    assert_eq!(
+        (plane_json["frame_errors"].as_u64(), plane_json["gaps"].as_u64(), plane_json["publishers"].as_u64()),
+        (Some(0), Some(0), Some(1)),
+        "{plane_json}"
+    );
     // Dynamo sends one message per batch that keeps at least one event.
     assert_eq!(plane_json["frames"].as_u64(), Some(per_batch.iter().filter(|n| **n > 0).count() as u64), "{report:#}");
     let router = assert_reconciled(&report, per_batch.iter().sum(), dropped);
@@ -274,7 +277,15 @@ async fn reconciled_run(plane: &str, names: &[&str], block_size: u32, name: &str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plane_nats_real_relay_vllm_0_33_payloads_are_reconciled() {
-    let names = ["gpu_basic", "storage_tier", "bytes_hashes-1", "bytes_hashes-2", "mooncake_lowercase_cpu-1", "cpu_offload_placeholder", "hybrid_groups"];
+    let names = [
+        "gpu_basic",
+        "storage_tier",
+        "bytes_hashes-1",
+        "bytes_hashes-2",
+        "mooncake_lowercase_cpu-1",
+        "cpu_offload_placeholder",
+        "hybrid_groups",
+    ];
     let report = reconciled_run("nats", &names, 16, "plane_nats_vllm", DROPPED_VLLM).await;
     assert_eq!(report["event_planes"][0]["subject"], "namespace.>");
 }
@@ -326,8 +337,17 @@ async fn plane_faults_a_relay_killed_mid_stream_leaves_exactly_the_later_events_
     let dir = scratch("plane_relay_killed");
     let capture = dir.join("k.kvcap");
     let mut server = Server::start(&[
-        "serve", "--listen", "127.0.0.1:0", "--workers", &format!("42={}", engine.endpoint), "--event-plane", &nats.url(),
-        "--block-size", "16", "--record", capture.to_str().unwrap(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        &format!("42={}", engine.endpoint),
+        "--event-plane",
+        &nats.url(),
+        "--block-size",
+        "16",
+        "--record",
+        capture.to_str().unwrap(),
     ]);
     let plane_key = format!("plane:{}", nats.url());
     server.wait_metric(&format!("kvscope_source_connected{{source=\"{plane_key}\"}}"), 1.0).await;
@@ -366,12 +386,8 @@ async fn plane_faults_a_relay_killed_mid_stream_leaves_exactly_the_later_events_
         "{report:#}"
     );
     // The missing ones are exactly the batches after the kill, in order.
-    let missing_seqs: Vec<u64> = report["sources"][0]["router_differences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["origin"]["seq"].as_u64().unwrap())
-        .collect();
+    let missing_seqs: Vec<u64> =
+        report["sources"][0]["router_differences"].as_array().unwrap().iter().map(|d| d["origin"]["seq"].as_u64().unwrap()).collect();
     assert!(missing_seqs.iter().all(|s| *s >= before as u64), "{missing_seqs:?}");
 }
 
@@ -384,8 +400,15 @@ async fn plane_faults_router_events_for_an_unknown_worker_are_listed_with_their_
     let dir = scratch("plane_unknown_worker");
     let capture = dir.join("u.kvcap");
     let mut server = Server::start(&[
-        "serve", "--listen", "127.0.0.1:0", "--workers", &format!("42=tcp://127.0.0.1:{}", free_port()), "--event-plane", &nats.url(),
-        "--record", capture.to_str().unwrap(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        &format!("42=tcp://127.0.0.1:{}", free_port()),
+        "--event-plane",
+        &nats.url(),
+        "--record",
+        capture.to_str().unwrap(),
     ]);
     let key = format!("plane:{}", nats.url());
     server.wait_metric(&format!("kvscope_source_connected{{source=\"{key}\"}}"), 1.0).await;
@@ -395,7 +418,11 @@ async fn plane_faults_router_events_for_an_unknown_worker_are_listed_with_their_
         residency_domain: Some("worker".to_owned()),
         event: KvCacheEvent {
             event_id: id,
-            data: EventData::Stored(StoredData { parent_hash: None, start_position: None, blocks: vec![StoredBlock { block_hash: id, tokens_hash: 7 }] }),
+            data: EventData::Stored(StoredData {
+                parent_hash: None,
+                start_position: None,
+                blocks: vec![StoredBlock { block_hash: id, tokens_hash: 7 }],
+            }),
             dp_rank,
         },
     };
@@ -510,7 +537,15 @@ async fn plane_faults_a_corrupted_envelope_is_a_frame_error_and_the_stream_goes_
 async fn plane_faults_a_nats_server_restart_is_a_reconnect_and_one_gap_per_publisher() {
     let port = free_port();
     let mut nats = Nats::start(port);
-    let mut server = Server::start(&["serve", "--listen", "127.0.0.1:0", "--workers", &format!("42=tcp://127.0.0.1:{}", free_port()), "--event-plane", &nats.url()]);
+    let mut server = Server::start(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        &format!("42=tcp://127.0.0.1:{}", free_port()),
+        "--event-plane",
+        &nats.url(),
+    ]);
     let key = format!("plane:{}", nats.url());
     let connected = format!("kvscope_source_connected{{source=\"{key}\"}}");
     server.wait_metric(&connected, 1.0).await;
@@ -540,7 +575,15 @@ async fn plane_faults_a_nats_server_restart_is_a_reconnect_and_one_gap_per_publi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plane_faults_a_plane_that_is_away_at_start_is_retried() {
     let port = free_port();
-    let mut server = Server::start(&["serve", "--listen", "127.0.0.1:0", "--workers", &format!("42=tcp://127.0.0.1:{}", free_port()), "--event-plane", &format!("nats://127.0.0.1:{port}")]);
+    let mut server = Server::start(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        &format!("42=tcp://127.0.0.1:{}", free_port()),
+        "--event-plane",
+        &format!("nats://127.0.0.1:{port}"),
+    ]);
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(server.child.try_wait().unwrap().is_none(), "kvscope exited while the event plane was away");
     let _nats = Nats::start(port);
@@ -564,7 +607,9 @@ async fn demo_run(name: &str, extra: &[&str], scenario: &str, block_size: u32, w
     let mut server = Server::start(&args);
     for w in 0..workers {
         server.wait_metric(&format!("kvscope_frames_total{{source=\"{w}:0\"}}"), f64::from(batches)).await;
-        let expected = settled(&server, &format!("kvscope_router_events_total{{source=\"{w}:0\",count=\"expected\"}}"), Duration::from_millis(300)).await;
+        let expected =
+            settled(&server, &format!("kvscope_router_events_total{{source=\"{w}:0\",count=\"expected\"}}"), Duration::from_millis(300))
+                .await;
         server.wait_metric(&format!("kvscope_router_events_total{{source=\"{w}:0\",count=\"received\"}}"), expected).await;
     }
     assert!(server.interrupt().success());
@@ -575,7 +620,11 @@ async fn demo_run(name: &str, extra: &[&str], scenario: &str, block_size: u32, w
         eprintln!("demo {scenario} {name} worker {w}: router {r}");
         let n = |k: &str| r[k].as_u64().unwrap();
         assert!(n("expected") > 0, "{r}");
-        assert_eq!([n("received"), n("matched"), n("missing"), n("unexpected"), n("mismatched")], [n("expected"), n("expected"), 0, 0, 0], "{r}");
+        assert_eq!(
+            [n("received"), n("matched"), n("missing"), n("unexpected"), n("mismatched")],
+            [n("expected"), n("expected"), 0, 0, 0],
+            "{r}"
+        );
     }
     assert_eq!(report["router"]["unknown_workers"], serde_json::json!([]));
     report

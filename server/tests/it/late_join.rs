@@ -134,7 +134,11 @@ fn a_late_join_recovers_what_kvscope_publish_still_buffers() {
     let first_live = assert_every_batch_once(&capture_seqs(&file), 0, N);
     assert!(first_live > 0, "kvscope joined late, so some batches came from replay");
     let s = &check_json(&file)["sources"][0];
-    assert_eq!((&s["frames"], &s["replayed_frames"], &s["lost_frames"]), (&Value::from(N), &Value::from(first_live), &Value::from(0)), "{s}");
+    assert_eq!(
+        (&s["frames"], &s["replayed_frames"], &s["lost_frames"]),
+        (&Value::from(N), &Value::from(first_live), &Value::from(0)),
+        "{s}"
+    );
 }
 
 #[test]

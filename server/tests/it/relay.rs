@@ -92,8 +92,18 @@ async fn demo_clients_get_hello_history_then_live_frames_once_and_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_frames_are_gathered_into_one_websocket_message_per_batch_window() {
     let server = Server::start(&[
-        "demo", "--listen", "127.0.0.1:0", "--scenario", "sglang-tiers", "--workers", "16", "--rate", "100", "--no-event-plane",
-        "--ws-batch-window", "100ms",
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--scenario",
+        "sglang-tiers",
+        "--workers",
+        "16",
+        "--rate",
+        "100",
+        "--no-event-plane",
+        "--ws-batch-window",
+        "100ms",
     ]);
     let mut ws = ws_connect(&server.ws_url(), &[]).await.unwrap();
     read_preamble(&mut ws).await;

@@ -56,15 +56,8 @@ async fn with_a_token_ws_and_metrics_require_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_origin_is_refused_and_the_allow_list_admits_one() {
-    let server = Server::start(&[
-        "serve",
-        "--workers",
-        &unused_workers(),
-        "--listen",
-        "127.0.0.1:0",
-        "--allow-origin",
-        "http://dash.example:3000",
-    ]);
+    let server =
+        Server::start(&["serve", "--workers", &unused_workers(), "--listen", "127.0.0.1:0", "--allow-origin", "http://dash.example:3000"]);
     let (status, _, body) = raw_upgrade(&server.addr, &server.addr, Some("http://evil.example")).await;
     assert_eq!(status, 403);
     assert_eq!(
@@ -141,10 +134,9 @@ async fn an_oversized_client_message_closes_that_client_only() {
     wait_until(Duration::from_secs(10), || async { server.metric("kvscope_clients").await == 2.0 }).await;
     big.send(Message::Binary(vec![0u8; 4096].into())).await.unwrap();
     // The server drops the connection: the socket ends.
-    let ended = tokio::time::timeout(Duration::from_secs(10), async {
-        while next_message(&mut big, Duration::from_secs(10)).await.is_some() {}
-    })
-    .await;
+    let ended =
+        tokio::time::timeout(Duration::from_secs(10), async { while next_message(&mut big, Duration::from_secs(10)).await.is_some() {} })
+            .await;
     assert!(ended.is_ok(), "the oversized sender was disconnected");
     assert!(wait_until(Duration::from_secs(10), || async { server.metric("kvscope_clients").await == 1.0 }).await);
     // Small messages from the other client are fine.

@@ -175,9 +175,7 @@ pub async fn http_get_raw(addr: &str, host: &str, path: &str, headers: &[(&str, 
     let body = buf[split..].to_vec();
     let mut lines = head.lines();
     let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(": ").map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned())))
-        .collect::<Vec<_>>();
+    let headers = lines.filter_map(|l| l.split_once(": ").map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))).collect::<Vec<_>>();
     (status, headers, body)
 }
 
@@ -232,10 +230,9 @@ pub async fn ws_connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, tokio
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut request = url.into_client_request().unwrap();
     for (k, v) in headers {
-        request.headers_mut().insert(
-            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            v.parse().unwrap(),
-        );
+        request
+            .headers_mut()
+            .insert(tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
     }
     tokio_tungstenite::connect_async(request).await.map(|(ws, _)| ws.into())
 }
@@ -257,9 +254,8 @@ pub async fn next_message(ws: &mut Ws, timeout: Duration) -> Option<proto::Messa
         if let Some(m) = ws.pending.pop_front() {
             return Some(m);
         }
-        let m = tokio::time::timeout(timeout, ws.stream.next())
-            .await
-            .unwrap_or_else(|_| panic!("no WebSocket message within {timeout:?}"))?;
+        let m =
+            tokio::time::timeout(timeout, ws.stream.next()).await.unwrap_or_else(|_| panic!("no WebSocket message within {timeout:?}"))?;
         match m {
             Ok(Message::Binary(b)) => {
                 let messages = proto::decode_all(&b).expect("valid protocol message");
@@ -308,7 +304,6 @@ pub async fn read_preamble(ws: &mut Ws) -> (proto::Hello, Vec<proto::Message>) {
         }
     }
 }
-
 
 /// A free loopback port (bound, then released).
 pub fn free_port() -> u16 {

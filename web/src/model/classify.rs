@@ -86,10 +86,7 @@ impl Model {
                     trees[side].apply(source, event, &outcome, ts, event_id);
                 }
                 if codes[0] != codes[1] {
-                    differences
-                        .entry((codes[0], codes[1]))
-                        .or_insert(Difference { events: 0, first_event: event_id })
-                        .events += 1;
+                    differences.entry((codes[0], codes[1])).or_insert(Difference { events: 0, first_event: event_id }).events += 1;
                 }
                 *next_event_id += 1;
                 let medium = media.intern(event.medium());
@@ -125,24 +122,15 @@ impl Model {
             return;
         }
         let frames = std::mem::take(&mut self.frames);
-        let sources: Vec<proto::SourceInfo> = self
-            .sources
-            .iter()
-            .map(Source::info)
-            .collect();
+        let sources: Vec<proto::SourceInfo> = self.sources.iter().map(Source::info).collect();
         let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
         let origin = self.origin.clone();
         let lagged_per_source: Vec<u64> = self.sources.iter().map(|s| s.lagged_frames).collect();
         let uncounted = self.evicted_frames;
         let intake_dropped = self.intake_dropped_messages;
         let capture = (std::mem::take(&mut self.capture_spans), self.capture_spans_sorted, self.capture_file_kept);
-        let (evicted, bound, lagged, hist_evicted, hist_complete) = (
-            self.evicted_frames,
-            self.bound_reached,
-            self.lagged_frames,
-            self.history_evicted_frames,
-            self.history_complete,
-        );
+        let (evicted, bound, lagged, hist_evicted, hist_complete) =
+            (self.evicted_frames, self.bound_reached, self.lagged_frames, self.history_evicted_frames, self.history_complete);
         let catching_up = (self.history_expected, self.history_received);
         self.config = config;
         self.reset_with_sources(&sources);
@@ -156,9 +144,7 @@ impl Model {
                 FrameBody::Message { topic, payload } => {
                     self.apply_frame(f.source, f.seq, f.recv_time_nanos, f.replayed, topic, payload, 0.0)
                 }
-                FrameBody::Malformed { frames, error } => {
-                    self.apply_malformed(f.source, f.recv_time_nanos, f.replayed, frames, error)
-                }
+                FrameBody::Malformed { frames, error } => self.apply_malformed(f.source, f.recv_time_nanos, f.replayed, frames, error),
                 FrameBody::Plane { frames } => self.apply_plane_frames(f.source, f.recv_time_nanos, frames),
             }
         }

@@ -188,9 +188,6 @@ impl Model {
 
     /// Engine sources whose data is not complete, as `worker:rank`.
     pub fn short_sources(&self) -> Vec<String> {
-        self.engine_sources()
-            .filter(|s| !self.completeness(s.index).is_complete())
-            .map(|s| s.key.clone())
-            .collect()
+        self.engine_sources().filter(|s| !self.completeness(s.index).is_complete()).map(|s| s.key.clone()).collect()
     }
 }

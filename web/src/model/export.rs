@@ -11,11 +11,7 @@ impl Model {
         let header = proto::capture::CaptureHeader {
             created_unix_nanos,
             kvscope_version: env!("CARGO_PKG_VERSION").to_owned(),
-            sources: self
-                .sources
-                .iter()
-                .map(Source::info)
-                .collect(),
+            sources: self.sources.iter().map(Source::info).collect(),
             note: Some("downloaded from the kvscope dashboard".to_owned()),
         };
         let mut out = Vec::new();

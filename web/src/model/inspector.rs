@@ -73,7 +73,9 @@ impl BytesFrom {
                     FetchState::NotAsked => format!("{why} The server's history may still have them."),
                     FetchState::Asking => format!("{why} Asking the server's history…"),
                     FetchState::Failed(e) => format!("{why} The raw bytes are gone: {e}"),
-                    FetchState::NoServer => format!("{why} The raw bytes are gone: there is no server to ask (reopen the capture to see them)."),
+                    FetchState::NoServer => {
+                        format!("{why} The raw bytes are gone: there is no server to ask (reopen the capture to see them).")
+                    }
                 }
             }
         }

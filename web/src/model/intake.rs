@@ -19,7 +19,11 @@ use kvscope_protocol::{self as proto, ProtocolError};
 /// One WebSocket message, split into the protocol messages it carries.
 #[derive(Debug)]
 enum Queued {
-    Messages { bytes: Vec<u8>, ranges: Vec<Range<usize>>, next: usize },
+    Messages {
+        bytes: Vec<u8>,
+        ranges: Vec<Range<usize>>,
+        next: usize,
+    },
     /// A message that is not a valid batch: counted when its turn comes, in arrival order.
     Error(ProtocolError),
 }

@@ -22,33 +22,33 @@ pub mod classes;
 mod classify;
 pub mod completeness;
 mod export;
-pub mod overview;
 mod inspector;
 pub mod intake;
+pub mod overview;
 pub mod policy_run;
 pub mod rate;
-pub mod summary;
 mod retention;
 pub mod router;
 pub mod settings;
+pub mod summary;
 pub mod timeline;
 pub mod trees;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use kvscope_protocol as proto;
 use kvscope_normalize::Outcome;
+use kvscope_protocol as proto;
 
 use classes::{ClassCode, ClassTable, Reason, TierShown};
+use classify::make_runs;
 use policy_run::PolicyRun;
 use rate::RateMeter;
 use settings::Side;
 use timeline::Lane;
 use trees::Trees;
-use classify::make_runs;
 
 pub use inspector::{BytesFrom, EventDetail, FetchState, FrameKey, LogLine};
-pub use retention::{CaptureSpan, MIN_BYTES_PER_EVENT, EventRecord, FrameBody, MediumTable, MemoryUse, RetainedFrame};
+pub use retention::{CaptureSpan, EventRecord, FrameBody, MIN_BYTES_PER_EVENT, MediumTable, MemoryUse, RetainedFrame};
 
 /// The settings the classification depends on; changing any re-classifies retained history.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,11 +126,7 @@ impl Counts {
     }
 
     pub fn total(&self, classes: &ClassTable, kind: Outcome) -> u64 {
-        self.by_class
-            .iter()
-            .filter(|(code, _)| classes.get(**code).is_some_and(|c| c.kind == kind))
-            .map(|(_, n)| n)
-            .sum()
+        self.by_class.iter().filter(|(code, _)| classes.get(**code).is_some_and(|c| c.kind == kind)).map(|(_, n)| n).sum()
     }
 }
 
@@ -475,8 +471,7 @@ impl Model {
     /// Where the policies decided differently: (class under A, class under B, events and the
     /// first event), most events first.
     pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, Difference)> {
-        let mut v: Vec<_> =
-            self.differences.iter().map(|((a, b), d)| (self.classes.get(*a), self.classes.get(*b), *d)).collect();
+        let mut v: Vec<_> = self.differences.iter().map(|((a, b), d)| (self.classes.get(*a), self.classes.get(*b), *d)).collect();
         v.sort_by_key(|x| std::cmp::Reverse(x.2.events));
         v
     }
@@ -808,11 +803,7 @@ impl Model {
             r.refresh();
         }
         let global = std::mem::take(&mut self.dirty);
-        let changed = self
-            .sources
-            .iter_mut()
-            .filter_map(|s| std::mem::take(&mut s.dirty).then_some(s.index))
-            .collect();
+        let changed = self.sources.iter_mut().filter_map(|s| std::mem::take(&mut s.dirty).then_some(s.index)).collect();
         (global, changed)
     }
 }

@@ -239,21 +239,14 @@ pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
     }
     let group = |r: &Row| worst.get(&r.worker_id).copied().unwrap_or(0);
     rows.sort_by(|a, b| {
-        group(b)
-            .cmp(&group(a))
-            .then_with(|| worker_order(&a.worker_id).cmp(&worker_order(&b.worker_id)))
-            .then(a.dp_rank.cmp(&b.dp_rank))
+        group(b).cmp(&group(a)).then_with(|| worker_order(&a.worker_id).cmp(&worker_order(&b.worker_id))).then(a.dp_rank.cmp(&b.dp_rank))
     });
     rows
 }
 
 /// How many sources have each anomaly: the overview's heading.
 pub fn anomaly_counts(rows: &[Row]) -> Vec<(Anomaly, usize)> {
-    Anomaly::ALL
-        .iter()
-        .map(|a| (*a, rows.iter().filter(|r| r.anomalies.contains(a)).count()))
-        .filter(|(_, n)| *n > 0)
-        .collect()
+    Anomaly::ALL.iter().map(|a| (*a, rows.iter().filter(|r| r.anomalies.contains(a)).count())).filter(|(_, n)| *n > 0).collect()
 }
 
 #[cfg(test)]

@@ -62,7 +62,11 @@ impl PolicyRun {
 
     /// A run with the same policy and block size and no state.
     pub fn fresh(&self) -> PolicyRun {
-        PolicyRun { normalizer: Normalizer::new(self.normalizer.block_size(), *self.normalizer.policy()), ids: Vec::new(), verdicts: Vec::new() }
+        PolicyRun {
+            normalizer: Normalizer::new(self.normalizer.block_size(), *self.normalizer.policy()),
+            ids: Vec::new(),
+            verdicts: Vec::new(),
+        }
     }
 
     pub fn name(&self) -> &'static str {

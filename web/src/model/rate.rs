@@ -29,7 +29,11 @@ impl RateMeter {
 
     fn trim(&mut self, now_ms: f64) {
         while let Some(&(t, _)) = self.slots.front() {
-            if t + self.window_ms < now_ms { self.slots.pop_front(); } else { break; }
+            if t + self.window_ms < now_ms {
+                self.slots.pop_front();
+            } else {
+                break;
+            }
         }
     }
 

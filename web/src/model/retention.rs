@@ -7,9 +7,9 @@
 
 use kvscope_wire::{EventType, KvEvent};
 
-use super::trees::Trees;
-use super::classes::ClassCode;
 use super::Model;
+use super::classes::ClassCode;
+use super::trees::Trees;
 
 /// Bytes a retained frame costs besides its payload and topic.
 const FRAME_OVERHEAD_BYTES: usize = 96;

@@ -12,9 +12,7 @@
 use super::chunked::Chunked;
 use kvscope_normalize::{Policy, VerdictLabel};
 use kvscope_protocol as proto;
-use kvscope_router::{
-    Predicted, Reconciler, ReconcilerConfig, RelayConfig, RouterReport, RouterSourceId, SourceReport,
-};
+use kvscope_router::{Predicted, Reconciler, ReconcilerConfig, RelayConfig, RouterReport, RouterSourceId, SourceReport};
 
 /// What the relay does with one engine event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,8 +294,7 @@ impl super::Model {
         let (frame, _) = self.bytes_of_event(id)?;
         let src = self.source(loc.source)?;
         let worker = src.worker_id.parse::<u64>().ok()?;
-        let predictions =
-            kvscope_router::predict(frame.payload()?, worker, src.dp_rank, self.config.block_size, router.policy).ok()?;
+        let predictions = kvscope_router::predict(frame.payload()?, worker, src.dp_rank, self.config.block_size, router.policy).ok()?;
         let p = predictions.into_iter().find(|p| p.origin.event_index == loc.index)?;
         let (published, dropped) = match p.outcome {
             Predicted::Publish(e) => (Some(e), None),
@@ -308,7 +305,11 @@ impl super::Model {
         });
         let difference = diff.as_ref().map(|d| {
             let fields: Vec<&str> = d.fields.iter().map(|f| f.as_str()).collect();
-            if fields.is_empty() { format!("{:?}", d.kind).to_lowercase() } else { format!("{:?} ({})", d.kind, fields.join(", ")).to_lowercase() }
+            if fields.is_empty() {
+                format!("{:?}", d.kind).to_lowercase()
+            } else {
+                format!("{:?} ({})", d.kind, fields.join(", ")).to_lowercase()
+            }
         });
         Some(RouterDetail { policy: router.policy.name, published, dropped, difference, received: diff.and_then(|d| d.received) })
     }
@@ -320,7 +321,8 @@ pub fn describe(e: &kvscope_router::RouterEvent) -> String {
     let head = format!("worker {} dp {} on {}", e.worker_id, e.event.dp_rank, e.storage_tier);
     match &e.event.data {
         EventData::Stored(s) => {
-            let blocks: Vec<String> = s.blocks.iter().take(4).map(|b| format!("{} (tokens {:016x})", b.block_hash, b.tokens_hash)).collect();
+            let blocks: Vec<String> =
+                s.blocks.iter().take(4).map(|b| format!("{} (tokens {:016x})", b.block_hash, b.tokens_hash)).collect();
             let more = if s.blocks.len() > 4 { format!(" +{} more", s.blocks.len() - 4) } else { String::new() };
             let parent = s.parent_hash.map_or("none".to_owned(), |p| p.to_string());
             format!("stored, {head}: {} blocks [{}{more}], parent {parent}", s.blocks.len(), blocks.join(", "))

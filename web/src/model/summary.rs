@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use kvscope_normalize::{Outcome, Policy, VerdictLabel};
 use kvscope_protocol::time::utc;
 
+use super::Model;
 use super::classes::{Reason, TierShown};
 use super::completeness::Completeness;
 use super::settings::Side;
-use super::Model;
 use crate::views::thousands;
 
 /// Sources the crashloop line names by name (most fatal events first).
@@ -170,10 +170,9 @@ impl PolicySummary {
             return format!("{prefix}{}: nothing to say yet", self.policy);
         }
         match &self.exit {
-            Some(e) => format!(
-                "{prefix}{}: the router's indexer EXITS at {} seq {} ({}) on {}",
-                self.policy, e.source, e.seq, e.at, e.label
-            ),
+            Some(e) => {
+                format!("{prefix}{}: the router's indexer EXITS at {} seq {} ({}) on {}", self.policy, e.source, e.seq, e.at, e.label)
+            }
             None => format!(
                 "{prefix}{}: the router's indexer keeps running over {} events from {} sources",
                 self.policy,

@@ -97,16 +97,8 @@ fn kimi_counts_equal_the_normalizer_run_directly_under_both_policies() {
                     .sum();
                 assert_eq!(count(&m, w, side, Outcome::Apply, Reason::Tier(tier)), applied, "w{w} {policy} {tier}");
             }
-            for label in [
-                VerdictLabel::NonMainAttentionKind,
-                VerdictLabel::NonMainAttentionGroup,
-                VerdictLabel::OffloadBlockSizeMismatch,
-            ] {
-                assert_eq!(
-                    count(&m, w, side, Outcome::Skip, Reason::Label(label)),
-                    r.verdicts_by_label(label),
-                    "w{w} {policy} {label}"
-                );
+            for label in [VerdictLabel::NonMainAttentionKind, VerdictLabel::NonMainAttentionGroup, VerdictLabel::OffloadBlockSizeMismatch] {
+                assert_eq!(count(&m, w, side, Outcome::Skip, Reason::Label(label)), r.verdicts_by_label(label), "w{w} {policy} {label}");
             }
             assert_eq!(count(&m, w, side, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch)), r.fatal_count, "w{w} {policy}");
         }
@@ -131,10 +123,7 @@ fn a_batch_counts_exactly_what_its_messages_count_one_by_one_and_a_nested_one_is
     let nested = proto::encode_batch(&[proto::encode_batch(&parts[1..3])]);
     batched.apply_message_bytes(&nested, 0.0);
     assert_eq!(batched.protocol_errors, 1);
-    assert_eq!(
-        batched.last_protocol_error.as_deref(),
-        Some("message 0 of a batch is itself a batch; a kvscope server never nests them")
-    );
+    assert_eq!(batched.last_protocol_error.as_deref(), Some("message 0 of a batch is itself a batch; a kvscope server never nests them"));
 }
 
 #[test]
@@ -217,7 +206,11 @@ fn raw_bytes_stay_within_their_bound_while_every_event_keeps_its_record() {
     assert_eq!((d.source_key.as_str(), d.seq, d.recv_time_nanos), ("0:0", first.seq, first.recv_time_nanos));
     assert_eq!(d.record.kind, decoded.events[0].event_type());
     assert!(d.verdicts.iter().all(|(_, class, rule)| class.is_some() && rule.is_empty()));
-    assert!(d.bytes_from.sentence(128, false).contains("The server's history may still have them."), "{}", d.bytes_from.sentence(128, false));
+    assert!(
+        d.bytes_from.sentence(128, false).contains("The server's history may still have them."),
+        "{}",
+        d.bytes_from.sentence(128, false)
+    );
 
     // A tree's tooltip finds a store's block size in the frame while it is kept, by index.
     let store_of = |f: &proto::Message| {
@@ -349,10 +342,7 @@ fn a_download_opens_back_to_the_same_counts() {
     }
     for w in 0..3 {
         for side in [Side::A, Side::B] {
-            assert_eq!(
-                m.source(w).unwrap().counts(side).rows(m.classes()),
-                m2.source(w).unwrap().counts(side).rows(m2.classes())
-            );
+            assert_eq!(m.source(w).unwrap().counts(side).rows(m.classes()), m2.source(w).unwrap().counts(side).rows(m2.classes()));
         }
     }
     let jsonl = m.to_jsonl();
@@ -456,7 +446,10 @@ fn a_payload_over_the_bound_is_a_frame_error_not_decoded() {
     let s = m.source(0).unwrap();
     assert_eq!((s.frames, s.frame_errors, s.counts(Side::B).events), (1, 1, 10));
     let error = s.last_error.clone().unwrap();
-    assert!(error.starts_with("0:0 seq 0: payload of 1214 bytes is larger than this page's bound of 1000 bytes (frame_too_large)"), "{error}");
+    assert!(
+        error.starts_with("0:0 seq 0: payload of 1214 bytes is larger than this page's bound of 1000 bytes (frame_too_large)"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -472,7 +465,10 @@ fn the_recording_status_is_kept_for_the_fleet_bar() {
         dropped_records: 3,
     };
     m.apply_message(proto::Message::RecordingStatus(status.clone()), 0.0);
-    assert_eq!(m.recording.as_ref().unwrap().summary(), "recording stopped: x.kvcap: No space left on device (os error 28) (3 later frames are not in the capture; the relay and this page go on)");
+    assert_eq!(
+        m.recording.as_ref().unwrap().summary(),
+        "recording stopped: x.kvcap: No space left on device (os error 28) (3 later frames are not in the capture; the relay and this page go on)"
+    );
 }
 
 #[test]
@@ -509,4 +505,3 @@ fn a_reclassification_while_catching_up_keeps_the_progress() {
     m.reconfigure(Config { block_size: 12288, ..config(1536) });
     assert_eq!(m.catching_up(), Some((12, 40)));
 }
-

@@ -200,11 +200,7 @@ impl Lane {
 
     /// Where the lane's time starts: its first bucket with events, else its first mark.
     pub fn first_time_ms(&self) -> Option<f64> {
-        self.buckets
-            .iter()
-            .position(|b| b.events > 0)
-            .map(|i| i as f64 * self.bucket_ms)
-            .or_else(|| self.time_ms.first().copied())
+        self.buckets.iter().position(|b| b.events > 0).map(|i| i as f64 * self.bucket_ms).or_else(|| self.time_ms.first().copied())
     }
 
     /// Index range of the marks inside `[t0, t1)`.

@@ -53,8 +53,11 @@ fn the_incident_is_complete_and_legacy_exits_once_for_the_whole_fleet() {
     assert!(b.exit.is_none() && b.all_clear());
     assert!(b.verdict_line().starts_with("fixed: the router's indexer keeps running over "));
     let skipped = b.notable_skips.iter().find(|s| s.0 == VerdictLabel::OffloadBlockSizeMismatch).expect("offload skips");
-    let expected: u64 =
-        (0..3).map(|w| m.source(w).unwrap().counts(Side::B).get(m.classes(), Outcome::Skip, Reason::Label(VerdictLabel::OffloadBlockSizeMismatch))).sum();
+    let expected: u64 = (0..3)
+        .map(|w| {
+            m.source(w).unwrap().counts(Side::B).get(m.classes(), Outcome::Skip, Reason::Label(VerdictLabel::OffloadBlockSizeMismatch))
+        })
+        .sum();
     assert_eq!(skipped.2, expected);
     let details = b.detail_lines().join("\n");
     assert!(details.contains(VerdictLabel::OffloadBlockSizeMismatch.rule().sentence), "{details}");
@@ -152,10 +155,7 @@ fn messages_the_intake_bound_dropped_leave_every_source_short_across_a_reclassif
 #[test]
 fn history_evicted_before_the_page_joined_is_said_fleet_wide() {
     let mut m = loaded(1536);
-    m.apply_message(
-        proto::Message::HistoryComplete(proto::HistoryComplete { frames: 10, evicted_frames: 300, bytes: 1 }),
-        0.0,
-    );
+    m.apply_message(proto::Message::HistoryComplete(proto::HistoryComplete { frames: 10, evicted_frames: 300, bytes: 1 }), 0.0);
     assert_eq!(m.fleet_completeness(), Completeness::Incomplete(vec![Shortfall::HistoryEvicted { frames: 300 }]));
     assert!(!m.policy_summary(Side::B).all_clear());
 }
@@ -164,10 +164,13 @@ fn history_evicted_before_the_page_joined_is_said_fleet_wide() {
 fn a_decode_error_is_a_shortfall() {
     let mut m = loaded(1536);
     m.apply_message(frame(1, 10_000, vec![0xc1, 0x00]), 0.0);
-    assert_eq!(m.completeness(1), Completeness::Incomplete(vec![
-        Shortfall::LostInGaps { frames: m.source(1).unwrap().seq.missing_frames },
-        Shortfall::Errors { frames: 1 },
-    ]));
+    assert_eq!(
+        m.completeness(1),
+        Completeness::Incomplete(vec![
+            Shortfall::LostInGaps { frames: m.source(1).unwrap().seq.missing_frames },
+            Shortfall::Errors { frames: 1 },
+        ])
+    );
 }
 
 #[test]
@@ -220,7 +223,8 @@ fn both_policies_build_trees_and_each_consistency_counter_opens_its_events() {
     }
     assert!(seen > 0, "the incident moves some consistency counter");
     // A's trees lack what legacy stopped on; B's hold the offload tier's blocks it applied.
-    let held = |side: Side| m.sources().iter().map(|s| m.trees_of(side).blocks(s.index, kvscope_normalize::StorageTier::Device)).sum::<u64>();
+    let held =
+        |side: Side| m.sources().iter().map(|s| m.trees_of(side).blocks(s.index, kvscope_normalize::StorageTier::Device)).sum::<u64>();
     assert!(held(Side::A) > 0 && held(Side::B) > 0);
 }
 
@@ -347,7 +351,10 @@ fn policy_b_says_what_it_moves_between_tiers() {
     assert_eq!(b.moved, m.moved_between_tiers());
     let details = b.detail_lines().join("\n");
     for (from, to, n) in &b.moved {
-        assert!(details.contains(&format!("{} events filed on {to} where policy A files them on {from}", crate::views::thousands(*n))), "{details}");
+        assert!(
+            details.contains(&format!("{} events filed on {to} where policy A files them on {from}", crate::views::thousands(*n))),
+            "{details}"
+        );
     }
     assert!(m.policy_summary(Side::A).moved.is_empty());
 }

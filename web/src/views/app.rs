@@ -31,9 +31,10 @@ pub fn App() -> impl IntoView {
         fleet.track();
         if fleet.selected.get_untracked().is_none()
             && let Some(r) = fleet.settings.with_untracked(|s| s.selected.clone())
-                && let Some(id) = fleet.with_model(|m| m.find_event(&r)) {
-                    fleet.selected.set(Some(id));
-                }
+            && let Some(id) = fleet.with_model(|m| m.find_event(&r))
+        {
+            fleet.selected.set(Some(id));
+        }
     });
     fleet.connect();
     view! { <Dashboard /> }

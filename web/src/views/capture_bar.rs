@@ -50,7 +50,9 @@ pub fn CaptureBar() -> impl IntoView {
             </span>
         }
         .into_any(),
-        CaptureProgress::Failed { error, .. } => view! { <span class="error" role="alert" data-testid="capture-error">{error}</span> }.into_any(),
+        CaptureProgress::Failed { error, .. } => {
+            view! { <span class="error" role="alert" data-testid="capture-error">{error}</span> }.into_any()
+        }
     };
     view! {
         <section

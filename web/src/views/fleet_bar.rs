@@ -3,8 +3,8 @@
 use leptos::prelude::*;
 
 use crate::contexts::{now_ms, use_fleet};
-use crate::model::policy_run::policy_names;
 use crate::model::Origin;
+use crate::model::policy_run::policy_names;
 use crate::views::{human_bytes, thousands};
 use kvscope_protocol as proto;
 
@@ -254,10 +254,7 @@ pub fn memory_text(m: &crate::model::MemoryUse) -> String {
         human_bytes(m.bound_bytes as f64),
     );
     if m.event_bound_reached {
-        s.push_str(&format!(
-            " · event bound reached: the {} oldest events are gone (raise with ?events=N)",
-            thousands(m.evicted_events)
-        ));
+        s.push_str(&format!(" · event bound reached: the {} oldest events are gone (raise with ?events=N)", thousands(m.evicted_events)));
     }
     if m.bound_reached {
         s.push_str(&format!(
@@ -274,7 +271,8 @@ mod tests {
 
     #[test]
     fn the_intake_line_says_how_far_behind_and_what_its_bound_dropped() {
-        let mut s = crate::model::intake::IntakeStatus { queued_bytes: 1 << 20, queued_messages: 3, bound_bytes: 256 << 20, ..Default::default() };
+        let mut s =
+            crate::model::intake::IntakeStatus { queued_bytes: 1 << 20, queued_messages: 3, bound_bytes: 256 << 20, ..Default::default() };
         assert_eq!(intake_text(&s), None, "a little queued is keeping up");
         s.queued_bytes = 12 << 20;
         assert_eq!(intake_text(&s).unwrap(), "behind the stream: 12.0 MiB received, not yet applied (3 messages)");
@@ -300,6 +298,9 @@ mod tests {
         (m.event_bound_reached, m.evicted_events, m.bound_reached, m.evicted_frames) = (true, 250_000, true, 12);
         let full = memory_text(&m);
         assert!(full.contains("event bound reached: the 250,000 oldest events are gone (raise with ?events=N)"), "{full}");
-        assert!(full.contains("raw-bytes bound reached: 12 oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)"), "{full}");
+        assert!(
+            full.contains("raw-bytes bound reached: 12 oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)"),
+            "{full}"
+        );
     }
 }

@@ -241,10 +241,7 @@ mod tests {
     #[test]
     fn hex_lines_show_offset_bytes_and_ascii() {
         let bytes: Vec<u8> = (0x41..0x41 + 20).collect();
-        assert_eq!(
-            hex_line(&bytes, 0),
-            "00000000  41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50  ABCDEFGHIJKLMNOP"
-        );
+        assert_eq!(hex_line(&bytes, 0), "00000000  41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50  ABCDEFGHIJKLMNOP");
         assert_eq!(hex_line(&bytes, 1), format!("00000010  {:<47}  QRST", "51 52 53 54"));
     }
 }

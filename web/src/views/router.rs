@@ -45,7 +45,10 @@ pub fn headline_lines(m: &Model) -> Vec<String> {
         }
     }
     if routine > 0 {
-        out.push(format!("and {} events dropped by the relays as routine filtering (non-main attention groups and kinds)", thousands(routine)));
+        out.push(format!(
+            "and {} events dropped by the relays as routine filtering (non-main attention groups and kinds)",
+            thousands(routine)
+        ));
     }
     for u in &report.unknown_workers {
         out.push(format!(

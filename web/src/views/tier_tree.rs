@@ -41,11 +41,7 @@ fn build(nodes: &[IcicleNode], titles: &dyn Fn(&IcicleNode) -> String) -> Option
         }
     }
     fn rec(i: usize, nodes: &[IcicleNode], children: &[Vec<usize>], titles: &dyn Fn(&IcicleNode) -> String) -> Cell {
-        Cell {
-            node: nodes[i],
-            title: titles(&nodes[i]),
-            kids: children[i].iter().map(|&c| rec(c, nodes, children, titles)).collect(),
-        }
+        Cell { node: nodes[i], title: titles(&nodes[i]), kids: children[i].iter().map(|&c| rec(c, nodes, children, titles)).collect() }
     }
     (!nodes.is_empty()).then(|| rec(0, nodes, &children, titles))
 }
@@ -260,7 +256,11 @@ pub fn TierTree() -> impl IntoView {
         fleet.track();
         let q = fleet.settings.with(|s| s.hash.clone());
         let Some(h) = parse_hash(&q) else {
-            return if q.trim().is_empty() { ().into_any() } else { view! { <p class="error">"Not a hash: give 16 hex digits or a decimal number."</p> }.into_any() };
+            return if q.trim().is_empty() {
+                ().into_any()
+            } else {
+                view! { <p class="error">"Not a hash: give 16 hex digits or a decimal number."</p> }.into_any()
+            };
         };
         fleet.with_model(|m| {
             let hits: Vec<_> = [Side::A, Side::B]

@@ -67,13 +67,7 @@ fn shown_lanes(m: &Model, f: &LaneFilter) -> Vec<u32> {
         .map(|s| s.index)
         .collect();
     if f.open.is_empty() && all.len() > LANES_UNOPENED {
-        let mut first: Vec<u32> = f
-            .overview_order
-            .iter()
-            .copied()
-            .filter(|i| all.binary_search(i).is_ok())
-            .take(LANES_UNOPENED)
-            .collect();
+        let mut first: Vec<u32> = f.overview_order.iter().copied().filter(|i| all.binary_search(i).is_ok()).take(LANES_UNOPENED).collect();
         first.sort_unstable();
         return first;
     }
@@ -97,7 +91,11 @@ fn records_gone_until(m: &Model) -> Option<f64> {
     if m.evicted_events() == 0 {
         return None;
     }
-    m.lanes().iter().filter(|l| !l.buckets.is_empty()).filter_map(|l| l.time_ms.first().copied()).fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))))
+    m.lanes()
+        .iter()
+        .filter(|l| !l.buckets.is_empty())
+        .filter_map(|l| l.time_ms.first().copied())
+        .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))))
 }
 
 /// Says so when older time is drawn from summaries because its events' records are gone.
@@ -256,12 +254,10 @@ pub fn draw(
         }
         px.fill(0.0, y + lane_h - 1.0, css_w, 1.0, page_bg);
     }
-    if px.width() > 0 && px.height() > 0
-        && let Ok(image) = web_sys::ImageData::new_with_u8_clamped_array_and_sh(
-            wasm_bindgen::Clamped(px.rgba()),
-            px.width() as u32,
-            px.height() as u32,
-        )
+    if px.width() > 0
+        && px.height() > 0
+        && let Ok(image) =
+            web_sys::ImageData::new_with_u8_clamped_array_and_sh(wasm_bindgen::Clamped(px.rgba()), px.width() as u32, px.height() as u32)
     {
         let _ = ctx.put_image_data(&image, (LABEL_PX * dpr).round(), 0.0);
     }
@@ -376,7 +372,9 @@ fn selection_rows(m: &Model, filter: &LaneFilter, (a, b): (f64, f64)) -> [Vec<(S
     counts.map(|c| {
         let mut rows: Vec<(u8, String, u64, &'static str)> = c
             .into_iter()
-            .map(|(code, n)| (classes.severity(code), classes.get(code).map_or("no verdict".into(), |c| c.describe()), n, classes.colour(code)))
+            .map(|(code, n)| {
+                (classes.severity(code), classes.get(code).map_or("no verdict".into(), |c| c.describe()), n, classes.colour(code))
+            })
             .collect();
         rows.sort_by(|x, y| y.0.cmp(&x.0).then(y.2.cmp(&x.2)));
         rows.into_iter().map(|r| (r.1, r.2, r.3)).collect()
@@ -486,9 +484,8 @@ pub fn Timeline() -> impl IntoView {
             return;
         }
         if let Some((src, t, per_px, _, side)) = locate(&ev) {
-            let id = fleet.with_model(|m| {
-                m.lanes().get(src as usize).and_then(|lane| pick(lane, m.classes(), t, per_px * 3.0, side.is_b()))
-            });
+            let id =
+                fleet.with_model(|m| m.lanes().get(src as usize).and_then(|lane| pick(lane, m.classes(), t, per_px * 3.0, side.is_b())));
             if id.is_some() {
                 fleet.select(id);
             }
@@ -501,11 +498,26 @@ pub fn Timeline() -> impl IntoView {
     };
     let on_key = move |ev: web_sys::KeyboardEvent| {
         let handled = match ev.key().as_str() {
-            "+" | "=" => { zoom(fleet, 0.8, 0.5); true }
-            "-" | "_" => { zoom(fleet, 1.25, 0.5); true }
-            "ArrowLeft" => { pan(fleet, -0.2); true }
-            "ArrowRight" => { pan(fleet, 0.2); true }
-            "0" | "Home" => { fleet.settings.update(|s| s.window_ms = None); true }
+            "+" | "=" => {
+                zoom(fleet, 0.8, 0.5);
+                true
+            }
+            "-" | "_" => {
+                zoom(fleet, 1.25, 0.5);
+                true
+            }
+            "ArrowLeft" => {
+                pan(fleet, -0.2);
+                true
+            }
+            "ArrowRight" => {
+                pan(fleet, 0.2);
+                true
+            }
+            "0" | "Home" => {
+                fleet.settings.update(|s| s.window_ms = None);
+                true
+            }
             "Enter" => {
                 let id = fleet.with_model(|m| {
                     [Side::A, Side::B].into_iter().filter_map(|s| m.next_marked(s, fleet.selected.get_untracked(), 3)).min()
@@ -551,13 +563,14 @@ pub fn Timeline() -> impl IntoView {
             )
         });
         let [ra, rb] = rows;
-        let list = |rows: Vec<(String, u64, &'static str)>| {
-            rows.into_iter()
+        let list =
+            |rows: Vec<(String, u64, &'static str)>| {
+                rows.into_iter()
                 .map(|(name, n, colour)| view! {
                     <li><span class="swatch" style:background=colour aria-hidden="true"></span>{format!("{} {name}", thousands(n))}</li>
                 })
                 .collect_view()
-        };
+            };
         Some(view! {
             <div class="range-counts" data-testid="range-counts">
                 <p>

@@ -7,9 +7,9 @@ use kvscope_normalize::{Outcome, StorageTier, VerdictLabel};
 use leptos::prelude::*;
 
 use crate::contexts::use_fleet;
+use crate::model::Model;
 use crate::model::classes::Reason;
 use crate::model::settings::Side;
-use crate::model::Model;
 use crate::views::thousands;
 
 /// One row of a card's verdict table.
@@ -112,8 +112,7 @@ pub fn WorkerCard(index: u32) -> impl IntoView {
             let completeness = m.completeness(index);
             let completeness_key = completeness.key();
             let short = (!completeness.is_complete()).then(|| completeness.prefix().trim_end_matches([':', ' ']).to_owned());
-            let tier_counts: Vec<(StorageTier, u64)> =
-                StorageTier::ALL.iter().map(|t| (*t, m.trees().blocks(index, *t))).collect();
+            let tier_counts: Vec<(StorageTier, u64)> = StorageTier::ALL.iter().map(|t| (*t, m.trees().blocks(index, *t))).collect();
             let fatal_a = src.counts(Side::A).first_fatal.clone();
             let fatal_b = src.counts(Side::B).first_fatal.clone();
             let gaps = src.gaps();

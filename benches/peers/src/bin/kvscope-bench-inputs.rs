@@ -15,19 +15,14 @@ fn main() {
         eprintln!("usage: kvscope-bench-inputs DIR");
         std::process::exit(2);
     };
-    std::fs::create_dir_all(&dir)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     let mut index = Vec::new();
     for w in kvscope_peer_bench::inputs::all() {
         let path = dir.join(format!("{}.frames", w.name));
-        let mut out = std::io::BufWriter::new(
-            std::fs::File::create(&path)
-                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display())),
-        );
+        let mut out =
+            std::io::BufWriter::new(std::fs::File::create(&path).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display())));
         for p in w.payloads() {
-            out.write_all(&(p.bytes.len() as u32).to_le_bytes())
-                .and_then(|_| out.write_all(&p.bytes))
-                .expect("write");
+            out.write_all(&(p.bytes.len() as u32).to_le_bytes()).and_then(|_| out.write_all(&p.bytes)).expect("write");
         }
         out.flush().expect("write");
         index.push(format!(

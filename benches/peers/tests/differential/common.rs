@@ -29,9 +29,7 @@ pub enum Rejection {
 impl Rejection {
     pub fn message(self) -> &'static str {
         match self {
-            Rejection::BinBlockHash => {
-                "data did not match any variant of untagged enum BlockHashValue"
-            }
+            Rejection::BinBlockHash => "data did not match any variant of untagged enum BlockHashValue",
             Rejection::TwoElementBatch => "invalid length 2, expected a tuple of size 3",
         }
     }
@@ -184,9 +182,7 @@ pub fn dynamo_namespace(s: &kvscope_wire::BlockStored) -> Option<String> {
                 lora = None;
                 return None;
             }
-            item.strip_prefix("dynamo-cache-salt:")
-                .filter(|ns| !ns.is_empty())
-                .map(str::to_owned)
+            item.strip_prefix("dynamo-cache-salt:").filter(|ns| !ns.is_empty()).map(str::to_owned)
         })
     })
 }
@@ -214,9 +210,6 @@ pub fn theirs(view: &dynamo::EventView) -> Fields {
 /// Every manifest entry, in manifest order.
 pub fn corpus() -> &'static [Entry] {
     let entries = kvscope_corpus::manifest();
-    assert!(
-        !entries.is_empty(),
-        "the corpus manifest is empty: is tests/fixtures/kv-events there?"
-    );
+    assert!(!entries.is_empty(), "the corpus manifest is empty: is tests/fixtures/kv-events there?");
     entries
 }

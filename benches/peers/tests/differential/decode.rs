@@ -18,21 +18,11 @@ enum Documented {
     BigramPairsBecomeTokens,
 }
 
-fn documented(
-    field: &str,
-    ours: &crate::common::Fields,
-    theirs: &crate::common::Fields,
-) -> Option<Documented> {
+fn documented(field: &str, ours: &crate::common::Fields, theirs: &crate::common::Fields) -> Option<Documented> {
     match field {
-        "medium" if ours.medium.as_deref() == Some("") && theirs.medium.is_none() => {
-            Some(Documented::EmptyMediumIsAbsent)
-        }
+        "medium" if ours.medium.as_deref() == Some("") && theirs.medium.is_none() => Some(Documented::EmptyMediumIsAbsent),
         "token_count"
-            if ours.is_bigram == Some(true)
-                && ours
-                    .token_count
-                    .zip(theirs.token_count)
-                    .is_some_and(|(n, t)| n > 0 && t == n + 1) =>
+            if ours.is_bigram == Some(true) && ours.token_count.zip(theirs.token_count).is_some_and(|(n, t)| n > 0 && t == n + 1) =>
         {
             Some(Documented::BigramPairsBecomeTokens)
         }
@@ -50,8 +40,7 @@ fn decoders_agree_on_every_field_both_understand() {
 
     for entry in corpus() {
         let file = &entry.file;
-        let batch = decode_batch(entry.payload())
-            .unwrap_or_else(|e| panic!("{file}: kvscope cannot decode it: {e}"));
+        let batch = decode_batch(entry.payload()).unwrap_or_else(|e| panic!("{file}: kvscope cannot decode it: {e}"));
         let predicted = Rejection::predicted(&batch);
         let decoded = dynamo::decode(entry.payload());
         let theirs_batch = match (decoded, predicted) {
@@ -67,15 +56,11 @@ fn decoders_agree_on_every_field_both_understand() {
                 continue;
             }
             (Err(err), None) => {
-                disagreements.push(format!(
-                    "{file}: Dynamo rejects it for an undocumented reason: {err}"
-                ));
+                disagreements.push(format!("{file}: Dynamo rejects it for an undocumented reason: {err}"));
                 continue;
             }
             (Ok(_), Some(rejection)) => {
-                disagreements.push(format!(
-                    "{file}: {rejection:?} predicted, but Dynamo decoded it"
-                ));
+                disagreements.push(format!("{file}: {rejection:?} predicted, but Dynamo decoded it"));
                 continue;
             }
             (Ok(b), None) => b,
@@ -83,34 +68,19 @@ fn decoders_agree_on_every_field_both_understand() {
         payloads_compared += 1;
 
         if theirs_batch.ts.to_bits() != batch.ts.to_bits() {
-            disagreements.push(format!(
-                "{file}: ts: kvscope {}, Dynamo {}",
-                batch.ts, theirs_batch.ts
-            ));
+            disagreements.push(format!("{file}: ts: kvscope {}, Dynamo {}", batch.ts, theirs_batch.ts));
         }
         let their_rank = theirs_batch.data_parallel_rank.map(i64::from);
         if their_rank != batch.dp_rank.map(i64::from) {
-            disagreements.push(format!(
-                "{file}: dp_rank: kvscope {:?}, Dynamo {their_rank:?}",
-                batch.dp_rank
-            ));
+            disagreements.push(format!("{file}: dp_rank: kvscope {:?}, Dynamo {their_rank:?}", batch.dp_rank));
         }
         if theirs_batch.events.len() != batch.events.len() {
-            disagreements.push(format!(
-                "{file}: kvscope decodes {} events, Dynamo {}",
-                batch.events.len(),
-                theirs_batch.events.len()
-            ));
+            disagreements.push(format!("{file}: kvscope decodes {} events, Dynamo {}", batch.events.len(), theirs_batch.events.len()));
             continue;
         }
-        for (i, (our_event, their_event)) in
-            batch.events.iter().zip(&theirs_batch.events).enumerate()
-        {
+        for (i, (our_event, their_event)) in batch.events.iter().zip(&theirs_batch.events).enumerate() {
             events_compared += 1;
-            assert!(
-                !matches!(our_event, KvEvent::Unknown(_)),
-                "{file}: the corpus has no unknown tags"
-            );
+            assert!(!matches!(our_event, KvEvent::Unknown(_)), "{file}: the corpus has no unknown tags");
             let (a, b) = (ours(our_event), theirs(&dynamo::view(their_event)));
             for ((name, x), y) in FIELD_NAMES.iter().zip(a.columns()).zip(b.columns()) {
                 if x == y {
@@ -125,35 +95,21 @@ fn decoders_agree_on_every_field_both_understand() {
         }
     }
 
-    println!(
-        "compared {payloads_compared} payloads ({events_compared} events); {rejected} rejected by Dynamo"
-    );
+    println!("compared {payloads_compared} payloads ({events_compared} events); {rejected} rejected by Dynamo");
     for (case, places) in &documented_cases {
         println!("documented difference {case:?}: {} fields", places.len());
         for p in places {
             println!("  {p}");
         }
     }
-    assert!(
-        payloads_compared > 0 && events_compared > 0,
-        "nothing was compared"
-    );
-    assert!(
-        disagreements.is_empty(),
-        "{} undocumented disagreements:\n{}",
-        disagreements.len(),
-        disagreements.join("\n")
-    );
+    assert!(payloads_compared > 0 && events_compared > 0, "nothing was compared");
+    assert!(disagreements.is_empty(), "{} undocumented disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
     assert_eq!(payloads_compared + rejected, corpus().len());
     // The counts pin the documented differences to the corpus: a new corpus case or a decoder
     // change that moves them shows up here, not silently.
     let count = |case| documented_cases.get(&case).map_or(0, Vec::len);
     assert_eq!(count(Documented::EmptyMediumIsAbsent), EMPTY_MEDIUM_FIELDS);
-    assert_eq!(
-        count(Documented::BigramPairsBecomeTokens),
-        1,
-        "sglang-3 is the one bigram page"
-    );
+    assert_eq!(count(Documented::BigramPairsBecomeTokens), 1, "sglang-3 is the one bigram page");
 }
 
 /// `edge-2` (medium `""` on a store and a removal) in the 20 releases from 0.10.2 on.
@@ -171,24 +127,17 @@ fn dynamo_rejects_every_bin_hash_batch_and_every_two_element_batch() {
             continue;
         };
         let batch = decode_batch(entry.payload()).expect("kvscope decodes every corpus payload");
-        let rejection = Rejection::predicted(&batch).unwrap_or_else(|| {
-            panic!("{}: rejected for an undocumented reason: {err}", entry.file)
-        });
+        let rejection =
+            Rejection::predicted(&batch).unwrap_or_else(|| panic!("{}: rejected for an undocumented reason: {err}", entry.file));
         assert_eq!(err.to_string(), rejection.message(), "{}", entry.file);
         by_rejection.entry(rejection).or_default().push(&entry.file);
         for event in &batch.events {
             let medium = event.medium().unwrap_or("(none)");
-            *lost_events
-                .entry(format!("{} medium {medium}", event.event_type()))
-                .or_default() += 1;
+            *lost_events.entry(format!("{} medium {medium}", event.event_type())).or_default() += 1;
         }
     }
     for (rejection, files) in &by_rejection {
-        println!(
-            "{rejection:?} ({:?}): {} payloads",
-            rejection.message(),
-            files.len()
-        );
+        println!("{rejection:?} ({:?}): {} payloads", rejection.message(), files.len());
         for f in files {
             println!("  {f}");
         }
@@ -196,56 +145,25 @@ fn dynamo_rejects_every_bin_hash_batch_and_every_two_element_batch() {
     println!("events lost with them: {lost_events:?}");
 
     let total: usize = by_rejection.values().map(Vec::len).sum();
-    assert_eq!(
-        total, 54,
-        "Dynamo 1.6.1 rejects 54 of the 381 corpus payloads"
-    );
+    assert_eq!(total, 54, "Dynamo 1.6.1 rejects 54 of the 381 corpus payloads");
     let two = &by_rejection[&Rejection::TwoElementBatch];
     assert_eq!(two.len(), 5);
-    assert!(
-        two.iter().all(|f| f.starts_with("vllm-0.9.0/")),
-        "only vLLM 0.9.0 writes 2-element batches"
-    );
+    assert!(two.iter().all(|f| f.starts_with("vllm-0.9.0/")), "only vLLM 0.9.0 writes 2-element batches");
     let bins = &by_rejection[&Rejection::BinBlockHash];
-    let offload: Vec<_> = bins
-        .iter()
-        .filter(|f| f.contains("cpu_offload_placeholder"))
-        .collect();
-    assert_eq!(
-        offload.len(),
-        10,
-        "CPU-offload placeholders of 0.13, 0.14, 0.15, 0.16, 0.17, 0.19, 0.20-0.23"
-    );
-    assert_eq!(
-        bins.iter().filter(|f| f.contains("bytes_hashes")).count(),
-        39,
-        "bytes_hashes of 0.10.2-0.33"
-    );
+    let offload: Vec<_> = bins.iter().filter(|f| f.contains("cpu_offload_placeholder")).collect();
+    assert_eq!(offload.len(), 10, "CPU-offload placeholders of 0.13, 0.14, 0.15, 0.16, 0.17, 0.19, 0.20-0.23");
+    assert_eq!(bins.iter().filter(|f| f.contains("bytes_hashes")).count(), 39, "bytes_hashes of 0.10.2-0.33");
     assert_eq!(bins.len(), 49);
     // Whole batches are lost: the GPU stores that precede each CPU placeholder go with it.
-    assert_eq!(
-        lost_events.values().sum::<usize>(),
-        116,
-        "events in the 54 rejected batches"
-    );
-    assert_eq!(
-        lost_events["BlockStored medium GPU"], 49,
-        "GPU stores lost with their batch"
-    );
-    assert_eq!(
-        lost_events["BlockStored medium CPU"], 10,
-        "one CPU placeholder per 0.13-0.23 offload batch"
-    );
+    assert_eq!(lost_events.values().sum::<usize>(), 116, "events in the 54 rejected batches");
+    assert_eq!(lost_events["BlockStored medium GPU"], 49, "GPU stores lost with their batch");
+    assert_eq!(lost_events["BlockStored medium CPU"], 10, "one CPU placeholder per 0.13-0.23 offload batch");
 
     // Conversely, every payload with a bin hash and every 2-element batch is rejected.
     for entry in corpus() {
         let batch = decode_batch(entry.payload()).expect("kvscope decodes every corpus payload");
         if Rejection::predicted(&batch).is_some() {
-            assert!(
-                dynamo::decode(entry.payload()).is_err(),
-                "{}: Dynamo accepted it",
-                entry.file
-            );
+            assert!(dynamo::decode(entry.payload()).is_err(), "{}: Dynamo accepted it", entry.file);
         }
     }
 }

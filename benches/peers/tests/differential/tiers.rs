@@ -18,16 +18,10 @@ pub fn dynamo_label(v: &dynamo::Verdict) -> String {
     match v {
         dynamo::Verdict::Skipped(reason) => (*reason).to_owned(),
         dynamo::Verdict::DroppedInConversion => "dropped_in_conversion".to_owned(),
-        dynamo::Verdict::Stored {
-            blocks_in_event,
-            blocks_published: 0,
-            ..
-        } if *blocks_in_event > 0 => "store+empty".to_owned(),
-        dynamo::Verdict::Stored {
-            blocks_in_event,
-            blocks_published,
-            ..
-        } if blocks_published < blocks_in_event => "store+partial".to_owned(),
+        dynamo::Verdict::Stored { blocks_in_event, blocks_published: 0, .. } if *blocks_in_event > 0 => "store+empty".to_owned(),
+        dynamo::Verdict::Stored { blocks_in_event, blocks_published, .. } if blocks_published < blocks_in_event => {
+            "store+partial".to_owned()
+        }
         dynamo::Verdict::Stored { .. } => "store".to_owned(),
         dynamo::Verdict::SelfReferencingStore { .. } => "self_referencing_store".to_owned(),
         dynamo::Verdict::Removed { .. } => "remove".to_owned(),
@@ -49,30 +43,18 @@ pub struct Pair {
 pub fn run_corpus(policy: Policy) -> (Vec<Pair>, usize) {
     let mut pairs = Vec::new();
     let mut lost = 0;
-    let mut run = |label: String,
-                   listener: &mut DynamoListener,
-                   ours: &mut Normalizer,
-                   seq: u64,
-                   payload: &[u8]| {
+    let mut run = |label: String, listener: &mut DynamoListener, ours: &mut Normalizer, seq: u64, payload: &[u8]| {
         let source = ours.source("w1", 0);
         let mut verdicts = Vec::new();
-        let batch = ours
-            .push_payload(source, seq, payload, &mut verdicts)
-            .unwrap_or_else(|e| panic!("{label}: kvscope cannot decode it: {e}"));
+        let batch =
+            ours.push_payload(source, seq, payload, &mut verdicts).unwrap_or_else(|e| panic!("{label}: kvscope cannot decode it: {e}"));
         match listener.apply(seq, payload) {
             BatchOutcome::Lost { .. } => lost += 1,
-            BatchOutcome::Events {
-                verdicts: theirs, ..
-            } => {
+            BatchOutcome::Events { verdicts: theirs, .. } => {
                 assert_eq!(theirs.len(), verdicts.len(), "{label}: event counts differ");
                 for (i, (d, k)) in theirs.into_iter().zip(verdicts).enumerate() {
                     let medium = batch.events[i].medium().map(str::to_owned);
-                    pairs.push(Pair {
-                        place: format!("{label} events[{i}]"),
-                        medium,
-                        dynamo: d,
-                        kvscope: k,
-                    });
+                    pairs.push(Pair { place: format!("{label} events[{i}]"), medium, dynamo: d, kvscope: k });
                 }
             }
         }
@@ -81,25 +63,13 @@ pub fn run_corpus(policy: Policy) -> (Vec<Pair>, usize) {
         let block_size = configured_block_size(entry);
         let mut listener = DynamoListener::new(1, 0, block_size);
         let mut ours = Normalizer::new(block_size, policy);
-        run(
-            entry.file.clone(),
-            &mut listener,
-            &mut ours,
-            0,
-            entry.payload(),
-        );
+        run(entry.file.clone(), &mut listener, &mut ours, 0, entry.payload());
     }
     for worker in 0..kvscope_corpus::KIMI_K3_WORKERS {
         let mut listener = DynamoListener::new(1, 0, 1536);
         let mut ours = Normalizer::new(1536, policy);
         for m in kvscope_corpus::kimi_k3_stream(worker) {
-            run(
-                m.file.to_owned(),
-                &mut listener,
-                &mut ours,
-                m.seq,
-                m.payload,
-            );
+            run(m.file.to_owned(), &mut listener, &mut ours, m.seq, m.payload);
         }
     }
     (pairs, lost)
@@ -110,9 +80,7 @@ pub fn run_corpus(policy: Policy) -> (Vec<Pair>, usize) {
 fn difference(p: &Pair, theirs: &str, ours: VerdictLabel) -> &'static str {
     let medium = p.medium.as_deref().unwrap_or_default();
     match (theirs, ours) {
-        ("unknown_medium", _) if medium.eq_ignore_ascii_case("cpu") && medium != "CPU" => {
-            "lowercase_cpu"
-        }
+        ("unknown_medium", _) if medium.eq_ignore_ascii_case("cpu") && medium != "CPU" => "lowercase_cpu",
         ("unknown_medium", _) => "medium_outside_table",
         ("non_local_locality", _) => "non_local_locality",
         ("unsupported_ownership", _) => "kvcr_ownership",
@@ -142,52 +110,17 @@ fn difference(p: &Pair, theirs: &str, ours: VerdictLabel) -> &'static str {
 ///   SGLang's 11-token page): Dynamo 1.6.1 applies it with none of its blocks and a warning,
 ///   never stops; `fixed` is fatal.
 const FIXED_DIFFERENCES: &[(&str, &str, &str, usize)] = &[
-    (
-        "non_local_locality",
-        "block_size_mismatch",
-        "non_local_locality",
-        1,
-    ),
-    (
-        "non_local_locality",
-        "offload_block_size_mismatch",
-        "non_local_locality",
-        6,
-    ),
-    (
-        "store+empty",
-        "block_size_mismatch",
-        "device_mismatch_not_fatal",
-        24,
-    ),
-    (
-        "store+empty",
-        "offload_block_size_mismatch",
-        "offload_store_applied_empty",
-        9,
-    ),
-    (
-        "unknown_medium",
-        "block_size_mismatch",
-        "medium_outside_table",
-        1,
-    ),
-    (
-        "unknown_medium",
-        "offload_block_size_mismatch",
-        "lowercase_cpu",
-        87,
-    ),
+    ("non_local_locality", "block_size_mismatch", "non_local_locality", 1),
+    ("non_local_locality", "offload_block_size_mismatch", "non_local_locality", 6),
+    ("store+empty", "block_size_mismatch", "device_mismatch_not_fatal", 24),
+    ("store+empty", "offload_block_size_mismatch", "offload_store_applied_empty", 9),
+    ("unknown_medium", "block_size_mismatch", "medium_outside_table", 1),
+    ("unknown_medium", "offload_block_size_mismatch", "lowercase_cpu", 87),
     ("unknown_medium", "remove", "lowercase_cpu", 6),
     ("unknown_medium", "remove", "medium_outside_table", 21),
     ("unknown_medium", "store", "lowercase_cpu", 36),
     ("unknown_medium", "store", "medium_outside_table", 21),
-    (
-        "unsupported_ownership",
-        "offload_block_size_mismatch",
-        "kvcr_ownership",
-        5,
-    ),
+    ("unsupported_ownership", "offload_block_size_mismatch", "kvcr_ownership", 5),
     ("unsupported_ownership", "remove", "kvcr_ownership", 5),
 ];
 
@@ -203,9 +136,7 @@ fn fixed_policy_and_dynamo_file_every_event_both_apply_on_the_same_tier() {
         let theirs = dynamo_label(&p.dynamo);
         if theirs != ours.as_str() {
             let case = difference(p, &theirs, ours);
-            let e = differences
-                .entry((theirs.clone(), ours.as_str(), case))
-                .or_insert((0, p.place.clone()));
+            let e = differences.entry((theirs.clone(), ours.as_str(), case)).or_insert((0, p.place.clone()));
             e.0 += 1;
         }
         if p.dynamo.tier().is_none() || ours.outcome() != Outcome::Apply {
@@ -217,34 +148,18 @@ fn fixed_policy_and_dynamo_file_every_event_both_apply_on_the_same_tier() {
             _ => p.kvscope.tier.map(|t| t.label()) == p.dynamo.tier(),
         };
         let same_blocks = match p.dynamo {
-            dynamo::Verdict::Stored {
-                blocks_published: n,
-                ..
-            }
-            | dynamo::Verdict::Removed { blocks: n, .. } => {
+            dynamo::Verdict::Stored { blocks_published: n, .. } | dynamo::Verdict::Removed { blocks: n, .. } => {
                 p.kvscope.blocks_applied() as usize == n
             }
             _ => true,
         };
         if !same_tier || !same_blocks {
-            tier_disagreements.push(format!(
-                "{}: kvscope {}, Dynamo {:?}",
-                p.place,
-                p.kvscope.code(),
-                p.dynamo
-            ));
+            tier_disagreements.push(format!("{}: kvscope {}, Dynamo {:?}", p.place, p.kvscope.code(), p.dynamo));
         }
     }
 
-    println!(
-        "{} events, {both_applied} applied by both; {} batches lost by Dynamo",
-        pairs.len(),
-        lost
-    );
-    println!(
-        "{:<22} {:<28} {:<28} {:>6}  first example",
-        "Dynamo 1.6.1", "kvscope fixed", "case", "events"
-    );
+    println!("{} events, {both_applied} applied by both; {} batches lost by Dynamo", pairs.len(), lost);
+    println!("{:<22} {:<28} {:<28} {:>6}  first example", "Dynamo 1.6.1", "kvscope fixed", "case", "events");
     for ((d, k, case), (n, example)) in &differences {
         println!("{d:<22} {k:<28} {case:<28} {n:>6}  {example}");
     }
@@ -254,12 +169,6 @@ fn fixed_policy_and_dynamo_file_every_event_both_apply_on_the_same_tier() {
         "events both apply, on another tier or with other block counts:\n{}",
         tier_disagreements.join("\n")
     );
-    let found: Vec<(&str, &str, &str, usize)> = differences
-        .iter()
-        .map(|((d, k, case), (n, _))| (d.as_str(), *k, *case, *n))
-        .collect();
-    assert_eq!(
-        found, FIXED_DIFFERENCES,
-        "the (Dynamo, fixed) differences moved; update docs/dynamo-1.6.1.md"
-    );
+    let found: Vec<(&str, &str, &str, usize)> = differences.iter().map(|((d, k, case), (n, _))| (d.as_str(), *k, *case, *n)).collect();
+    assert_eq!(found, FIXED_DIFFERENCES, "the (Dynamo, fixed) differences moved; update docs/dynamo-1.6.1.md");
 }

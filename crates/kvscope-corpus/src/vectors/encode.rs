@@ -1,7 +1,7 @@
 //! Frames from the table: events described as data ([`EventSpec`]) encoded into real msgpack
 //! payloads through `kvscope-encode`, corpus payloads by file name, and raw hex.
 
-use kvscope_encode::{encode_batch as encode, release, BatchForm, Event, Hash, Layout, Removed, Stored, Tokens};
+use kvscope_encode::{BatchForm, Event, Hash, Layout, Removed, Stored, Tokens, encode_batch as encode, release};
 
 use super::{EventSpec, HashSpec, Vector};
 
@@ -53,10 +53,7 @@ fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
     if !hex.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| format!("at {i}: {e}")))
-        .collect()
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| format!("at {i}: {e}"))).collect()
 }
 
 /// The bytes of a bin hash nobody reads: the decoder keeps a bin's last 8 bytes only.
@@ -126,13 +123,7 @@ pub fn encode_batch(ts: f64, events: &[EventSpec], dp_rank: Option<u32>, array: 
 /// 0.9.0, no dp_rank: `dp_rank` is ignored); `array4` (`[ts, events, dp_rank, nil]`); `map`
 /// (`{ts, events, data_parallel_rank}`). Events use [`release::FULL_ARRAY`] or
 /// [`release::SPARSE_MAP`], so a vector sets exactly the fields it names.
-pub fn encode_batch_with(
-    ts: f64,
-    events: &[EventSpec],
-    dp_rank: Option<u32>,
-    array: bool,
-    layout: &str,
-) -> Result<Vec<u8>, String> {
+pub fn encode_batch_with(ts: f64, events: &[EventSpec], dp_rank: Option<u32>, array: bool, layout: &str) -> Result<Vec<u8>, String> {
     let (form, dp_rank) = match layout {
         "array3" => (BatchForm::Array { len: 3 }, dp_rank),
         "array2" => (BatchForm::Array { len: 2 }, None),

@@ -61,9 +61,9 @@ use std::collections::BTreeMap;
 use kvscope_normalize::Policy;
 use serde::Deserialize;
 
-pub use encode::{encode_batch, encode_batch_with, parse_source, Frame};
-pub use native::{decode_error_code, source_outputs, NativeHost};
-pub use run::{run_vectors, OutSource, OutVerdict, VectorCase, VectorHost, VectorOutput, VectorReport};
+pub use encode::{Frame, encode_batch, encode_batch_with, parse_source};
+pub use native::{NativeHost, decode_error_code, source_outputs};
+pub use run::{OutSource, OutVerdict, VectorCase, VectorHost, VectorOutput, VectorReport, run_vectors};
 
 /// The embedded vector table.
 pub const VECTORS_JSON: &str = include_str!("../../vectors/normalizer.json");
@@ -294,10 +294,9 @@ mod tests {
 
     #[test]
     fn a_vector_with_a_missing_extra_or_unknown_policy_fails() {
-        let mut v: Vector = serde_json::from_str(
-            r#"{"name": "v", "about": "", "block_size": 16, "frames": [], "expect": {"fixed": {"verdicts": []}}}"#,
-        )
-        .unwrap();
+        let mut v: Vector =
+            serde_json::from_str(r#"{"name": "v", "about": "", "block_size": 16, "frames": [], "expect": {"fixed": {"verdicts": []}}}"#)
+                .unwrap();
         let errors = policy_errors(&v);
         assert!(errors.iter().any(|e| e == "v: no expectation for policy \"legacy\""), "{errors:?}");
         v.policies = Some(vec!["fixed".into(), "dynamo-1.5".into()]);

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use kvscope_normalize::Verdict;
 
-use super::encode::{build_frames, Frame};
-use super::{policies_of, policy_errors, table, Expect, Vector};
+use super::encode::{Frame, build_frames};
+use super::{Expect, Vector, policies_of, policy_errors, table};
 
 /// One vector under one policy, as a host receives it.
 #[derive(Debug, Clone, Copy)]
@@ -165,18 +165,14 @@ fn compare(vector: &Vector, policy: &str, expect: &Expect, out: &VectorOutput, r
         if let Some(c) = se.conversion
             && os.conversion != c
         {
-            report.failures.push(format!(
-                "{at}: {source} conversion warnings [emitted, suppressed]: expected {c:?}, got {:?}",
-                os.conversion
-            ));
+            report
+                .failures
+                .push(format!("{at}: {source} conversion warnings [emitted, suppressed]: expected {c:?}, got {:?}", os.conversion));
         }
         if let Some(o) = se.offload
             && os.offload != o
         {
-            report.failures.push(format!(
-                "{at}: {source} offload warnings [emitted, suppressed]: expected {o:?}, got {:?}",
-                os.offload
-            ));
+            report.failures.push(format!("{at}: {source} offload warnings [emitted, suppressed]: expected {o:?}, got {:?}", os.offload));
         }
         if let Some(n) = se.notices
             && os.notices != n

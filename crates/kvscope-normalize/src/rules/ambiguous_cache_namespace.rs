@@ -21,9 +21,13 @@ pub static RULE: Rule = Rule {
                salted and unsalted) is skipped as ambiguous_cache_namespace; stores record their namespace \
                per hash (a child inherits its parent's), removals forget it, clears forget the rank's \
                (dynamo-1.6.1, Device and HostPinned only).",
-    labels: &[
-        LabelText { label: VerdictLabel::AmbiguousCacheNamespace, one: "store", many: "stores", rest: "under a parent of ambiguous cache namespace skipped", routine_filter: false },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::AmbiguousCacheNamespace,
+        one: "store",
+        many: "stores",
+        rest: "under a parent of ambiguous cache namespace skipped",
+        routine_filter: false,
+    }],
     enabled: |p| p.namespace_filter,
     check: check_ambiguous_cache_namespace,
     passed: None,

@@ -27,7 +27,13 @@ pub static RULE: Rule = Rule {
     labels: &[
         LabelText { label: VerdictLabel::Store, one: "store", many: "stores", rest: "applied", routine_filter: false },
         LabelText { label: VerdictLabel::Remove, one: "removal", many: "removals", rest: "applied", routine_filter: false },
-        LabelText { label: VerdictLabel::Clear, one: "clear", many: "clears", rest: "applied (every tier of the worker and rank wiped)", routine_filter: false },
+        LabelText {
+            label: VerdictLabel::Clear,
+            one: "clear",
+            many: "clears",
+            rest: "applied (every tier of the worker and rank wiped)",
+            routine_filter: false,
+        },
     ],
     enabled: always,
     check: check_apply,
@@ -50,17 +56,9 @@ fn published_blocks(s: &BlockStored, configured: u32) -> (u32, VerdictFlags) {
     if size == 0 {
         return (hashes, VerdictFlags::empty());
     }
-    let (tokens, lead) = if s.token_ids.is_bigram {
-        (u64::from(s.token_ids.count) + 1, 1)
-    } else {
-        (u64::from(s.token_ids.count), 0)
-    };
+    let (tokens, lead) = if s.token_ids.is_bigram { (u64::from(s.token_ids.count) + 1, 1) } else { (u64::from(s.token_ids.count), 0) };
     let fit = (tokens - lead) / u64::from(size);
-    if fit >= u64::from(hashes) {
-        (hashes, VerdictFlags::empty())
-    } else {
-        (fit as u32, VerdictFlags::SHORT_TOKEN_IDS)
-    }
+    if fit >= u64::from(hashes) { (hashes, VerdictFlags::empty()) } else { (fit as u32, VerdictFlags::SHORT_TOKEN_IDS) }
 }
 
 fn check_apply(cx: &mut EventCtx<'_>) -> Step {
@@ -106,11 +104,9 @@ fn decided(v: &Verdict, s: &mut Sentence<'_, '_>) -> fmt::Result {
                     write!(f, "block_size {size} matches -> store {blocks} block{} on {tier}", plural(blocks))?
                 }
                 // Steps 4 and 5 let an empty store through at any block size.
-                Some(size) if blocks == 0 => write!(
-                    f,
-                    "block_size {size} != {} but the store is empty -> store 0 blocks on {tier}",
-                    facts.configured_block_size
-                )?,
+                Some(size) if blocks == 0 => {
+                    write!(f, "block_size {size} != {} but the store is empty -> store 0 blocks on {tier}", facts.configured_block_size)?
+                }
                 // No preset lets a non-empty one through; a future one might.
                 Some(size) => write!(
                     f,
@@ -254,7 +250,11 @@ mod tests {
         let placeholder = stored(&[1], None, 0, 0, Some("CPU"), None, None);
         let d = dynamo(&placeholder, 16);
         assert_eq!(d.code, "store host_pinned 0 +block_size_differs");
-        assert!(d.text.contains("block_size 0 != 16: no block is published at another block size -> store 0 of 1 block on HostPinned"), "{}", d.text);
+        assert!(
+            d.text.contains("block_size 0 != 16: no block is published at another block size -> store 0 of 1 block on HostPinned"),
+            "{}",
+            d.text
+        );
         // An empty store at another block size publishes nothing and warns about nothing.
         assert_eq!(dynamo(&stored(&[], None, 0, 8, None, None, None), 16).code, "store device 0");
         // Bigram pages: n pairs are n + 1 tokens, and each block needs one more.

@@ -18,9 +18,13 @@ pub static RULE: Rule = Rule {
     sentence: "Every event of a batch the policy's decoder rejects is lost with it (batch_decode_rejected): \
                under dynamo-1.6.1, a batch that is not a 3-element array, holds a bin hash, a token id outside \
                u32 or a tag other than BlockStored, BlockRemoved, AllBlocksCleared and Ignored.",
-    labels: &[
-        LabelText { label: VerdictLabel::BatchDecodeRejected, one: "event", many: "events", rest: "lost with batches the decoder rejects", routine_filter: false },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::BatchDecodeRejected,
+        one: "event",
+        many: "events",
+        rest: "lost with batches the decoder rejects",
+        routine_filter: false,
+    }],
     enabled: |p| p.batch_check != BatchCheck::None,
     check: check_batch_decode_rejected,
     passed: None,
@@ -54,9 +58,9 @@ pub(crate) fn notice(key: impl fmt::Display, seq: u64, r: &Rejected) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::rules::testkit::*;
     use crate::batch::BatchRejection;
     use crate::rules::Rejected;
+    use crate::rules::testkit::*;
 
     #[test]
     fn batch_decode_rejected_loses_every_event_of_the_batch_whatever_it_is() {

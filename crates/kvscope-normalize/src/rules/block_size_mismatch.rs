@@ -20,9 +20,13 @@ pub static RULE: Rule = Rule {
     sentence: "A non-empty BlockStored on the Device tier whose block_size differs from the configured one \
                is fatal (block_size_mismatch); policy legacy checks every tier, as the indexer did before \
                the fix; dynamo-1.6.1 checks none (such a store publishes no blocks).",
-    labels: &[
-        LabelText { label: VerdictLabel::BlockSizeMismatch, one: "store", many: "stores", rest: "fatal: block size differs from the configured one", routine_filter: false },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::BlockSizeMismatch,
+        one: "store",
+        many: "stores",
+        rest: "fatal: block size differs from the configured one",
+        routine_filter: false,
+    }],
     enabled: |p| p.block_size_check != BlockSizeCheck::NeverFatal,
     check: check_block_size_mismatch,
     passed: None,
@@ -50,10 +54,7 @@ fn decided(v: &Verdict, s: &mut Sentence<'_, '_>) -> fmt::Result {
     if tier == StorageTier::Device {
         write!(s.clause()?, "block_size {event} != {configured} on the Device tier -> fatal block_size_mismatch")
     } else {
-        write!(
-            s.clause()?,
-            "block_size {event} != {configured} on {tier}, and this policy checks every tier -> fatal block_size_mismatch"
-        )
+        write!(s.clause()?, "block_size {event} != {configured} on {tier}, and this policy checks every tier -> fatal block_size_mismatch")
     }
 }
 
@@ -109,7 +110,11 @@ mod tests {
         let pinned = stored(&[1], None, 256, 256, Some("CPU_PINNED"), None, None);
         let d = decide(&Policy::LEGACY, 16, &pinned);
         assert_eq!(d.code, "block_size_mismatch host_pinned");
-        assert!(d.text.ends_with("block_size 256 != 16 on HostPinned, and this policy checks every tier -> fatal block_size_mismatch"), "{}", d.text);
+        assert!(
+            d.text.ends_with("block_size 256 != 16 on HostPinned, and this policy checks every tier -> fatal block_size_mismatch"),
+            "{}",
+            d.text
+        );
         // Empty stores are never fatal.
         let empty = stored(&[], None, 0, 8, Some("GPU"), None, None);
         assert_eq!(decide(&Policy::FIXED, 16, &empty).code, "store device 0");

@@ -5,7 +5,7 @@ use kvscope_wire::{EventEncoding, KvEvent};
 
 use crate::batch::BatchRejection;
 use crate::groups::GroupTable;
-use crate::kind::{classify_kind, KindClass};
+use crate::kind::{KindClass, classify_kind};
 use crate::namespaces::NamespaceTable;
 use crate::policy::{GroupRules, Policy};
 use crate::small::SmallStr;
@@ -72,10 +72,13 @@ impl<'a> EventCtx<'a> {
             _ => (None, 0, false, None),
         };
         let (meta_group, meta_kind) = match policy.group_rules {
-            GroupRules::Kvscope => (event.group_idx(), match event {
-                KvEvent::BlockStored(s) => s.kv_cache_spec_kind.as_deref(),
-                _ => None,
-            }),
+            GroupRules::Kvscope => (
+                event.group_idx(),
+                match event {
+                    KvEvent::BlockStored(s) => s.kv_cache_spec_kind.as_deref(),
+                    _ => None,
+                },
+            ),
             GroupRules::Dynamo161 => (dynamo_group(event), event.kv_cache_spec_kind()),
         };
         let facts = Facts {
@@ -156,8 +159,7 @@ impl<'a> EventCtx<'a> {
     /// True when the policy sends this event straight to conversion: it is on Disk or External
     /// and [`Policy::lower_tiers_bypass_filters`] is on (steps 2, 3 and P7 let it through).
     pub(super) fn bypasses_filters(&self) -> bool {
-        self.policy.lower_tiers_bypass_filters
-            && self.tier.is_some_and(|t| matches!(t.tier, StorageTier::Disk | StorageTier::External))
+        self.policy.lower_tiers_bypass_filters && self.tier.is_some_and(|t| matches!(t.tier, StorageTier::Disk | StorageTier::External))
     }
 }
 

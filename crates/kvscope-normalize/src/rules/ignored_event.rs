@@ -17,9 +17,13 @@ pub static RULE: Rule = Rule {
     sentence: "An event whose tag the decoder does not know is skipped as ignored_event; it is counted, \
                never fatal (under dynamo-1.6.1 only the tag Ignored gets here: any other unknown tag loses \
                its batch).",
-    labels: &[
-        LabelText { label: VerdictLabel::IgnoredEvent, one: "event", many: "events", rest: "with an unknown tag ignored", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::IgnoredEvent,
+        one: "event",
+        many: "events",
+        rest: "with an unknown tag ignored",
+        routine_filter: true,
+    }],
     enabled: always,
     check: check_ignored_event,
     passed: None,

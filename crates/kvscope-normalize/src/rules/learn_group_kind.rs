@@ -35,7 +35,6 @@ fn check_learn_group_kind(cx: &mut EventCtx<'_>) -> Step {
     Step::Continue
 }
 
-
 #[cfg(test)]
 mod tests {
     use crate::rules::testkit::*;

@@ -5,9 +5,9 @@ use std::fmt;
 
 use super::{EventCtx, Rule, Sentence, Step, always};
 use crate::policy::UnknownMedium;
-use crate::tier::{resolve_tier, StorageTier, TierSource};
-use crate::verdict::VerdictFlags;
+use crate::tier::{StorageTier, TierSource, resolve_tier};
 use crate::verdict::Verdict;
+use crate::verdict::VerdictFlags;
 
 pub static RULE: Rule = Rule {
     step: "0",

@@ -51,7 +51,6 @@
 //! two would repeat steps 0-3 and 6-7 with the same checks, and every later rule would have to be
 //! placed twice.
 
-
 mod context;
 mod sentence;
 #[cfg(test)]
@@ -77,7 +76,7 @@ pub mod unsupported_ownership;
 
 use std::fmt;
 
-pub use ambiguous_cache_namespace::{own_namespace, DYNAMO_CACHE_SALT_PREFIX};
+pub use ambiguous_cache_namespace::{DYNAMO_CACHE_SALT_PREFIX, own_namespace};
 pub use context::{EventCtx, Rejected, Step};
 pub use sentence::Sentence;
 
@@ -289,10 +288,7 @@ mod tests {
         let steps_of = |p: &Policy| RuleSet::for_policy(p).rules().map(|(_, r)| r.step).collect::<Vec<_>>();
         assert_eq!(steps_of(&Policy::FIXED), ["0", "1", "2", "3a", "3b", "3c", "3d", "4", "5", "6", "7"]);
         assert_eq!(steps_of(&Policy::LEGACY), ["0", "1", "2", "3a", "3b", "3c", "3d", "5", "6", "7"]);
-        assert_eq!(
-            steps_of(&Policy::DYNAMO_1_6_1),
-            ["D", "P1a", "P1b", "0", "1", "P3", "P4", "2", "3a", "3b", "3c", "3d", "P7", "6", "7"]
-        );
+        assert_eq!(steps_of(&Policy::DYNAMO_1_6_1), ["D", "P1a", "P1b", "0", "1", "P3", "P4", "2", "3a", "3b", "3c", "3d", "P7", "6", "7"]);
     }
 
     /// One rule, one item: a label exists in the enum only if exactly one rule item carries it,
@@ -300,8 +296,7 @@ mod tests {
     #[test]
     fn every_label_has_one_rule_item() {
         for label in VerdictLabel::ALL {
-            let carriers: Vec<&str> =
-                RULES.iter().filter(|r| r.labels.iter().any(|t| t.label == label)).map(|r| r.name).collect();
+            let carriers: Vec<&str> = RULES.iter().filter(|r| r.labels.iter().any(|t| t.label == label)).map(|r| r.name).collect();
             assert_eq!(carriers.len(), 1, "{label} is carried by {carriers:?}");
         }
         let carried: usize = RULES.iter().map(|r| r.labels.len()).sum();
@@ -322,14 +317,8 @@ mod tests {
 
     #[test]
     fn summaries_read_after_a_count() {
-        assert_eq!(
-            VerdictLabel::OffloadBlockSizeMismatch.summary(37),
-            "37 stores skipped on an offload tier at another block size"
-        );
-        assert_eq!(
-            VerdictLabel::OffloadBlockSizeMismatch.summary(1),
-            "1 store skipped on an offload tier at another block size"
-        );
+        assert_eq!(VerdictLabel::OffloadBlockSizeMismatch.summary(37), "37 stores skipped on an offload tier at another block size");
+        assert_eq!(VerdictLabel::OffloadBlockSizeMismatch.summary(1), "1 store skipped on an offload tier at another block size");
         assert_eq!(VerdictLabel::NonMainAttentionKind.summary(2), "2 events of a non-main attention kind filtered");
         for label in VerdictLabel::ALL {
             assert!(label.summary(3).starts_with("3 "), "{label}");

@@ -15,9 +15,13 @@ pub static RULE: Rule = Rule {
     sentence: "A store or remove whose locality is REMOTE, or any string other than LOCAL, is skipped as \
                non_local_locality whatever its medium (dynamo-1.6.1 has no shared index; absent or LOCAL \
                passes).",
-    labels: &[
-        LabelText { label: VerdictLabel::NonLocalLocality, one: "event", many: "events", rest: "with a locality other than LOCAL skipped", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::NonLocalLocality,
+        one: "event",
+        many: "events",
+        rest: "with a locality other than LOCAL skipped",
+        routine_filter: true,
+    }],
     enabled: |p| p.locality_filter,
     check: check_non_local_locality,
     passed: None,
@@ -54,7 +58,10 @@ mod tests {
             decide(&Policy::DYNAMO_1_6_1, 16, &ev)
         };
         let d = with("REMOTE", "STORAGE");
-        assert_eq!((d.code.as_str(), d.text.as_str()), ("non_local_locality", "locality \"REMOTE\" is not \"LOCAL\" -> skip non_local_locality"));
+        assert_eq!(
+            (d.code.as_str(), d.text.as_str()),
+            ("non_local_locality", "locality \"REMOTE\" is not \"LOCAL\" -> skip non_local_locality")
+        );
         // Even an unknown medium: locality is checked first.
         assert_eq!(with("local", "OBJ").code, "non_local_locality");
         assert_eq!(with("LOCAL", "STORAGE").code, "store disk 1");

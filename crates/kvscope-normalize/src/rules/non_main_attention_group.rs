@@ -4,8 +4,8 @@
 use std::fmt;
 
 use super::{EventCtx, LabelText, Rule, Sentence, Step, always};
-use crate::label::VerdictLabel;
 use crate::kind::KindClass;
+use crate::label::VerdictLabel;
 use crate::verdict::GroupCheck;
 use crate::verdict::{Verdict, VerdictKind};
 
@@ -17,9 +17,13 @@ pub static RULE: Rule = Rule {
     sentence: "An event without a kind whose group a store declared non-main (or, except under \
                dynamo-1.6.1, unknown) is skipped as non_main_attention_group: a removal in a mamba group goes \
                where its stores went.",
-    labels: &[
-        LabelText { label: VerdictLabel::NonMainAttentionGroup, one: "event", many: "events", rest: "without a kind in a non-main attention group filtered", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::NonMainAttentionGroup,
+        one: "event",
+        many: "events",
+        rest: "without a kind in a non-main attention group filtered",
+        routine_filter: true,
+    }],
     enabled: always,
     check: check_non_main_attention_group,
     passed: Some(passed),
@@ -54,11 +58,7 @@ fn passed(v: &Verdict, s: &mut Sentence<'_, '_>) -> fmt::Result {
 }
 
 fn decided(v: &Verdict, s: &mut Sentence<'_, '_>) -> fmt::Result {
-    write!(
-        s.clause()?,
-        "no kind; group {} was learned as {:?} -> skip non_main_attention_group",
-        v.facts.group, v.facts.word
-    )
+    write!(s.clause()?, "no kind; group {} was learned as {:?} -> skip non_main_attention_group", v.facts.group, v.facts.word)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use std::fmt;
 
 use super::{EventCtx, LabelText, Rule, Sentence, Step, always};
-use crate::label::VerdictLabel;
 use crate::kind::KindClass;
+use crate::label::VerdictLabel;
 use crate::small::SmallStr;
 use crate::tier::StorageTier;
 use crate::verdict::GroupCheck;
@@ -18,9 +18,13 @@ pub static RULE: Rule = Rule {
     decides: "skip",
     sentence: "An event whose kind is a known kind other than full_attention, mla_attention and \
                sink_full_attention (mamba, sliding_window, ...) is skipped as non_main_attention_kind.",
-    labels: &[
-        LabelText { label: VerdictLabel::NonMainAttentionKind, one: "event", many: "events", rest: "of a non-main attention kind filtered", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::NonMainAttentionKind,
+        one: "event",
+        many: "events",
+        rest: "of a non-main attention kind filtered",
+        routine_filter: true,
+    }],
     enabled: always,
     check: check_non_main_attention_kind,
     passed: Some(passed),

@@ -5,9 +5,9 @@ use std::fmt;
 
 use kvscope_wire::KvEvent;
 
+use super::COUNTED_FROM_NOW;
 use super::{EventCtx, LabelText, Rule, Sentence, Step};
 use crate::label::VerdictLabel;
-use super::COUNTED_FROM_NOW;
 use crate::tier::StorageTier;
 use crate::verdict::{Verdict, VerdictKind};
 
@@ -19,9 +19,13 @@ pub static RULE: Rule = Rule {
     sentence: "A BlockStored on a tier other than Device whose block_size differs from the configured one \
                is skipped as offload_block_size_mismatch, with its own warning budget (policy fixed; legacy \
                and dynamo-1.6.1 have no such step).",
-    labels: &[
-        LabelText { label: VerdictLabel::OffloadBlockSizeMismatch, one: "store", many: "stores", rest: "skipped on an offload tier at another block size", routine_filter: false },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::OffloadBlockSizeMismatch,
+        one: "store",
+        many: "stores",
+        rest: "skipped on an offload tier at another block size",
+        routine_filter: false,
+    }],
     enabled: |p| p.offload_block_size_skip,
     check: check_offload_block_size_mismatch,
     passed: None,
@@ -33,9 +37,7 @@ fn check_offload_block_size_mismatch(cx: &mut EventCtx<'_>) -> Step {
         return Step::Continue;
     }
     match cx.event {
-        KvEvent::BlockStored(s)
-            if cx.tier() != StorageTier::Device && s.block_size.is_some_and(|b| b != cx.configured_block_size) =>
-        {
+        KvEvent::BlockStored(s) if cx.tier() != StorageTier::Device && s.block_size.is_some_and(|b| b != cx.configured_block_size) => {
             Step::Decide(VerdictKind::Skip(VerdictLabel::OffloadBlockSizeMismatch))
         }
         _ => Step::Continue,

@@ -23,9 +23,13 @@ pub static RULE: Rule = Rule {
     sentence: "A BlockStored whose parent is one of its own hashes (dynamo-1.6.1: or that names any hash \
                twice) is applied as a remove of nothing and flagged self_referencing_store: storing it would \
                make a block its own ancestor.",
-    labels: &[
-        LabelText { label: VerdictLabel::SelfReferencingStore, one: "store", many: "stores", rest: "naming its own hash as parent, applied as a no-op remove", routine_filter: false },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::SelfReferencingStore,
+        one: "store",
+        many: "stores",
+        rest: "naming its own hash as parent, applied as a no-op remove",
+        routine_filter: false,
+    }],
     enabled: always,
     check: check_self_referencing_store,
     passed: None,
@@ -64,11 +68,7 @@ fn decided(v: &Verdict, s: &mut Sentence<'_, '_>) -> fmt::Result {
     if v.flags.contains(VerdictFlags::HASH_REPEATED) {
         write!(s.clause()?, "hash {:?} is named twice in the store -> no-op remove, self_referencing_store", v.facts.parent)
     } else {
-        write!(
-            s.clause()?,
-            "parent {:?} is one of the store's own hashes -> no-op remove, self_referencing_store",
-            v.facts.parent
-        )
+        write!(s.clause()?, "parent {:?} is one of the store's own hashes -> no-op remove, self_referencing_store", v.facts.parent)
     }
 }
 
@@ -99,7 +99,10 @@ mod tests {
         assert_eq!(decide(&Policy::FIXED, 16, &twice).code, "store device 2");
         let d = decide(&Policy::DYNAMO_1_6_1, 16, &twice);
         assert_eq!(d.code, "self_referencing_store device");
-        assert_eq!(d.text, "no medium -> Device; hash 0x0000000000000003 is named twice in the store -> no-op remove, self_referencing_store");
+        assert_eq!(
+            d.text,
+            "no medium -> Device; hash 0x0000000000000003 is named twice in the store -> no-op remove, self_referencing_store"
+        );
         let placeholder = stored(&[4], Some(4), 0, 0, Some("CPU"), None, None);
         assert_eq!(decide(&Policy::DYNAMO_1_6_1, 16, &placeholder).code, "self_referencing_store host_pinned");
         assert_eq!(decide(&Policy::LEGACY, 16, &placeholder).code, "block_size_mismatch device +unknown_medium_fallback");

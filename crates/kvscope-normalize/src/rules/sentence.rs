@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::{Rule, RULES};
+use super::{RULES, Rule};
 use crate::verdict::Verdict;
 
 /// A sentence being written: hands out the formatter for the next clause, after a `; ` when a

@@ -7,14 +7,14 @@ use kvscope_wire::{BlockHash, BlockRemoved, BlockStored, TokenIds, UnknownEvent}
 
 pub use kvscope_wire::{EventEncoding, KvEvent};
 
-use super::{evaluate, verdict_tier, EventCtx, Rejected};
+use super::{EventCtx, Rejected, evaluate, verdict_tier};
 use crate::groups::GroupTable;
 use crate::namespaces::NamespaceTable;
 pub use crate::policy::Policy;
 pub use crate::small::SmallStr;
 pub use crate::tier::StorageTier;
-use crate::verdict::{SourceId, Verdict};
 pub use crate::verdict::VerdictFlags;
+use crate::verdict::{SourceId, Verdict};
 
 pub fn stored(
     hashes: &[u64],
@@ -70,13 +70,7 @@ pub struct Decided {
     pub flags: VerdictFlags,
 }
 
-pub fn run_rejected(
-    policy: &Policy,
-    block_size: u32,
-    mem: &mut Memory,
-    event: &KvEvent,
-    rejection: Option<Rejected>,
-) -> Decided {
+pub fn run_rejected(policy: &Policy, block_size: u32, mem: &mut Memory, event: &KvEvent, rejection: Option<Rejected>) -> Decided {
     run_full(policy, block_size, 0, mem, event, rejection.as_ref())
 }
 
@@ -84,14 +78,7 @@ pub fn run_with(policy: &Policy, block_size: u32, dp_rank: u32, mem: &mut Memory
     run_full(policy, block_size, dp_rank, mem, event, None)
 }
 
-fn run_full(
-    policy: &Policy,
-    block_size: u32,
-    dp_rank: u32,
-    mem: &mut Memory,
-    event: &KvEvent,
-    rejection: Option<&Rejected>,
-) -> Decided {
+fn run_full(policy: &Policy, block_size: u32, dp_rank: u32, mem: &mut Memory, event: &KvEvent, rejection: Option<&Rejected>) -> Decided {
     let mut cx = EventCtx::new(event, policy, block_size, dp_rank, &mut mem.groups, &mut mem.namespaces);
     cx.rejection = rejection;
     let (rule, kind) = evaluate(&mut cx);

@@ -4,8 +4,8 @@
 use std::fmt;
 
 use super::{EventCtx, LabelText, Rule, Sentence, Step, always};
-use crate::label::VerdictLabel;
 use crate::kind::KindClass;
+use crate::label::VerdictLabel;
 use crate::policy::GroupRules;
 use crate::verdict::GroupCheck;
 use crate::verdict::{Verdict, VerdictKind};
@@ -18,9 +18,13 @@ pub static RULE: Rule = Rule {
     sentence: "An event whose kind is a string this tool does not know is skipped as unknown_kind: an \
                engine release added a kind, and its blocks are not indexed until someone says what it is \
                (dynamo-1.6.1 also skips an event without a kind whose group was learned with such a kind).",
-    labels: &[
-        LabelText { label: VerdictLabel::UnknownKind, one: "event", many: "events", rest: "of an unknown cache kind filtered", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::UnknownKind,
+        one: "event",
+        many: "events",
+        rest: "of an unknown cache kind filtered",
+        routine_filter: true,
+    }],
     enabled: always,
     check: check_unknown_kind,
     passed: None,
@@ -52,11 +56,7 @@ fn check_unknown_kind(cx: &mut EventCtx<'_>) -> Step {
 fn decided(v: &Verdict, s: &mut Sentence<'_, '_>) -> fmt::Result {
     let facts = &v.facts;
     if facts.group_check == GroupCheck::LearnedUnknown {
-        write!(
-            s.clause()?,
-            "no kind; group {} was learned as {:?}, not a known cache kind -> skip unknown_kind",
-            facts.group, facts.word
-        )
+        write!(s.clause()?, "no kind; group {} was learned as {:?}, not a known cache kind -> skip unknown_kind", facts.group, facts.word)
     } else {
         write!(s.clause()?, "kind {:?} is not a known cache kind -> skip unknown_kind", facts.word)
     }

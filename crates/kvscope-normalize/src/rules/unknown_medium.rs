@@ -15,9 +15,13 @@ pub static RULE: Rule = Rule {
     decides: "skip",
     sentence: "A store or remove whose medium is in no row of the table is skipped as unknown_medium \
                (dynamo-1.6.1 fails closed; fixed and legacy fall back to Device).",
-    labels: &[
-        LabelText { label: VerdictLabel::UnknownMedium, one: "event", many: "events", rest: "with a medium outside the table skipped", routine_filter: false },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::UnknownMedium,
+        one: "event",
+        many: "events",
+        rest: "with a medium outside the table skipped",
+        routine_filter: false,
+    }],
     enabled: |p| p.unknown_medium == UnknownMedium::Skip,
     check: check_unknown_medium,
     passed: None,

@@ -14,9 +14,13 @@ pub static RULE: Rule = Rule {
     decides: "skip",
     sentence: "An event whose ownership is any other string (\"framework\", \"KVCR\") is skipped as \
                unknown_ownership (dynamo-1.6.1 fails closed on owners it does not know).",
-    labels: &[
-        LabelText { label: VerdictLabel::UnknownOwnership, one: "event", many: "events", rest: "with an unknown ownership skipped", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::UnknownOwnership,
+        one: "event",
+        many: "events",
+        rest: "with an unknown ownership skipped",
+        routine_filter: true,
+    }],
     enabled: |p| p.ownership_filter,
     check: check_unknown_ownership,
     passed: None,

@@ -15,9 +15,13 @@ pub static RULE: Rule = Rule {
     decides: "skip",
     sentence: "An event without a kind in a group other than 0 that no store has described is skipped as \
                unlearned_group_idx: nothing says whether the group is main attention.",
-    labels: &[
-        LabelText { label: VerdictLabel::UnlearnedGroupIdx, one: "event", many: "events", rest: "without a kind in a group no store has described filtered", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::UnlearnedGroupIdx,
+        one: "event",
+        many: "events",
+        rest: "without a kind in a group no store has described filtered",
+        routine_filter: true,
+    }],
     enabled: always,
     check: check_unlearned_group_idx,
     passed: None,
@@ -66,7 +70,10 @@ mod tests {
         }
         let d = decide(&Policy::DYNAMO_1_6_1, 16, &ev);
         assert_eq!(d.code, "unlearned_group_idx");
-        assert_eq!(d.text, "medium \"GPU\" -> Device (exact match); no kind; group 128 was never described by a store -> skip unlearned_group_idx");
+        assert_eq!(
+            d.text,
+            "medium \"GPU\" -> Device (exact match); no kind; group 128 was never described by a store -> skip unlearned_group_idx"
+        );
         assert_eq!(decide(&Policy::FIXED, 16, &ev).code, "store device 1");
     }
 }

@@ -14,9 +14,13 @@ pub static RULE: Rule = Rule {
     decides: "skip",
     sentence: "An event whose ownership is \"kvcr\" (KV-cache reuse, vLLM 0.29 on) is skipped as \
                unsupported_ownership: dynamo-1.6.1 indexes only framework-owned blocks (ownership absent).",
-    labels: &[
-        LabelText { label: VerdictLabel::UnsupportedOwnership, one: "event", many: "events", rest: "owned by KV-cache reuse (ownership \"kvcr\") skipped", routine_filter: true },
-    ],
+    labels: &[LabelText {
+        label: VerdictLabel::UnsupportedOwnership,
+        one: "event",
+        many: "events",
+        rest: "owned by KV-cache reuse (ownership \"kvcr\") skipped",
+        routine_filter: true,
+    }],
     enabled: |p| p.ownership_filter,
     check: check_unsupported_ownership,
     passed: None,
@@ -34,11 +38,7 @@ fn check_unsupported_ownership(cx: &mut EventCtx<'_>) -> Step {
 }
 
 fn decided(v: &Verdict, s: &mut Sentence<'_, '_>) -> fmt::Result {
-    write!(
-        s.clause()?,
-        "ownership {:?} is KV-cache reuse, which this indexer does not index -> skip unsupported_ownership",
-        v.facts.word
-    )
+    write!(s.clause()?, "ownership {:?} is KV-cache reuse, which this indexer does not index -> skip unsupported_ownership", v.facts.word)
 }
 
 #[cfg(test)]

@@ -37,8 +37,7 @@ impl VerdictFlags {
 
     /// True for the flags that are conversion warnings (charged to the conversion budget).
     pub fn has_conversion_warning(self) -> bool {
-        self.0 & (VerdictFlags::SHORT_TOKEN_IDS.0 | VerdictFlags::WRONG_SIZE_BLOCK.0 | VerdictFlags::BLOCK_SIZE_DIFFERS.0)
-            != 0
+        self.0 & (VerdictFlags::SHORT_TOKEN_IDS.0 | VerdictFlags::WRONG_SIZE_BLOCK.0 | VerdictFlags::BLOCK_SIZE_DIFFERS.0) != 0
     }
 
     pub const fn empty() -> VerdictFlags {

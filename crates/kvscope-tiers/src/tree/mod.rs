@@ -380,7 +380,6 @@ impl TierTree {
         self.roots = 0;
         self.counters.clears += 1;
     }
-
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{TierTree, TreeCounters, NIL};
+use super::{NIL, TierTree, TreeCounters};
 
 /// A root subtree's size, for "largest subtrees".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use kvscope_corpus::vectors::{OutSource, OutVerdict, VectorCase, VectorHost, VectorOutput};
 
-use kvscope_wasm::model::{JsCounters, JsPushResult};
 use kvscope_wasm::Session;
+use kvscope_wasm::model::{JsCounters, JsPushResult};
 
 /// Runs vectors through [`Session`].
 #[derive(Debug, Clone, Copy)]

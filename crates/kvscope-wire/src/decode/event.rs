@@ -8,7 +8,7 @@
 
 use super::key::Key;
 use super::values::{extra_keys, hashes, lora_name_or_salt, token_ids};
-use crate::cursor::{Container, Cursor, Fail, Seg, Within, MAX_DEPTH};
+use crate::cursor::{Container, Cursor, Fail, MAX_DEPTH, Seg, Within};
 use crate::error::DecodeErrorKind;
 use crate::event::*;
 
@@ -216,9 +216,7 @@ fn read_value(c: &mut Cursor<'_>, key: Key, f: &mut Fields) -> Result<(), Fail> 
         Key::LoraName => s.lora_name = c.opt_str("lora_name")?,
         Key::GroupIdx => s.group_idx = c.opt_u32("group_idx")?,
         Key::KvCacheSpecKind => s.kv_cache_spec_kind = c.opt_str("kv_cache_spec_kind")?,
-        Key::KvCacheSpecSlidingWindow => {
-            s.kv_cache_spec_sliding_window = c.opt_u32("kv_cache_spec_sliding_window")?
-        }
+        Key::KvCacheSpecSlidingWindow => s.kv_cache_spec_sliding_window = c.opt_u32("kv_cache_spec_sliding_window")?,
         Key::Locality => s.locality = c.opt_str("locality")?,
         Key::Ownership => s.ownership = c.opt_str("ownership")?,
         Key::CacheSalt => s.cache_salt = c.opt_str("cache_salt")?,

@@ -20,7 +20,7 @@ mod event;
 mod key;
 mod values;
 
-use crate::cursor::{Container, Cursor, Fail, Seg, Within, MAX_DEPTH};
+use crate::cursor::{Container, Cursor, Fail, MAX_DEPTH, Seg, Within};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::event::{BatchHeader, BatchLayout, EventBatch, KvEvent};
 use event::event;
@@ -138,9 +138,7 @@ fn map_batch<S: Sink>(c: &mut Cursor<'_>, sink: &mut S, len: usize) -> Result<Ba
                     events(c, &mut Discard).within(start, Seg::Field("events"))?
                 };
             }
-            b"data_parallel_rank" | b"dp_rank" | b"attn_dp_rank" => {
-                dp_rank = c.opt_u32("dp_rank").within(start, Seg::Field("dp_rank"))?
-            }
+            b"data_parallel_rank" | b"dp_rank" | b"attn_dp_rank" => dp_rank = c.opt_u32("dp_rank").within(start, Seg::Field("dp_rank"))?,
             other => {
                 Cursor::check_utf8(other)?;
                 c.skip(MAX_DEPTH - 1)?;

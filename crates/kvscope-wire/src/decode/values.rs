@@ -5,7 +5,7 @@
 //! after the value; the field's path segment is added by the caller.
 
 use super::event::EVENT_DEPTH;
-use crate::cursor::{Container, Cursor, Fail, Seg, Within, MAX_DEPTH};
+use crate::cursor::{Container, Cursor, Fail, MAX_DEPTH, Seg, Within};
 use crate::error::DecodeErrorKind;
 use crate::event::*;
 use crate::skip::count_token_ids;

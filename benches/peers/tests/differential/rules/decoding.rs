@@ -17,13 +17,7 @@ fn decoding_rejects_whole_batches() {
         (
             "map batch",
             vec![raw(|w| {
-                w.map(3)
-                    .str("ts")
-                    .f64(1.0)
-                    .str("events")
-                    .array(0)
-                    .str("data_parallel_rank")
-                    .uint(0);
+                w.map(3).str("ts").f64(1.0).str("events").array(0).str("data_parallel_rank").uint(0);
             })],
             "lost: invalid type: map, expected a tuple of size 3 | warnings 0",
         ),
@@ -65,39 +59,23 @@ fn decoding_rejects_whole_batches() {
         ),
         (
             "the first bad value in byte order names the batch's error",
-            vec![batch(&[
-                store(&[1]).with("token_ids", Val::Signed(vec![-1])),
-                store(&[]).with("block_hashes", Val::BinHash(32)),
-            ])],
+            vec![batch(&[store(&[1]).with("token_ids", Val::Signed(vec![-1])), store(&[]).with("block_hashes", Val::BinHash(32))])],
             "lost: data did not match any variant of untagged enum KvTokenIds | warnings 0",
         ),
         (
             "bin(32) block hash, GPU store before it lost too",
-            vec![batch(&[
-                store(&[1]),
-                store(&[])
-                    .with("block_hashes", Val::BinHash(32))
-                    .medium("CPU"),
-            ])],
+            vec![batch(&[store(&[1]), store(&[]).with("block_hashes", Val::BinHash(32)).medium("CPU")])],
             "lost: data did not match any variant of untagged enum BlockHashValue | warnings 0",
         ),
         (
             "bin(16) parent",
-            vec![batch(
-                &[store(&[1]).with("parent_block_hash", Val::Bin(16))],
-            )],
+            vec![batch(&[store(&[1]).with("parent_block_hash", Val::Bin(16))])],
             "lost: data did not match any variant of untagged enum BlockHashValue | warnings 0",
         ),
-        (
-            "unknown tag fails the batch",
-            vec![batch(&[store(&[1]), tagged("Foo")])],
-            &format!("lost: {unknown} | warnings 0"),
-        ),
+        ("unknown tag fails the batch", vec![batch(&[store(&[1]), tagged("Foo")])], &format!("lost: {unknown} | warnings 0")),
         (
             "missing block_size",
-            vec![batch(&[remove(&[1])
-                .with("type", Val::Str("BlockStored"))
-                .with("token_ids", Val::Tokens(0))])],
+            vec![batch(&[remove(&[1]).with("type", Val::Str("BlockStored")).with("token_ids", Val::Tokens(0))])],
             "lost: missing field `block_size` | warnings 0",
         ),
         (
@@ -107,23 +85,17 @@ fn decoding_rejects_whole_batches() {
         ),
         (
             "negative token id",
-            vec![batch(&[
-                store(&[1]).with("token_ids", Val::Signed(vec![-1]))
-            ])],
+            vec![batch(&[store(&[1]).with("token_ids", Val::Signed(vec![-1]))])],
             "lost: data did not match any variant of untagged enum KvTokenIds | warnings 0",
         ),
         (
             "token id beyond u32",
-            vec![batch(&[
-                store(&[1]).with("token_ids", Val::Hashes(vec![1 << 32]))
-            ])],
+            vec![batch(&[store(&[1]).with("token_ids", Val::Hashes(vec![1 << 32]))])],
             "lost: data did not match any variant of untagged enum KvTokenIds | warnings 0",
         ),
         (
             "a string hash",
-            vec![batch(&[
-                store(&[1]).with("parent_block_hash", Val::Str("1"))
-            ])],
+            vec![batch(&[store(&[1]).with("parent_block_hash", Val::Str("1"))])],
             "lost: data did not match any variant of untagged enum BlockHashValue | warnings 0",
         ),
         (
@@ -156,13 +128,7 @@ fn decoding_accepts() {
             }],
             "store device 1/1 | warnings 0",
         ),
-        (
-            "unknown map keys",
-            vec![batch(&[
-                store(&[1]).with("lookahead_token_ids", Val::Tokens(3))
-            ])],
-            "store device 1/1 | warnings 0",
-        ),
+        ("unknown map keys", vec![batch(&[store(&[1]).with("lookahead_token_ids", Val::Tokens(3))])], "store device 1/1 | warnings 0"),
         (
             "an integer ts",
             vec![raw(|w| {
@@ -172,23 +138,13 @@ fn decoding_accepts() {
             })],
             "store device 1/1 | warnings 0",
         ),
-        (
-            "nil dp_rank",
-            vec![batch_dp(Val::Nil, &[store(&[1])])],
-            "store device 1/1 | warnings 0",
-        ),
+        ("nil dp_rank", vec![batch_dp(Val::Nil, &[store(&[1])])], "store device 1/1 | warnings 0"),
         (
             "signed hashes",
-            vec![batch(&[store(&[1])
-                .with("block_hashes", Val::Signed(vec![-5]))
-                .with("parent_block_hash", Val::I(-6))])],
+            vec![batch(&[store(&[1]).with("block_hashes", Val::Signed(vec![-5])).with("parent_block_hash", Val::I(-6))])],
             "store device 1/1 | warnings 0",
         ),
-        (
-            "dp_rank -1 becomes 4294967295",
-            vec![batch_dp(Val::I(-1), &[store(&[1])])],
-            "store device 1/1 | warnings 0",
-        ),
+        ("dp_rank -1 becomes 4294967295", vec![batch_dp(Val::I(-1), &[store(&[1])])], "store device 1/1 | warnings 0"),
     ]);
 }
 
@@ -197,15 +153,7 @@ fn positional_events_by_slot() {
     // [tag, hashes, parent, tokens, block_size, lora_id, medium, lora_name, extra_keys, ...]
     let positional = |tail: &dyn Fn(&mut Writer), n: usize| {
         raw(|w| {
-            w.array(3)
-                .f64(1.0)
-                .array(1)
-                .array(9 + n)
-                .str("BlockStored")
-                .array(1)
-                .uint(9)
-                .nil()
-                .array(16);
+            w.array(3).f64(1.0).array(1).array(9 + n).str("BlockStored").array(1).uint(9).nil().array(16);
             for i in 0..16 {
                 w.uint(i);
             }
@@ -238,17 +186,7 @@ fn positional_events_by_slot() {
         (
             "negative lora_id rejects the batch",
             vec![raw(|w| {
-                w.array(3)
-                    .f64(1.0)
-                    .array(1)
-                    .array(6)
-                    .str("BlockStored")
-                    .array(1)
-                    .uint(9)
-                    .nil()
-                    .array(0)
-                    .uint(16)
-                    .int(-1);
+                w.array(3).f64(1.0).array(1).array(6).str("BlockStored").array(1).uint(9).nil().array(0).uint(16).int(-1);
                 w.uint(0);
             })],
             "lost: invalid value: integer `-1`, expected u64 | warnings 0",
@@ -256,15 +194,7 @@ fn positional_events_by_slot() {
         (
             "too short",
             vec![raw(|w| {
-                w.array(3)
-                    .f64(1.0)
-                    .array(1)
-                    .array(4)
-                    .str("BlockStored")
-                    .array(1)
-                    .uint(9)
-                    .nil()
-                    .array(0);
+                w.array(3).f64(1.0).array(1).array(4).str("BlockStored").array(1).uint(9).nil().array(0);
                 w.uint(0);
             })],
             "lost: invalid length 4, expected missing block_size | warnings 0",
@@ -280,14 +210,6 @@ fn dp_rank_comes_from_the_batch_or_the_listener() {
         BatchOutcome::Lost { error } => panic!("{error}"),
     };
     assert_eq!(rank(listener.apply(0, &batch_dp(Val::U(3), &[]))), 3);
-    assert_eq!(
-        rank(listener.apply(1, &batch_dp(Val::Nil, &[]))),
-        2,
-        "nil: the listener's own rank"
-    );
-    assert_eq!(
-        rank(listener.apply(2, &batch_dp(Val::I(-1), &[]))),
-        u32::MAX,
-        "bit-cast from i32"
-    );
+    assert_eq!(rank(listener.apply(1, &batch_dp(Val::Nil, &[]))), 2, "nil: the listener's own rank");
+    assert_eq!(rank(listener.apply(2, &batch_dp(Val::I(-1), &[]))), u32::MAX, "bit-cast from i32");
 }

@@ -18,8 +18,8 @@ mod decoding;
 mod groups;
 mod tiers;
 
-use kvscope_peer_bench::dynamo::{self, BatchOutcome, DynamoListener};
 use kvscope_encode::raw::Writer;
+use kvscope_peer_bench::dynamo::{self, BatchOutcome, DynamoListener};
 
 #[derive(Clone, Debug)]
 enum Val {
@@ -142,10 +142,7 @@ fn sized_store(hashes: &[u64], block_size: u64, tokens: usize) -> Ev {
 }
 
 fn remove(hashes: &[u64]) -> Ev {
-    Ev(vec![
-        ("type", Val::Str("BlockRemoved")),
-        ("block_hashes", Val::Hashes(hashes.to_vec())),
-    ])
+    Ev(vec![("type", Val::Str("BlockRemoved")), ("block_hashes", Val::Hashes(hashes.to_vec()))])
 }
 
 fn clear() -> Ev {
@@ -175,11 +172,7 @@ fn code(v: &dynamo::Verdict) -> String {
     match v {
         dynamo::Verdict::Skipped(reason) => (*reason).to_owned(),
         dynamo::Verdict::DroppedInConversion => "dropped_in_conversion".to_owned(),
-        dynamo::Verdict::Stored {
-            tier,
-            blocks_in_event,
-            blocks_published,
-        } => {
+        dynamo::Verdict::Stored { tier, blocks_in_event, blocks_published } => {
             format!("store {tier} {blocks_published}/{blocks_in_event}")
         }
         dynamo::Verdict::SelfReferencingStore { tier } => format!("self_referencing_store {tier}"),
@@ -195,9 +188,7 @@ fn run(batches: &[Vec<u8>]) -> String {
     for (seq, payload) in batches.iter().enumerate() {
         parts.push(match listener.apply(seq as u64, payload) {
             BatchOutcome::Lost { error } => format!("lost: {error}"),
-            BatchOutcome::Events { verdicts, .. } => {
-                verdicts.iter().map(code).collect::<Vec<_>>().join(", ")
-            }
+            BatchOutcome::Events { verdicts, .. } => verdicts.iter().map(code).collect::<Vec<_>>().join(", "),
         });
     }
     parts.push(format!("warnings {}", listener.warnings()));
@@ -208,14 +199,8 @@ fn run(batches: &[Vec<u8>]) -> String {
 /// `kvscope-wire` decodes the payload differently (docs/dynamo-1.6.1.md, section 10, "Known
 /// gaps"). None of them occurs in the corpus.
 const PRESET_GAPS: &[(&str, &str)] = &[
-    (
-        "trailing bytes after the batch",
-        "kvscope-wire rejects bytes after the batch; Dynamo's rmp_serde::from_slice ignores them",
-    ),
-    (
-        "dp_rank -1 becomes 4294967295",
-        "kvscope-wire reads dp_rank as u32 and rejects -1; Dynamo reads i32 and bit-casts it",
-    ),
+    ("trailing bytes after the batch", "kvscope-wire rejects bytes after the batch; Dynamo's rmp_serde::from_slice ignores them"),
+    ("dp_rank -1 becomes 4294967295", "kvscope-wire reads dp_rank as u32 and rejects -1; Dynamo reads i32 and bit-casts it"),
     (
         "known keys are type-checked whatever the tag",
         "kvscope-wire reads a nil block_size as absent (only stores need one); Dynamo wants a usize on every event",
@@ -231,16 +216,11 @@ fn check(cases: &[(&str, Vec<Vec<u8>>, &str)]) {
         if got != *want {
             failures.push(format!("{name}:\n  want {want}\n  got  {got}"));
         }
-        let messages: Vec<(u64, &[u8])> = batches
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (i as u64, b.as_slice()))
-            .collect();
+        let messages: Vec<(u64, &[u8])> = batches.iter().enumerate().map(|(i, b)| (i as u64, b.as_slice())).collect();
         let preset = crate::preset::compare_stream(name, 16, &messages);
         match PRESET_GAPS.iter().find(|(gap, _)| gap == name) {
-            Some((_, why)) if preset.mismatches.is_empty() => failures.push(format!(
-                "{name}: listed in PRESET_GAPS ({why}) but the preset now agrees with Dynamo; remove it from the list"
-            )),
+            Some((_, why)) if preset.mismatches.is_empty() => failures
+                .push(format!("{name}: listed in PRESET_GAPS ({why}) but the preset now agrees with Dynamo; remove it from the list")),
             Some(_) => {}
             None => {
                 for m in preset.mismatches {
@@ -250,13 +230,7 @@ fn check(cases: &[(&str, Vec<Vec<u8>>, &str)]) {
         }
     }
     assert!(!cases.is_empty());
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases differ:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }
 
 fn raw(build: impl FnOnce(&mut Writer)) -> Vec<u8> {
