@@ -67,6 +67,23 @@ struct Step {
     data_quality: String,
     /// Start-up's long tasks, `[start ms, duration ms]` from navigation.
     startup_tasks: Value,
+    /// Where the page's main thread spent the measured stretch, as shares of wall time
+    /// (DevTools' `Performance.getMetrics`: tasks, script, layout, style recalculation).
+    main_thread: Value,
+    /// CPU the server and its demo engines used over the stretch, in cores.
+    server_cores: Option<f64>,
+    /// Frames per second the server itself received (`kvscope_frames_total`): what the demo
+    /// engines managed to publish on the shared cores, the page's second baseline.
+    server_fps: Option<f64>,
+}
+
+/// DevTools' cumulative main-thread durations (seconds): tasks, script, layout, style.
+async fn main_thread_seconds(b: &Browser) -> [f64; 4] {
+    let metrics = b.cdp("Performance.getMetrics", json!({})).await;
+    let get = |name: &str| {
+        metrics["metrics"].as_array().and_then(|m| m.iter().find(|x| x["name"] == name)).and_then(|x| x["value"].as_f64()).unwrap_or(0.0)
+    };
+    [get("TaskDuration"), get("ScriptDuration"), get("LayoutDuration"), get("RecalcStyleDuration")]
 }
 
 /// The functions with the most self time in a DevTools CPU profile, as `[name, url:line, ms]`.
@@ -129,6 +146,10 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     let startup = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
     let startup_tasks = b.js("return window.__kvTasks || [];").await;
     let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; window.__kvTasks = []; return true;").await;
+    b.cdp("Performance.enable", json!({})).await;
+    let busy0 = main_thread_seconds(&b).await;
+    let cpu0 = server.cpu_seconds();
+    let served0 = server.metric_sum("kvscope_frames_total").await;
     let f0 = frames_shown(&b).await;
     let t0 = Instant::now();
     let profile_secs = env_secs("KVSCOPE_BENCH_PROFILE_SECONDS", 0).min(seconds);
@@ -146,6 +167,11 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     }
     let f1 = frames_shown(&b).await;
     let dt = t0.elapsed().as_secs_f64();
+    let busy1 = main_thread_seconds(&b).await;
+    let share = |i: usize| ((busy1[i] - busy0[i]) / dt * 1000.0).round() / 1000.0;
+    let main_thread = json!({"task": share(0), "script": share(1), "layout": share(2), "style": share(3)});
+    let server_cores = cpu0.zip(server.cpu_seconds()).map(|(a, b)| ((b - a) / dt * 100.0).round() / 100.0);
+    let server_fps = served0.zip(server.metric_sum("kvscope_frames_total").await).map(|(a, b)| ((b - a) / dt).round());
     let longest = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
     let long_tasks = b.js("return window.__kvLongTasks || 0;").await.as_u64().unwrap_or(0);
     let tasks = b.js("return window.__kvTasks || [];").await;
@@ -169,6 +195,9 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
         lagged,
         data_quality,
         startup_tasks,
+        main_thread,
+        server_cores,
+        server_fps,
     };
     (step, Some((b, server)))
 }
@@ -202,6 +231,7 @@ async fn main() {
                     "ingested_fps": (step.ingested_fps * 10.0).round() / 10.0, "longest_task_ms": step.longest_task_ms,
                     "long_tasks": step.long_tasks, "lagged": step.lagged, "responsive_and_keeping_up": ok,
                     "data_quality": step.data_quality, "startup_tasks": step.startup_tasks,
+                    "main_thread": step.main_thread, "server_cores": step.server_cores, "server_fps": step.server_fps,
                 })
             );
             if let Some((b, _server)) = handles {
@@ -237,6 +267,7 @@ async fn main() {
             "soak_seconds": soak_secs, "soak_ingested_fps": (soak.ingested_fps * 10.0).round() / 10.0,
             "soak_longest_task_ms": soak.longest_task_ms, "soak_startup_longest_task_ms": soak.startup_longest_task_ms,
             "soak_lagged": soak.lagged, "soak_data_quality": soak.data_quality, "soak_startup_tasks": soak.startup_tasks, "memory_after_soak": memory,
+            "soak_main_thread": soak.main_thread, "soak_server_cores": soak.server_cores, "soak_server_fps": soak.server_fps,
             "dp_ranks": env_secs("KVSCOPE_BENCH_DP_RANKS", 1), "scenario": scenario,
         });
         println!("BENCH {line}");

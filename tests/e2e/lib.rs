@@ -73,6 +73,33 @@ pub struct Server {
 }
 
 impl Server {
+    /// CPU seconds the server process (and the demo engines it runs) has used, from
+    /// `/proc/PID/stat`; `None` off Linux.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()?)).ok()?;
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+        Some(ticks / 100.0)
+    }
+
+    /// The sum of every series of a `/metrics` family (e.g. `kvscope_frames_total` over all
+    /// sources); `None` when the server does not answer.
+    pub async fn metric_sum(&self, family: &str) -> Option<f64> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.ok()?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await.ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.ok()?;
+        let sum = text
+            .lines()
+            .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+            .sum();
+        Some(sum)
+    }
+
     /// Runs `kvscope ARGS --listen 127.0.0.1:PORT` and waits for its `listening on` line. Pass
     /// port 0 for one the kernel picks at bind time: a port found free beforehand can be taken
     /// meanwhile (a demo fleet binds a thousand ephemeral ports before it listens).
