@@ -89,6 +89,22 @@ for name, label, short in fleets:
         if name == "64x300":
             memory = m
 md.append("")
+md.append("Where the frames and the cores went in each sustained run: *received* is what the server read from the")
+md.append("demo engines (`kvscope_frames_total`), the second baseline; the main thread's shares of wall time are")
+md.append("DevTools' `Performance.getMetrics` (tasks, of which script and layout); the server's cores include the")
+md.append("demo engines it runs.\n")
+md.append("| fleet | offered frames/s | received by the server (received / offered) | ingested by the page (ingested / received) | main thread busy: tasks / script / layout | server and demo engines, cores |")
+md.append("|---|---:|---:|---:|---:|---:|")
+for short, m, ratio, no_task in glance:
+    off = m.get("soak_offered_fps") or 0
+    got = m.get("soak_server_fps")
+    mt = m.get("soak_main_thread") or {}
+    recv = f"{got:,.0f} ({got / off:.2f})" if got and off else "n/a"
+    page = f"{m['soak_ingested_fps']:,.0f} ({m['soak_ingested_fps'] / got:.2f})" if got else "n/a"
+    busy = " / ".join(f"{mt[k]:.0%}" for k in ("task", "script", "layout")) if mt else "n/a"
+    cores = f"{m['soak_server_cores']:.2f}" if m.get("soak_server_cores") is not None else "n/a"
+    md.append(f"| {short} | {off:,.0f} | {recv} | {page} | {busy} | {cores} |")
+md.append("")
 md.append("Against the issue's bounds (from page load on, start-up included):\n")
 md.append("| fleet | bound | this run | met |")
 md.append("|---|---|---|:-:|")

@@ -274,7 +274,8 @@ impl Fleet {
         if let Some(p) = self.flush_pending.try_get_value() {
             p.set(false);
         }
-        if self.paused.get_untracked() {
+        // A timer may fire after the app is gone (its values disposed): nothing to flush then.
+        if self.paused.try_get_untracked().is_none_or(|paused| paused) {
             return;
         }
         let Some((global, changed, num_sources)) = self.model.try_update_value(|m| {

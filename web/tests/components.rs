@@ -111,6 +111,8 @@ async fn feed(fleet: Fleet, messages: &[Vec<u8>]) {
     }
     fleet.flush();
     leptos::task::tick().await;
+    // The timeline draws in a task of its own, queued by the flush's effects before this one.
+    sleep_ms(0).await;
 }
 
 fn q(root: &web_sys::HtmlElement, css: &str) -> Vec<web_sys::Element> {
