@@ -52,9 +52,10 @@ pub const BUCKET_MS: f64 = 100.0;
 /// The fine buckets' width: a dense window drawn from them places each mark to within 10 ms.
 pub const FINE_MS: f64 = 10.0;
 
-/// Past this many retained marks per pixel column on average, a window whose columns are at
-/// least [`FINE_MS`] wide is drawn from the fine buckets: at 64 lanes of 750 marks a second, a
-/// scan of every mark in a two-minute window took 50-150 ms at every refresh.
+/// Past this many retained marks per pixel column on average, a window is drawn from the fine
+/// buckets: at 64 lanes of 750 marks a second, a scan of every mark in a two-minute window took
+/// 50-150 ms at every refresh, and in a session's first seconds (columns narrower than
+/// [`FINE_MS`]) each refresh's scan grew to 20-35 ms.
 pub const MARKS_PER_COLUMN_TO_SCAN: usize = 4;
 
 /// The marks of one [`FINE_MS`] slot of a lane.
@@ -272,7 +273,7 @@ pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: us
     if first_mark > t0 {
         bucket_columns(&mut out, lane, classes, t0, t1, t1.min(first_mark), policy_b, show);
     }
-    if px_ms >= FINE_MS && lane.range(t0, t1).len() > MARKS_PER_COLUMN_TO_SCAN * width_px {
+    if lane.range(t0, t1).len() > MARKS_PER_COLUMN_TO_SCAN * width_px {
         fine_columns(&mut out, lane, classes, t0, t1, policy_b, show);
     } else {
         mark_columns(&mut out, lane, classes, t0, t1, policy_b, show);
@@ -280,10 +281,13 @@ pub fn columns(lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, width_px: us
     out
 }
 
-/// Adds the fine buckets starting inside `[t0, t1)`, each in the column of its start.
+/// Adds the fine buckets starting inside `[t0, t1)`: each in the column of its start when
+/// columns are at least a bucket wide, else spread over the columns it covers (so a mark is
+/// placed to within [`FINE_MS`] either way; picking an event under the pointer stays exact).
 fn fine_columns(out: &mut [Column], lane: &Lane, classes: &ClassTable, t0: f64, t1: f64, policy_b: bool, show: Show) {
     let width_px = out.len();
     let scale = width_px as f64 / (t1 - t0);
+    let narrow = (t1 - t0) / (width_px as f64) < FINE_MS;
     let (policy, show_index) = (usize::from(policy_b), usize::from(show == Show::All));
     let start = lane.fine.partition_point(|f| f64::from(f.slot) * FINE_MS < t0);
     for i in start..lane.fine.len() {
@@ -292,10 +296,29 @@ fn fine_columns(out: &mut [Column], lane: &Lane, classes: &ClassTable, t0: f64, 
         if t >= t1 {
             break;
         }
-        let col = &mut out[(((t - t0) * scale) as usize).min(width_px - 1)];
+        let x0 = (((t - t0) * scale) as usize).min(width_px - 1);
+        let top = f.bucket.top[policy][show_index];
+        if narrow {
+            let x1 = (((t + FINE_MS - t0) * scale).ceil() as usize).clamp(x0 + 1, width_px);
+            spread(&mut out[x0..x1], classes, f.bucket.events, f.bucket.marked[policy], top);
+            continue;
+        }
+        let col = &mut out[x0];
         col.events = col.events.saturating_add(f.bucket.events);
         col.marked = col.marked.saturating_add(f.bucket.marked[policy]);
-        let top = f.bucket.top[policy][show_index];
+        if classes.severity(top) > classes.severity(col.top) {
+            col.top = top;
+        }
+    }
+}
+
+/// Adds a bucket's counts to the columns it covers, evenly (at least one event each), and its
+/// worst class to each.
+fn spread(cols: &mut [Column], classes: &ClassTable, events: u32, marked: u32, top: ClassCode) {
+    let n = cols.len().max(1) as u32;
+    for col in cols {
+        col.events = col.events.saturating_add((events / n).max(1));
+        col.marked = col.marked.saturating_add(marked / n);
         if classes.severity(top) > classes.severity(col.top) {
             col.top = top;
         }
@@ -323,15 +346,7 @@ fn bucket_columns(out: &mut [Column], lane: &Lane, classes: &ClassTable, t0: f64
         let x0 = (((start - t0).max(0.0) * scale) as usize).min(width_px - 1);
         let end = (start + lane.bucket_ms).min(clip_end);
         let x1 = (((end - t0) * scale).ceil() as usize).clamp(x0 + 1, width_px);
-        let cols = (x1 - x0) as u32;
-        let top = bucket.top[policy][show_index];
-        for col in &mut out[x0..x1] {
-            col.events = col.events.saturating_add((bucket.events / cols).max(1));
-            col.marked = col.marked.saturating_add(bucket.marked[policy] / cols);
-            if classes.severity(top) > classes.severity(col.top) {
-                col.top = top;
-            }
-        }
+        spread(&mut out[x0..x1], classes, bucket.events, bucket.marked[policy], bucket.top[policy][show_index]);
     }
 }
 
@@ -526,6 +541,43 @@ mod tests {
                 let tops = |c: &[Column]| c.iter().map(|c| (c.top, c.events)).collect::<Vec<_>>();
                 assert_eq!(tops(&drawn), tops(&scanned), "policy_b {policy_b}, {show:?}");
                 assert!(drawn.iter().any(|c| c.top == if policy_b { skipped } else { fatal }));
+            }
+        }
+    }
+
+    #[test]
+    fn a_dense_young_window_spreads_fine_buckets_and_marks_within_one_bucket_of_a_scan() {
+        let (t, applied, skipped, fatal) = table();
+        let mut lane = Lane::default();
+        // A session's first 4 s at 4 marks a millisecond, a fatal (a skip under B) every 777th.
+        for i in 0..16_000u64 {
+            let bad = i % 777 == 5;
+            lane.push(i as f64 / 4.0, if bad { fatal } else { applied }, if bad { skipped } else { applied }, i, &t);
+        }
+        // 1,000 columns of 4 ms: narrower than a fine bucket, 16 marks a column.
+        let (t0, t1, width) = (0.0, 4_000.0, 1_000);
+        assert!(lane.range(t0, t1).len() > MARKS_PER_COLUMN_TO_SCAN * width);
+        let px_per_bucket = (FINE_MS / ((t1 - t0) / width as f64)).ceil() as usize;
+        for policy_b in [false, true] {
+            for show in [Show::All, Show::Mismatches] {
+                let drawn = columns(&lane, &t, t0, t1, width, policy_b, show);
+                let mut scanned = vec![Column::default(); width];
+                mark_columns(&mut scanned, &lane, &t, t0, t1, policy_b, show);
+                let bad = if policy_b { skipped } else { fatal };
+                let at = |c: &[Column]| c.iter().enumerate().filter(|(_, c)| c.top == bad).map(|(x, _)| x).collect::<Vec<_>>();
+                let (drawn_bad, scanned_bad) = (at(&drawn), at(&scanned));
+                assert_eq!(scanned_bad.len(), 21, "policy_b {policy_b}, {show:?}");
+                // Drawn from the buckets, not scanned: each mark covers its bucket's columns.
+                assert!(drawn_bad.len() > scanned_bad.len(), "{} columns", drawn_bad.len());
+                // Every scanned mark is drawn, and nothing is drawn farther than one bucket away.
+                for x in &scanned_bad {
+                    assert!(drawn_bad.contains(x), "column {x} lost its mark (policy_b {policy_b}, {show:?})");
+                }
+                for x in &drawn_bad {
+                    assert!(scanned_bad.iter().any(|s| s.abs_diff(*x) <= px_per_bucket), "column {x} marked out of place");
+                }
+                let events = |c: &[Column]| c.iter().map(|c| u64::from(c.events)).sum::<u64>();
+                assert!(events(&drawn).abs_diff(events(&scanned)) <= width as u64, "counts kept to within a column each");
             }
         }
     }
