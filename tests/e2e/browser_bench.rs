@@ -22,7 +22,10 @@
 //! KVSCOPE_BENCH_PROFILE_STARTUP=1 (a CPU profile of start-up, `tests/artifacts/bench-startup.cpuprofile`),
 //! KVSCOPE_BENCH_PROFILE_SECONDS=N (a CPU profile of the sustained run's last N seconds, written to
 //! `tests/artifacts/bench-soak.cpuprofile`, its top functions by self time printed), KVSCOPE_BIN.
-//! Each step also reports the longest task of start-up (load to the end of warm-up).
+//! Each step also reports the longest task of start-up (load to the end of warm-up), the frames
+//! per second the server itself received (`kvscope_frames_total`: what the demo engines managed
+//! to publish on the shared cores, the second baseline), the cores the server and its demo
+//! engines used, and the main thread's shares of wall time (DevTools' `Performance.getMetrics`).
 
 use std::time::{Duration, Instant};
 
