@@ -50,6 +50,12 @@ pub struct HttpConfig {
 }
 
 impl HttpConfig {
+    /// A loopback listener without a token that sends what is queued at once (the relay
+    /// benchmarks, and `record`, which serves nothing).
+    pub fn loopback(max_ws_message_bytes: usize) -> HttpConfig {
+        HttpConfig { token: None, allow_origins: vec![], max_ws_message_bytes, loopback_listener: true, batch_window: Duration::ZERO }
+    }
+
     /// 10 ms: a busy stream reaches a page in at most 100 WebSocket messages a second, and a
     /// page that redraws every 100 ms cannot see the delay.
     pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(10);

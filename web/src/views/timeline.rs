@@ -412,9 +412,10 @@ pub fn Timeline() -> impl IntoView {
     // draw joined the frame's layout and paint: 114 such tasks a minute instead of 6.)
     let draw_pending = StoredValue::new(false);
     Effect::new(move |_| {
+        // What the draw reads: the model, the lane filter (overview order, settings), the selection.
         fleet.track();
-        let _ = LaneFilter::of(fleet);
-        fleet.settings.with(|s| (s.window_ms, s.show_all));
+        fleet.overview.track();
+        fleet.settings.track();
         selection.track();
         if draw_pending.get_value() {
             return;
