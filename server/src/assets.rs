@@ -42,6 +42,12 @@ pub fn content_type(path: &str) -> String {
     }
 }
 
+/// True for a file whose name carries its content's hash, as Trunk names the page's wasm, js
+/// and css (`kvscope-web-dcf6c1840ff3fe63_bg.wasm`): 16 hex digits after a `-`.
+pub fn content_addressed(name: &str) -> bool {
+    name.split(['-', '_', '.']).any(|part| part.len() == 16 && part.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Serves an embedded file, `index.html` for unknown paths, or the not-built page.
 pub async fn serve(uri: Uri, headers: HeaderMap) -> Response {
     let path = uri.path().trim_start_matches('/');
@@ -63,8 +69,10 @@ pub async fn serve(uri: Uri, headers: HeaderMap) -> Response {
     if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
         return StatusCode::NOT_MODIFIED.into_response();
     }
-    // index.html names the hashed wasm and js files of the current build: always revalidate it.
-    let cache = if name == "index.html" { "no-cache" } else { "public, max-age=3600" };
+    // A file whose name carries its content's hash never changes under that name; any other
+    // (index.html, the engine worker's files, which must keep their names) is revalidated, so
+    // a new build never runs beside the last one's cached worker.
+    let cache = if content_addressed(&name) { "public, max-age=3600" } else { "no-cache" };
     let mut response = Response::new(Body::from(file.data.into_owned()));
     let h = response.headers_mut();
     // Both are ASCII (a MIME essence, quoted hex); one that were not would just go unsent.
@@ -90,5 +98,15 @@ mod tests {
         assert_eq!(content_type("index.html"), "text/html; charset=utf-8");
         assert_eq!(content_type("x.svg"), "image/svg+xml");
         assert_eq!(content_type("noext"), "application/octet-stream");
+    }
+
+    #[test]
+    fn only_files_named_by_their_hash_are_cached_without_asking() {
+        assert!(content_addressed("kvscope-web-dcf6c1840ff3fe63_bg.wasm"));
+        assert!(content_addressed("kvscope-web-dcf6c1840ff3fe63.js"));
+        assert!(content_addressed("style-51570deecfc6919a.css"));
+        assert!(!content_addressed("index.html"));
+        assert!(!content_addressed("kvscope-engine_loader.js"), "the worker keeps its name across builds");
+        assert!(!content_addressed("kvscope-engine_bg.wasm"));
     }
 }

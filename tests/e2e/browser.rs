@@ -456,13 +456,15 @@ async fn a_dropped_capture_downloads_back_to_the_same_verdicts() {
     wait_for_frames(&b, total_frames(&fixed), "every frame of the dropped capture").await;
     assert_page_equals_check(&b, &capture).await;
 
-    // Both downloads, caught as the page makes them: the Blob behind each object URL.
+    // Both downloads, caught as the page makes them: the Blob behind each object URL. The engine
+    // builds them, so they arrive a moment after the clicks.
     b.js("window.__kvBlobs = []; const make = URL.createObjectURL; \
           URL.createObjectURL = blob => { window.__kvBlobs.push(blob); return make(blob); }; \
           HTMLAnchorElement.prototype.click = function () { window.__kvBlobs[window.__kvBlobs.length - 1].name = this.download; }; \
           document.querySelector('[data-testid=\"download-kvcap\"]').click(); \
-          document.querySelector('[data-testid=\"download-jsonl\"]').click(); return window.__kvBlobs.length;")
+          document.querySelector('[data-testid=\"download-jsonl\"]').click(); return true;")
         .await;
+    b.wait_for("return window.__kvBlobs.length === 2", Duration::from_secs(30), "both downloads").await;
     let files = b
         .client
         .execute_async(

@@ -49,11 +49,14 @@ async fn frames_shown(b: &Browser) -> u64 {
 }
 
 async fn page_memory(b: &Browser) -> Value {
+    // The page's wasm is the main thread's; the engine's (the model, retention) is the worker's,
+    // which its summaries report on the memory line.
     b.js("const m = performance.memory || {};\
           const w = window.__kvWasm && window.__kvWasm.memory ? window.__kvWasm.memory.buffer.byteLength : null;\
           const r = document.querySelector('[data-testid=\"memory\"]');\
+          const e = r ? Number(r.dataset.engineWasmBytes) : null;\
           return { js_heap_used_bytes: m.usedJSHeapSize || null, js_heap_total_bytes: m.totalJSHeapSize || null,\
-                   wasm_memory_bytes: w, retained: r ? r.textContent : null };")
+                   wasm_memory_bytes: e, page_wasm_memory_bytes: w, retained: r ? r.textContent : null };")
         .await
 }
 

@@ -1,90 +1,101 @@
-//! `provide_fleet()` / `use_fleet()`: the one handle views use to read the model and to be told
-//! that it changed.
+//! `provide_fleet()` / `use_fleet()`: the one handle views use to read what the engine
+//! summarised, to be told that it changed, and to ask the engine for something.
 //!
-//! [`Fleet`] is `Copy` (arena handles only). The model lives in a `StoredValue` (plain state,
-//! never a signal); what views subscribe to are generation counters: one global (fleet bar,
-//! timeline, log) and one per source (its card). The socket callback applies each message to
-//! the model and schedules a flush; the flush, at most every [`FLUSH_MS`], bumps the
-//! generations of what changed. At ten thousand frames a second a card therefore re-renders ten
-//! times a second, and a frame is never dropped because a signal held only the latest one.
+//! [`Fleet`] is `Copy` (arena handles only). The engine's summary parts live in a
+//! `StoredValue` ([`Page`], plain data, never a signal); what views subscribe to are generation
+//! counters, one per [`Part`]: a summary that changed the overview re-renders the overview and
+//! nothing else. Summaries are applied at the next animation frame, then acknowledged; the
+//! engine sends the next only after that, so a busy page never has a backlog of them.
+//!
+//! The page's own state is in signals: the settings (the URL), pause, the tree's drill-down,
+//! the timeline's range and width, the hover line. An effect sends them to the engine as a
+//! [`ViewQuery`] whenever they change.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
+use kvscope_engine_protocol::view::{Bar, Cards, Headline, Inspector, Logs, Meta, Overview, Planes, Quality, Selection, Timeline, Trees};
+use kvscope_engine_protocol::{ExportKind, FromEngine, Settings, Side, Summary, ToEngine, ViewQuery};
 use leptos::prelude::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen::closure::Closure;
+use wasm_bindgen::{JsCast, JsValue};
 
-use crate::conn::{ConnSink, ConnState, Connection};
-use crate::model::intake::{IntakeQueue, IntakeStatus, Next};
-use crate::model::settings::{EventRef, Settings, Side};
-use crate::model::{Config, Model};
-
-/// Coalescing interval for view updates, in milliseconds.
-pub const FLUSH_MS: i32 = 100;
-
-/// How long the page applies received messages before it yields to input and drawing: well
-/// under the 50 ms of a long task, long enough that yielding costs little.
-pub const INTAKE_SLICE_MS: f64 = 10.0;
-
-/// The channel the intake yields through, and the callback that takes its turn.
-type YieldChannel = (web_sys::MessageChannel, Closure<dyn FnMut()>);
-
-/// Received messages waiting for their turn, and the one way to yield without a timer's
-/// clamping (a `MessageChannel` message runs at once; nested `setTimeout(0)`s wait 4 ms each).
-#[derive(Default)]
-struct Intake {
-    queue: RefCell<IntakeQueue>,
-    scheduled: Cell<bool>,
-    channel: RefCell<Option<YieldChannel>>,
+/// How the page reaches its engine: a Web Worker ([`crate::link::WorkerLink`]), or the engine on
+/// this thread (the component tests). Messages are encoded bytes, and what rides beside them.
+pub trait EngineLink {
+    fn send(&self, bytes: Vec<u8>, extra: JsValue);
 }
 
-/// Progress of opening a capture file.
-#[derive(Clone, Debug, PartialEq)]
-pub enum CaptureProgress {
-    Idle,
-    /// `done` of `total` bytes read or parsed, in the named phase.
-    Running {
-        name: String,
-        phase: &'static str,
-        done: f64,
-        total: f64,
-    },
-    Done {
-        name: String,
-        records: u64,
-        note: Option<String>,
-    },
-    Failed {
-        name: String,
-        error: String,
-    },
+/// One part of the page, as the engine summarises it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Part {
+    Meta,
+    Bar,
+    Quality,
+    Headline,
+    Overview,
+    Cards,
+    Planes,
+    Timeline,
+    Inspector,
+    Logs,
+    Trees,
+    Selection,
+}
+
+const PARTS: usize = 12;
+
+/// What the engine last summarised: the page's copy of every part.
+#[derive(Debug, Default)]
+pub struct Page {
+    pub meta: Meta,
+    pub bar: Bar,
+    pub quality: Quality,
+    pub headline: Headline,
+    pub overview: Overview,
+    pub cards: Cards,
+    pub planes: Option<Planes>,
+    pub timeline: Timeline,
+    pub inspector: Option<Inspector>,
+    pub logs: Logs,
+    pub trees: Trees,
+    pub selection: Selection,
+}
+
+/// The link's side of the fleet: what is waiting to be sent or applied.
+#[derive(Default)]
+struct Wire {
+    link: Option<Rc<dyn EngineLink>>,
+    /// The engine said it is ready: messages go out at once.
+    ready: bool,
+    /// Messages sent before the engine was ready, in order.
+    waiting: Vec<(Vec<u8>, JsValue)>,
+    /// A summary (and its pixels) to apply at the next animation frame.
+    pending: Option<(Box<Summary>, Option<web_sys::ImageData>)>,
+    frame_requested: bool,
+    /// `Sync` requests waiting for the summary that answers them.
+    syncs: HashMap<u64, js_sys::Function>,
+    next_sync: u64,
 }
 
 /// The handle every view uses.
 #[derive(Clone, Copy)]
 pub struct Fleet {
-    model: StoredValue<Model, LocalStorage>,
-    /// Bumped when anything global changed.
-    pub generation: RwSignal<u64>,
-    /// Per source index: bumped when that source's card changed.
-    source_gens: RwSignal<Vec<u64>>,
-    /// Source indices, in display order; changes on a hello or a capture.
-    pub source_list: RwSignal<Vec<u32>>,
+    page: StoredValue<Page, LocalStorage>,
+    gens: [RwSignal<u64>; PARTS],
+    /// The timeline's pixels, as the engine painted them.
+    pixels: StoredValue<Option<web_sys::ImageData>, LocalStorage>,
+    wire: StoredValue<Rc<RefCell<Wire>>, LocalStorage>,
     pub settings: RwSignal<Settings>,
-    pub conn: RwSignal<ConnState>,
     pub paused: RwSignal<bool>,
-    /// The event shown in the inspector (model event id).
-    pub selected: RwSignal<Option<u64>>,
-    pub capture: RwSignal<CaptureProgress>,
-    /// The fleet overview's rows, computed once per flush and read by the overview and the
-    /// timeline (which lanes a large fleet shows first).
-    pub overview: Memo<Vec<crate::model::overview::Row>>,
-    connection: StoredValue<Option<Connection>, LocalStorage>,
-    flush_pending: StoredValue<Rc<Cell<bool>>, LocalStorage>,
-    intake: StoredValue<Rc<Intake>, LocalStorage>,
-    /// The file the open capture came from (its records are read again on request).
-    capture_file: StoredValue<Option<web_sys::File>, LocalStorage>,
+    /// The tier tree's drill-down root.
+    pub drill: RwSignal<Option<u64>>,
+    /// A shift-drag's time range on the timeline (ms since the first frame).
+    pub range: RwSignal<Option<(f64, f64)>>,
+    /// The timeline canvas's CSS width.
+    pub canvas_width: RwSignal<f64>,
+    /// What the pixel under the pointer holds, as the engine answered.
+    pub hover: RwSignal<String>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -93,354 +104,267 @@ impl std::fmt::Debug for Fleet {
     }
 }
 
-/// Milliseconds since the page loaded (`performance.now()`); 0 outside a browser.
-pub fn now_ms() -> f64 {
-    // Looked up once: window() and performance() are two calls into JS per message otherwise
-    // (6% of the page's time at 512 sources).
-    thread_local! {
-        static PERFORMANCE: Option<web_sys::Performance> = web_sys::window().and_then(|w| w.performance());
-    }
-    PERFORMANCE.with(|p| p.as_ref().map_or(0.0, web_sys::Performance::now))
-}
-
-/// The model configuration the settings ask for; what they leave open comes from the server's
-/// defaults, then from [`Config::default`].
-pub fn config_from(settings: &Settings, server: Option<&kvscope_protocol::Defaults>) -> Config {
-    let d = Config::default();
-    Config {
-        policy_a: settings.policy_a.clone().or_else(|| server.map(|s| s.policy_a.clone())).unwrap_or(d.policy_a),
-        policy_b: settings.policy_b.clone().or_else(|| server.map(|s| s.policy_b.clone())).unwrap_or(d.policy_b),
-        block_size: settings.block_size.or(server.map(|s| s.block_size)).unwrap_or(d.block_size),
-        trees: settings.trees_side(),
-        retain_bytes: settings.retain_bytes(),
-        retain_events: settings.retain_events(),
-        max_frame_bytes: settings.max_frame_bytes(),
-    }
-}
-
 impl Fleet {
     pub fn new(settings: Settings) -> Fleet {
-        let config = config_from(&settings, None);
-        let model = StoredValue::new_local(Model::new(config));
-        let generation = RwSignal::new(0);
-        let overview = Memo::new(move |_| {
-            generation.track();
-            model.with_value(|m| crate::model::overview::rows(m, now_ms()))
-        });
         Fleet {
-            model,
-            generation,
-            overview,
-            source_gens: RwSignal::new(Vec::new()),
-            source_list: RwSignal::new(Vec::new()),
+            page: StoredValue::new_local(Page::default()),
+            gens: std::array::from_fn(|_| RwSignal::new(0)),
+            pixels: StoredValue::new_local(None),
+            wire: StoredValue::new_local(Rc::new(RefCell::new(Wire::default()))),
             settings: RwSignal::new(settings),
-            conn: RwSignal::new(ConnState::Off),
             paused: RwSignal::new(false),
-            selected: RwSignal::new(None),
-            capture: RwSignal::new(CaptureProgress::Idle),
-            connection: StoredValue::new_local(None),
-            flush_pending: StoredValue::new_local(Rc::new(Cell::new(false))),
-            intake: StoredValue::new_local(Rc::new(Intake::default())),
-            capture_file: StoredValue::new_local(None),
+            drill: RwSignal::new(None),
+            range: RwSignal::new(None),
+            canvas_width: RwSignal::new(0.0),
+            hover: RwSignal::new(String::new()),
         }
     }
 
-    /// Reads the model. Call inside a reactive closure after tracking a generation.
-    pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> R) -> R {
-        self.model.with_value(f)
+    /// Reads a part of the page, tracking it: the caller re-runs when that part changes.
+    pub fn read<R>(&self, part: Part, f: impl FnOnce(&Page) -> R) -> R {
+        self.gens[part as usize].track();
+        self.page.with_value(f)
     }
 
-    /// Changes the model, then schedules a flush; `None`, changing nothing, once the app (and
-    /// with it the model) is gone.
-    pub fn update_model<R>(&self, f: impl FnOnce(&mut Model) -> R) -> Option<R> {
-        let r = self.model.try_update_value(f)?;
-        self.schedule_flush();
-        Some(r)
+    /// Reads without tracking (event handlers).
+    pub fn read_untracked<R>(&self, f: impl FnOnce(&Page) -> R) -> R {
+        self.page.with_value(f)
     }
 
-    /// Tracks the global generation (use in reactive closures that read the whole model).
-    pub fn track(&self) {
-        self.generation.track();
+    /// Tracks a part without reading it.
+    pub fn track(&self, part: Part) {
+        self.gens[part as usize].track();
     }
 
-    /// Tracks one source's generation.
-    pub fn track_source(&self, index: u32) -> u64 {
-        self.source_gens.with(|g| g.get(index as usize).copied().unwrap_or(0))
+    /// The timeline's latest pixels (read after tracking [`Part::Timeline`]).
+    pub fn pixels(&self) -> Option<web_sys::ImageData> {
+        self.pixels.try_get_value().flatten()
     }
 
-    /// Applies one WebSocket message at once: one protocol message, or a batch of them in
-    /// order (protocol 5), after anything still queued by [`Fleet::receive`]. After a hello,
-    /// the model is re-configured with the server's defaults (block size, policies) wherever
-    /// the page's settings leave them open, before the messages that follow it.
-    pub fn ingest(&self, bytes: &[u8]) {
-        let Some(intake) = self.intake.try_get_value() else { return };
-        intake.queue.borrow_mut().push(bytes.to_vec());
-        self.apply_queued(&intake, f64::INFINITY);
+    /// The event in the inspector (tracked).
+    pub fn selected(&self) -> Option<u64> {
+        self.read(Part::Selection, |p| p.selection.id)
     }
 
-    /// Queues one WebSocket message as it arrived and applies what is queued a time slice at
-    /// a time ([`INTAKE_SLICE_MS`]), so that a full batch is never one long task.
-    pub fn receive(&self, bytes: Vec<u8>) {
-        let Some(intake) = self.intake.try_get_value() else { return };
-        let bound = self.settings.with_untracked(Settings::intake_bytes);
-        let mut queue = intake.queue.borrow_mut();
-        queue.set_bound(bound);
-        let dropped = queue.status().dropped_messages;
-        queue.push(bytes);
-        let dropped_now = queue.status().dropped_messages;
-        drop(queue);
-        if dropped_now != dropped {
-            // Every count now misses those frames: the data-quality strip and the fleet bar say so.
-            self.update_model(|m| {
-                m.intake_dropped_messages = dropped_now;
-                m.dirty = true;
-            });
-        }
-        self.schedule_intake(&intake);
+    pub fn policy_name(&self, side: Side) -> String {
+        self.read(Part::Meta, |p| p.meta.policy(side).to_owned())
     }
 
-    /// What the page received and has not applied yet, and what its bound dropped.
-    pub fn intake_status(&self) -> IntakeStatus {
-        self.intake.try_get_value().map_or_else(IntakeStatus::default, |i| i.queue.borrow().status())
-    }
+    // --- Asking the engine --------------------------------------------------------------
 
-    /// Applies queued messages in order for up to `budget_ms`; true when some are left.
-    fn apply_queued(&self, intake: &Intake, budget_ms: f64) -> bool {
-        let start = now_ms();
-        let mut left = false;
-        loop {
-            // One clock read a message, for the budget and the message alike (each is a call
-            // into JS).
-            let now = now_ms();
-            if now - start >= budget_ms {
-                left = !intake.queue.borrow().is_empty();
-                break;
+    /// Sends a message to the engine, with what rides beside it.
+    pub fn send_with(&self, message: &ToEngine, extra: JsValue) {
+        let Some(wire) = self.wire.try_get_value() else { return };
+        let bytes = kvscope_engine_protocol::encode(message);
+        let mut w = wire.borrow_mut();
+        match (&w.link, w.ready) {
+            (Some(link), true) => {
+                let link = link.clone();
+                drop(w);
+                link.send(bytes, extra);
             }
-            // Held while the message is applied: applying never receives (no copy needed).
-            let mut queue = intake.queue.borrow_mut();
-            match queue.pop() {
-                None => break,
-                Some(Next::Message(message)) => self.ingest_one(message, now),
-                Some(Next::Error(e)) => {
-                    self.model.try_update_value(|m| m.note_protocol_error(&e));
-                }
-            }
-        }
-        self.schedule_flush();
-        left
-    }
-
-    fn schedule_intake(&self, intake: &Intake) {
-        if intake.scheduled.replace(true) {
-            return;
-        }
-        let mut channel = intake.channel.borrow_mut();
-        if channel.is_none() {
-            let this = *self;
-            let on_turn = Closure::<dyn FnMut()>::new(move || {
-                let Some(intake) = this.intake.try_get_value() else { return };
-                intake.scheduled.set(false);
-                if this.apply_queued(&intake, INTAKE_SLICE_MS) {
-                    this.schedule_intake(&intake);
-                }
-            });
-            let Ok(ch) = web_sys::MessageChannel::new() else {
-                // No channel (not a browser): apply everything now, in order.
-                drop(channel);
-                intake.scheduled.set(false);
-                self.apply_queued(intake, f64::INFINITY);
-                return;
-            };
-            ch.port1().set_onmessage(Some(on_turn.as_ref().unchecked_ref()));
-            *channel = Some((ch, on_turn));
-        }
-        if let Some((ch, _)) = channel.as_ref() {
-            let _ = ch.port2().post_message(&wasm_bindgen::JsValue::NULL);
+            _ => w.waiting.push((bytes, extra)),
         }
     }
 
-    fn ingest_one(&self, bytes: &[u8], now: f64) {
-        let was_hello = self.model.try_update_value(|m| m.apply_message_bytes(bytes, now)).unwrap_or(false);
-        if was_hello {
-            let config = self.settings.with_untracked(|s| self.with_model(|m| config_from(s, m.server_defaults.as_ref())));
-            self.model.update_value(|m| m.reconfigure(config));
-            self.selected.set(None);
-        }
+    pub fn send(&self, message: &ToEngine) {
+        self.send_with(message, JsValue::NULL);
     }
 
-    /// Bumps the generations of what changed since the last flush. Called by the timer, and
-    /// directly by tests.
-    pub fn flush(&self) {
-        if let Some(p) = self.flush_pending.try_get_value() {
-            p.set(false);
-        }
-        // A timer may fire after the app is gone (its values disposed): nothing to flush then.
-        if self.paused.try_get_untracked().is_none_or(|paused| paused) {
-            return;
-        }
-        let Some((global, changed, num_sources)) = self.model.try_update_value(|m| {
-            let (g, c) = m.take_dirty();
-            (g, c, m.sources().len())
-        }) else {
-            return;
-        };
-        if changed.is_empty() && !global {
-            return;
-        }
-        let list: Vec<u32> = (0..num_sources as u32).collect();
-        if self.source_list.with_untracked(|l| *l != list) {
-            self.source_list.set(list);
-        }
-        self.source_gens.update(|g| {
-            if g.len() < num_sources {
-                g.resize(num_sources, 0);
-            }
-            for i in changed {
-                if let Some(x) = g.get_mut(i as usize) {
-                    *x += 1;
-                }
-            }
-        });
-        self.generation.update(|g| *g += 1);
+    /// Opens an event in the inspector.
+    pub fn select(&self, id: Option<u64>) {
+        self.send(&ToEngine::Select(id));
     }
 
-    fn schedule_flush(&self) {
-        let Some(pending) = self.flush_pending.try_get_value() else { return };
-        if pending.get() {
-            return;
-        }
-        pending.set(true);
-        let this = *self;
-        let cb = Closure::once_into_js(move || this.flush());
-        if let Some(w) = web_sys::window() {
-            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(cb.unchecked_ref(), FLUSH_MS);
-        }
-    }
-
-    /// Opens the WebSocket (unless the settings say offline).
-    pub fn connect(&self) {
-        if self.settings.with_untracked(|s| s.offline) {
-            return;
-        }
-        let Some(url) = self.server_ws_url() else { return };
-        let sink: Rc<dyn ConnSink> = Rc::new(Sink { fleet: *self });
-        let conn = Connection::start(url, sink);
-        self.connection.set_value(Some(conn));
-    }
-
-    /// The server's WebSocket URL: `?ws=`, else the page's own `/ws`.
-    fn server_ws_url(&self) -> Option<String> {
-        self.settings.with_untracked(|s| s.ws.clone()).or_else(crate::conn::default_url)
-    }
-
-    /// Asks the server's history for the raw bytes of event `id`, which this page no longer
-    /// keeps; the inspector shows them, or why they are gone, when the answer comes.
+    /// Asks for the raw bytes of event `id`, which the engine no longer keeps.
     pub fn fetch_bytes(&self, id: u64) {
-        let Some(key) = self.with_model(|m| m.frame_key(id)) else { return };
-        if let Some(span) = self.with_model(|m| m.capture_file_kept.then(|| m.capture_span(key)).flatten()) {
-            return self.read_capture_record(key, span);
-        }
-        let Some(url) = self.server_ws_url().and_then(|ws| crate::history::frame_url(&ws, key)) else {
-            self.update_model(|m| m.fetch_failed(key, "this page has no server address to ask".to_owned()));
-            return;
+        self.send(&ToEngine::FetchBytes(id));
+    }
+
+    /// Opens a capture file in the engine (it closes the socket).
+    pub fn open_capture(&self, file: web_sys::File) {
+        self.send_with(&ToEngine::OpenCapture { name: file.name() }, file.into());
+    }
+
+    /// Asks for a download; it starts when the engine answers.
+    pub fn export(&self, kind: ExportKind) {
+        self.send(&ToEngine::Export(kind));
+    }
+
+    /// Feeds one server message to the engine (the component tests; the worker reads its own
+    /// socket).
+    pub fn ingest(&self, bytes: &[u8]) {
+        self.send(&ToEngine::Ingest(bytes.to_vec()));
+    }
+
+    /// Resolves once the page shows everything sent to the engine before it.
+    pub async fn sync(&self) {
+        let Some(wire) = self.wire.try_get_value() else { return };
+        let id = {
+            let mut w = wire.borrow_mut();
+            w.next_sync += 1;
+            w.next_sync
         };
-        self.update_model(|m| m.fetch_started(key));
-        let this = *self;
-        wasm_bindgen_futures::spawn_local(async move {
-            let answer = crate::history::get_bytes(&url).await;
-            this.update_model(|m| match answer {
-                Ok(bytes) => {
-                    let _ = m.accept_fetched(key, &bytes);
-                }
-                Err(e) => m.fetch_failed(key, e),
-            });
+        let promise = js_sys::Promise::new(&mut |resolve, _| {
+            wire.borrow_mut().syncs.insert(id, resolve);
         });
-    }
-
-    /// Reads frame `key`'s record again from the opened capture file.
-    fn read_capture_record(&self, key: crate::model::FrameKey, span: crate::model::CaptureSpan) {
-        let Some(file) = self.capture_file.get_value() else {
-            self.update_model(|m| m.fetch_failed(key, "this page no longer holds the capture file; open it again".to_owned()));
-            return;
-        };
-        self.update_model(|m| m.fetch_started(key));
-        let this = *self;
-        wasm_bindgen_futures::spawn_local(async move {
-            let answer = crate::capture::read_span(&file, span.offset, span.len).await;
-            this.update_model(|m| match answer {
-                Ok(bytes) => {
-                    let _ = m.accept_capture_record(key, &bytes);
-                }
-                Err(e) => m.fetch_failed(key, format!("the capture file could not be read again: {e}")),
-            });
-        });
-    }
-
-    /// Keeps the file a capture was opened from, so that records can be read again from it.
-    pub fn keep_capture_file(&self, file: Option<web_sys::File>) {
-        let kept = file.is_some();
-        self.capture_file.set_value(file);
-        self.update_model(|m| m.capture_file_kept = kept);
-    }
-
-    /// Closes the WebSocket for good (a capture was opened).
-    pub fn disconnect(&self) {
-        if let Some(c) = self.connection.get_value() {
-            c.stop();
-        }
-        self.connection.set_value(None);
-        self.conn.set(ConnState::Off);
-    }
-
-    /// Applies new settings: re-classifies if what classification depends on changed.
-    pub fn set_settings(&self, settings: Settings) {
-        let config = self.with_model(|m| config_from(&settings, m.server_defaults.as_ref()));
-        self.settings.set(settings);
-        let selected_ref = self.selected.get_untracked().and_then(|id| self.with_model(|m| m.event_ref(id)));
-        let changed = self
-            .model
-            .try_update_value(|m| {
-                let changed = *m.config() != config;
-                m.reconfigure(config);
-                changed
-            })
-            .unwrap_or(false);
-        if changed {
-            let id = selected_ref.and_then(|r| self.with_model(|m| m.find_event(&r)));
-            self.selected.set(id);
-            self.model.update_value(|m| m.dirty = true);
-            self.flush();
-        }
+        self.send(&ToEngine::Sync { id });
+        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
     }
 
     pub fn update_settings(&self, f: impl FnOnce(&mut Settings)) {
-        let mut s = self.settings.get_untracked();
-        f(&mut s);
-        self.set_settings(s);
+        self.settings.update(f);
     }
 
-    /// Opens an event in the inspector and records it in the URL.
-    pub fn select(&self, id: Option<u64>) {
-        self.selected.set(id);
-        let r: Option<EventRef> = id.and_then(|id| self.with_model(|m| m.event_ref(id)));
-        self.settings.update(|s| s.selected = r);
+    /// What the page shows, for the engine.
+    fn query(&self) -> ViewQuery {
+        ViewQuery {
+            settings: self.settings.get(),
+            drill: self.drill.get(),
+            range: self.range.get(),
+            canvas_width: self.canvas_width.get(),
+            device_pixel_ratio: web_sys::window().map_or(1.0, |w| w.device_pixel_ratio()),
+            paused: self.paused.get(),
+        }
     }
 
-    pub fn lanes_side(&self) -> Side {
-        self.settings.with(|s| s.lanes_side())
+    // --- The engine's answers -----------------------------------------------------------
+
+    /// Connects the page to its engine: `link` carries messages there; the engine's come back
+    /// through [`Fleet::receive`]. Sends what the page shows whenever it changes, and connects
+    /// the engine to the server (unless the settings say offline).
+    pub fn attach(&self, link: Rc<dyn EngineLink>) {
+        if let Some(wire) = self.wire.try_get_value() {
+            wire.borrow_mut().link = Some(link);
+        }
+        let this = *self;
+        // Effect at the edge: what the page shows -> the engine.
+        Effect::new(move |_| {
+            let query = this.query();
+            this.send(&ToEngine::View(Box::new(query)));
+        });
+        if !self.settings.with_untracked(|s| s.offline)
+            && let Some(url) = self.settings.with_untracked(|s| s.ws.clone()).or_else(crate::url::default_ws_url)
+        {
+            self.send(&ToEngine::Connect { url });
+        }
+    }
+
+    /// One message from the engine, and what rode beside it.
+    pub fn receive(&self, bytes: &[u8], extra: JsValue) {
+        let message = match kvscope_engine_protocol::decode::<FromEngine>(bytes) {
+            Ok(m) => m,
+            Err(e) => return crashed(&e.to_string()),
+        };
+        match message {
+            FromEngine::Ready { .. } => self.engine_ready(),
+            FromEngine::Summary { summary, pixels } => {
+                let image = pixels.and_then(|(w, h)| image_data(&extra, w, h));
+                let Some(wire) = self.wire.try_get_value() else { return };
+                let mut w = wire.borrow_mut();
+                w.pending = Some((summary, image));
+                if !w.frame_requested {
+                    w.frame_requested = true;
+                    let this = *self;
+                    request_animation_frame(move || this.apply_pending());
+                }
+            }
+            FromEngine::Hover(text) => {
+                let _ = self.hover.try_set(text);
+            }
+            FromEngine::Download { name, mime, bytes } => {
+                if let Err(e) = crate::download::download(&name, &mime, &bytes) {
+                    web_sys::console::error_1(&format!("the download of {name} failed: {e}").into());
+                }
+            }
+            FromEngine::Crashed(text) => crashed(&text),
+        }
+    }
+
+    fn engine_ready(&self) {
+        let Some(wire) = self.wire.try_get_value() else { return };
+        let (link, waiting) = {
+            let mut w = wire.borrow_mut();
+            w.ready = true;
+            (w.link.clone(), std::mem::take(&mut w.waiting))
+        };
+        if let Some(link) = link {
+            for (bytes, extra) in waiting {
+                link.send(bytes, extra);
+            }
+        }
+    }
+
+    /// Applies the pending summary: each part it carries replaces the page's copy and bumps that
+    /// part's generation; then the engine may send the next.
+    fn apply_pending(&self) {
+        let Some(wire) = self.wire.try_get_value() else { return };
+        let (pending, answered) = {
+            let mut w = wire.borrow_mut();
+            w.frame_requested = false;
+            let Some(pending) = w.pending.take() else { return };
+            let answered: Vec<js_sys::Function> = pending.0.answers.iter().filter_map(|id| w.syncs.remove(id)).collect();
+            (pending, answered)
+        };
+        let (summary, image) = pending;
+        let seq = summary.seq;
+        let mut changed = Vec::new();
+        let applied = self.page.try_update_value(|p| {
+            let summary = *summary;
+            let mut put = |part: Part, on: bool| {
+                if on {
+                    changed.push(part);
+                }
+            };
+            put(Part::Meta, summary.meta.is_some());
+            put(Part::Bar, summary.bar.is_some());
+            put(Part::Quality, summary.quality.is_some());
+            put(Part::Headline, summary.headline.is_some());
+            put(Part::Overview, summary.overview.is_some());
+            put(Part::Cards, summary.cards.is_some());
+            put(Part::Planes, summary.planes.is_some());
+            put(Part::Timeline, summary.timeline.is_some() || image.is_some());
+            put(Part::Inspector, summary.inspector.is_some());
+            put(Part::Logs, summary.logs.is_some());
+            put(Part::Trees, summary.trees.is_some());
+            put(Part::Selection, summary.selection.is_some());
+            macro_rules! take {
+                ($($field:ident),*) => { $(if let Some(v) = summary.$field { p.$field = v; })* };
+            }
+            take!(meta, bar, quality, headline, overview, cards, planes, timeline, inspector, logs, trees, selection);
+        });
+        if applied.is_none() {
+            return;
+        }
+        if let Some(image) = image {
+            self.pixels.set_value(Some(image));
+        }
+        for part in changed {
+            self.gens[part as usize].update(|g| *g += 1);
+        }
+        self.send(&ToEngine::Ack(seq));
+        for resolve in answered {
+            let _ = resolve.call0(&JsValue::NULL);
+        }
     }
 }
 
-struct Sink {
-    fleet: Fleet,
+/// The pixels beside a summary as an `ImageData` (no copy: it wraps the transferred buffer).
+fn image_data(extra: &JsValue, width: u32, height: u32) -> Option<web_sys::ImageData> {
+    let buffer = extra.dyn_ref::<js_sys::ArrayBuffer>()?;
+    let clamped = js_sys::Uint8ClampedArray::new(buffer);
+    web_sys::ImageData::new_with_js_u8_clamped_array_and_sh(&clamped, width, height).ok()
 }
 
-impl ConnSink for Sink {
-    fn message(&self, bytes: Vec<u8>) {
-        self.fleet.receive(bytes);
-    }
-    fn state(&self, state: ConnState) {
-        self.fleet.conn.set(state);
+/// The engine is gone or speaks another protocol: the page says so plainly and stops looking
+/// live (`window.kvscopeCrashed` in `index.html`).
+pub fn crashed(what: &str) {
+    web_sys::console::error_1(&what.into());
+    if let Some(window) = web_sys::window()
+        && let Ok(f) = js_sys::Reflect::get(&window, &"kvscopeCrashed".into())
+        && let Some(f) = f.dyn_ref::<js_sys::Function>()
+    {
+        let _ = f.call1(&JsValue::NULL, &what.into());
     }
 }
 

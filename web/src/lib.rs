@@ -1,28 +1,26 @@
-//! The kvscope dashboard: a Leptos app that decodes and classifies every frame in the browser.
+//! The kvscope dashboard: a Leptos app that renders what its engine worker summarises, and asks
+//! it for details.
 //!
 //! What it is: a client-side app (Leptos 0.8, CSR) built by Trunk from the root `Trunk.toml`
-//! into `dist/`, which the `kvscope` binary embeds and serves. The server only relays raw frames
-//! over `/ws`; this app decodes them with `kvscope-wire`, classifies every event under two
-//! policies with `kvscope-normalize`, and builds tier trees with `kvscope-tiers`: the same
-//! crates the server runs natively for `kvscope check`. It also opens `.kvcap` captures with no
-//! server at all.
+//! into `dist/`, which the `kvscope` binary embeds and serves. Everything about the stream runs
+//! in the engine (`kvscope-engine`), a Web Worker: the WebSocket, decoding, both normalizers,
+//! the tier trees, retention. The page's main thread only lays out the engine's summaries (at
+//! most one per animation frame) and sends what a person asks for (a selection, a hover, a
+//! download, a capture to open) as `kvscope-engine-protocol` messages.
 //!
-//! What it is not: a place for classification logic (that lives in the core crates) or for
-//! protocol types (`kvscope-protocol`).
+//! What it is not: a place for classification logic (the core crates), for anything computed
+//! from the stream (the engine), or for protocol types.
 //!
-//! Layout (STYLE.md, "The Leptos app"):
-//! - [`conn`]: the only file touching `web_sys::WebSocket`; capped backoff.
-//! - [`model`]: plain Rust, tested natively; applies protocol messages and capture records.
-//! - [`contexts`]: `provide_fleet()`/`use_fleet()`; generation counters announce changes.
+//! Layout (STYLE.md, "The Leptos app" and "Engine in a worker"):
+//! - [`link`]: starts the engine worker and carries messages both ways.
+//! - [`contexts`]: `provide_fleet()`/`use_fleet()`; the engine's parts, one generation counter
+//!   each; the page's own state; the requests.
 //! - [`views`]: one component per file.
-//! - [`url`], [`capture`] and [`history`]: the effects at the edges (query string, files, the
-//!   server's history of raw bytes).
+//! - [`url`] and [`download`]: the effects at the edges (query string, files saved).
 
-pub mod capture;
-pub mod conn;
 pub mod contexts;
-pub mod history;
-pub mod model;
+pub mod download;
+pub mod link;
 pub mod url;
 pub mod views;
 
@@ -38,13 +36,6 @@ pub fn start() {
 /// after a panic the wasm instance is gone, and a page still showing "connected" would lie.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let text = format!("kvscope panicked: {info}");
-        web_sys::console::error_1(&text.clone().into());
-        if let Some(window) = web_sys::window()
-            && let Ok(crashed) = js_sys::Reflect::get(&window, &"kvscopeCrashed".into())
-            && let Some(crashed) = wasm_bindgen::JsCast::dyn_ref::<js_sys::Function>(&crashed)
-        {
-            let _ = crashed.call1(&wasm_bindgen::JsValue::NULL, &text.into());
-        }
+        contexts::crashed(&format!("kvscope panicked: {info}"));
     }));
 }

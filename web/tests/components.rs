@@ -9,11 +9,13 @@
 #![cfg(target_arch = "wasm32")]
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
+use kvscope_engine::local::LocalEngine;
+use kvscope_engine_protocol::Settings;
 use kvscope_normalize::{Normalizer, Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_protocol as proto;
-use kvscope_web::contexts::{Fleet, provide_fleet};
-use kvscope_web::model::settings::Settings;
+use kvscope_web::contexts::{EngineLink, Fleet, provide_fleet};
 use kvscope_web::views::app::Dashboard;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -26,13 +28,25 @@ thread_local! {
     static ROOT: RefCell<Option<web_sys::HtmlElement>> = const { RefCell::new(None) };
 }
 
-/// Mounts the dashboard (no socket) on a fresh element; returns the element and the fleet.
+/// The engine on this thread, behind the same bytes as the worker's.
+struct Local(LocalEngine);
+
+impl EngineLink for Local {
+    fn send(&self, bytes: Vec<u8>, extra: wasm_bindgen::JsValue) {
+        self.0.send(&bytes, extra);
+    }
+}
+
+/// Mounts the dashboard (no socket) on a fresh element, with its engine; returns the element
+/// and the fleet.
 fn mount() -> (web_sys::HtmlElement, Fleet, leptos::mount::UnmountHandle<impl leptos::tachys::view::Mountable>) {
     let document = web_sys::window().unwrap().document().unwrap();
     let el: web_sys::HtmlElement = document.create_element("div").unwrap().unchecked_into();
     document.body().unwrap().append_child(&el).unwrap();
     let handle = leptos::mount::mount_to(el.clone(), || {
         let fleet = provide_fleet(Settings { offline: true, ..Settings::default() });
+        let engine = LocalEngine::start(move |bytes, extra| fleet.receive(&bytes, extra));
+        fleet.attach(Rc::new(Local(engine)));
         FLEET.with(|f| *f.borrow_mut() = Some(fleet));
         view! { <Dashboard /> }
     });
@@ -103,16 +117,19 @@ fn kimi_messages() -> Vec<Vec<u8>> {
     out
 }
 
-/// Feeds messages as the socket would, then flushes and lets the views update.
+/// Feeds messages to the engine as its socket would, then waits until the page shows them.
 async fn feed(fleet: Fleet, messages: &[Vec<u8>]) {
     mounted().await;
     for m in messages {
         fleet.ingest(m);
     }
-    fleet.flush();
+    settled(fleet).await;
+}
+
+/// Waits until the page shows everything asked of the engine so far.
+async fn settled(fleet: Fleet) {
+    fleet.sync().await;
     leptos::task::tick().await;
-    // The timeline draws in a task of its own, queued by the flush's effects before this one.
-    sleep_ms(0).await;
 }
 
 fn q(root: &web_sys::HtmlElement, css: &str) -> Vec<web_sys::Element> {
@@ -222,8 +239,8 @@ async fn the_timeline_draws_both_policies_per_worker() {
         ((v >> 16) as u8, (v >> 8) as u8, v as u8)
     };
     let has = |c: (u8, u8, u8)| data.chunks(4).any(|p| (p[0], p[1], p[2]) == c);
-    assert!(has(rgb(kvscope_web::model::classes::FATAL)), "a fatal mark under A");
-    assert!(has(rgb(kvscope_web::model::classes::OFFLOAD_SKIP)), "an offload skip under B");
+    assert!(has(rgb(kvscope_engine::model::classes::FATAL)), "a fatal mark under A");
+    assert!(has(rgb(kvscope_engine::model::classes::OFFLOAD_SKIP)), "an offload skip under B");
     let legend = root.query_selector("[data-testid=\"timeline-legend\"]").unwrap().unwrap().text_content().unwrap();
     assert!(legend.contains("fatal block_size_mismatch on device (medium \"cpu\" fell back)"), "{legend}");
     assert!(legend.contains("skipped offload_block_size_mismatch on host_pinned"), "{legend}");
@@ -235,7 +252,7 @@ async fn the_inspector_shows_fields_bytes_and_both_rules() {
     feed(fleet, &kimi_messages()).await;
     let next: web_sys::HtmlElement = root.query_selector("[data-testid=\"next-fatal\"]").unwrap().unwrap().unchecked_into();
     next.click();
-    leptos::task::tick().await;
+    settled(fleet).await;
     let text = |css: &str| root.query_selector(css).unwrap().unwrap_or_else(|| panic!("no {css}")).text_content().unwrap();
     let rule_a = text("[data-testid=\"inspector-rule-a\"]");
     let rule_b = text("[data-testid=\"inspector-rule-b\"]");
@@ -425,7 +442,7 @@ async fn the_headline_names_the_exit_and_the_crashloop() {
     let fatal: u64 = (0..3).map(|w| reference(w, "legacy").fatal_count).sum();
     assert!(details.contains(&format!("crashloop: {} later events", kvscope_web::views::thousands(fatal - 1))), "{details}");
     // The first fatal opens in the inspector by itself.
-    leptos::task::tick().await;
+    settled(fleet).await;
     let inspector = root.query_selector("[data-testid=\"inspector\"]").unwrap().expect("an inspector");
     assert!(
         inspector.text_content().unwrap_or_default().contains("block_size_mismatch"),

@@ -106,7 +106,25 @@ fn crate_layers_point_one_way() {
     forbid(&graph, "kvscope-normalize", &["kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
     forbid(&graph, "kvscope-wire", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
     forbid(&graph, "kvscope-normalize", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
-    for product in ["kvscope", "kvscope-web", "kvscope-wasm"] {
+    // The dashboard's two threads: the engine worker decides, the page renders. What they share
+    // (kvscope-engine-protocol) pulls in no UI, no I/O and, of the core, only the typed labels;
+    // the page links no decoder, tree, router or engine, so it cannot start deciding.
+    forbid(
+        &graph,
+        "kvscope-engine-protocol",
+        &["leptos", "web-sys", "tokio", "kvscope-tiers", "kvscope-router", "kvscope-engine", "kvscope-protocol"],
+        "the engine protocol carries summaries, and holds neither UI nor I/O nor engine",
+        &mut violations,
+    );
+    forbid(
+        &graph,
+        "kvscope-web",
+        &["kvscope-engine", "kvscope-tiers", "kvscope-router", "kvscope-protocol"],
+        "the page renders what the engine worker summarises",
+        &mut violations,
+    );
+    forbid(&graph, "kvscope-engine", &["leptos"], "the engine draws no DOM", &mut violations);
+    for product in ["kvscope", "kvscope-web", "kvscope-engine", "kvscope-wasm"] {
         forbid(&graph, product, &["dynamo-kv-router", "kvscope-peer-bench"], "peers stay in benches/", &mut violations);
     }
     // Test support: the encoder of engine bytes and the corpus (with the vector table) are
@@ -115,7 +133,7 @@ fn crate_layers_point_one_way() {
     for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-protocol"] {
         forbid(&graph, core, &["kvscope-encode", "kvscope-corpus"], "test support stays out of the core", &mut violations);
     }
-    for product in ["kvscope-web", "kvscope-wasm"] {
+    for product in ["kvscope-web", "kvscope-engine", "kvscope-engine-protocol", "kvscope-wasm"] {
         forbid(&graph, product, &["kvscope-encode", "kvscope-corpus"], "test support stays out of what ships to browsers", &mut violations);
     }
     forbid(&graph, "kvscope", &["kvscope-corpus"], "the corpus is test support", &mut violations);

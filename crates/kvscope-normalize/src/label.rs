@@ -15,7 +15,8 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Whether a verdict changes the trees, drops the event or stops the indexer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Apply,
     Skip,

@@ -12,7 +12,8 @@ use std::fmt;
 use crate::policy::{MediumMatch, MediumTable, Policy};
 
 /// Where a block lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StorageTier {
     /// Accelerator memory: the tier a router routes on.
     Device,

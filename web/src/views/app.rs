@@ -1,8 +1,9 @@
-//! The page: reads the URL, provides the fleet, connects, and lays out the views.
+//! The page: reads the URL, provides the fleet, starts the engine worker, and lays out the
+//! views.
 
 use leptos::prelude::*;
 
-use crate::contexts::provide_fleet;
+use crate::contexts::{Part, provide_fleet};
 use crate::views::capture_bar::CaptureBar;
 use crate::views::data_quality::DataQuality;
 use crate::views::fleet_bar::FleetBar;
@@ -16,48 +17,28 @@ use crate::views::tier_tree::TierTree;
 use crate::views::timeline::Timeline;
 use crate::views::worker_cards::WorkerCards;
 
-/// The whole dashboard, connected to the server the page came from.
+/// The whole dashboard, its engine in a Web Worker connected to the server the page came from.
 #[component]
 pub fn App() -> impl IntoView {
     let settings = crate::url::read_settings();
     let fleet = provide_fleet(settings);
-    // Effect at the edge: settings -> URL.
+    url_effects(fleet);
+    if let Some(link) = crate::link::WorkerLink::start(fleet) {
+        fleet.attach(link);
+    }
+    view! { <Dashboard /> }
+}
+
+/// Keeps the URL in step: settings -> query string, and the engine's selection -> `ev=`.
+fn url_effects(fleet: crate::contexts::Fleet) {
     Effect::new(move |_| {
         let s = fleet.settings.get();
         crate::url::write_settings(&s);
     });
-    // A selection in the URL is resolved once the event has arrived.
     Effect::new(move |_| {
-        fleet.track();
-        if fleet.selected.get_untracked().is_none()
-            && let Some(r) = fleet.settings.with_untracked(|s| s.selected.clone())
-            && let Some(id) = fleet.with_model(|m| m.find_event(&r))
-        {
-            fleet.selected.set(Some(id));
-        }
-    });
-    fleet.connect();
-    view! { <Dashboard /> }
-}
-
-/// Opens the event an operator looks at first, once, when nothing is selected: where a policy's
-/// indexer exits, else the first event the policies decide differently.
-fn open_first_finding(fleet: crate::contexts::Fleet) {
-    let opened = StoredValue::new(false);
-    Effect::new(move |_| {
-        fleet.track();
-        if opened.get_value() || fleet.selected.get_untracked().is_some() || fleet.settings.with_untracked(|s| s.selected.is_some()) {
-            return;
-        }
-        let first = fleet.with_model(|m| {
-            m.indexer_exit(crate::model::settings::Side::A)
-                .or(m.indexer_exit(crate::model::settings::Side::B))
-                .map(|e| e.event_id)
-                .or_else(|| m.differences().iter().map(|d| d.2.first_event).min())
-        });
-        if let Some(id) = first {
-            opened.set_value(true);
-            fleet.select(Some(id));
+        let event = fleet.read(Part::Selection, |p| p.selection.event.clone());
+        if fleet.settings.with_untracked(|s| s.selected != event) {
+            fleet.settings.update(|s| s.selected = event);
         }
     });
 }
@@ -92,7 +73,6 @@ fn staged_mount(stages: u8) -> ReadSignal<u8> {
 /// The views, in reading order: the answer first, then the evidence (mounted in stages).
 #[component]
 pub fn Dashboard() -> impl IntoView {
-    open_first_finding(crate::contexts::use_fleet());
     let stage = staged_mount(4);
     view! {
         <FleetBar />

@@ -1,18 +1,19 @@
-//! Captures: open a `.kvcap` (file picker or drag and drop, with a progress bar), download the
-//! page's frames as a capture and its classified events as JSON lines.
+//! Captures: open a `.kvcap` (file picker or drag and drop, with a progress bar; the engine
+//! reads and analyses it), download the page's frames as a capture and its classified events as
+//! JSON lines (the engine builds them).
 
+use kvscope_engine_protocol::ExportKind;
+use kvscope_engine_protocol::view::CaptureProgress;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::contexts::{CaptureProgress, use_fleet};
+use crate::contexts::{Part, use_fleet};
 
 #[component]
 pub fn CaptureBar() -> impl IntoView {
     let fleet = use_fleet();
     let dragging = RwSignal::new(false);
-    let open = move |file: web_sys::File| {
-        leptos::task::spawn_local(crate::capture::open_file(fleet, file));
-    };
+    let open = move |file: web_sys::File| fleet.open_capture(file);
     let on_change = move |ev: web_sys::Event| {
         let input: Option<web_sys::HtmlInputElement> = ev.target().and_then(|t| t.dyn_into().ok());
         if let Some(file) = input.as_ref().and_then(|i| i.files()).and_then(|f| f.get(0)) {
@@ -26,16 +27,9 @@ pub fn CaptureBar() -> impl IntoView {
             open(file);
         }
     };
-    let download_kvcap = move |_| {
-        let now = js_sys::Date::now() * 1e6;
-        let bytes = fleet.with_model(|m| m.to_kvcap(now as u64));
-        let _ = crate::capture::download("kvscope.kvcap", "application/octet-stream", &bytes);
-    };
-    let download_jsonl = move |_| {
-        let text = fleet.with_model(|m| m.to_jsonl());
-        let _ = crate::capture::download("kvscope-verdicts.jsonl", "application/x-ndjson", text.as_bytes());
-    };
-    let progress = move || match fleet.capture.get() {
+    let download_kvcap = move |_| fleet.export(ExportKind::Capture);
+    let download_jsonl = move |_| fleet.export(ExportKind::VerdictsJsonl);
+    let progress = move || match fleet.read(Part::Bar, |p| p.bar.capture.clone()) {
         CaptureProgress::Idle => view! { <span class="quiet">"or drop a .kvcap file here"</span> }.into_any(),
         CaptureProgress::Running { name, phase, done, total } => view! {
             <span>{format!("{name}: {phase} ")}</span>

@@ -1,35 +1,22 @@
 //! The data-quality strip: what the verdicts above cover, fleet-wide, before anything else is
 //! read. Each shortfall is one item with its count and unit; "complete" only when there is none.
 
+use kvscope_engine_protocol::completeness::Completeness;
 use leptos::prelude::*;
 
-use crate::contexts::use_fleet;
-use crate::model::completeness::Completeness;
-use crate::views::{clock, human_duration_ms};
+use crate::contexts::{Part, use_fleet};
 
 #[component]
 pub fn DataQuality() -> impl IntoView {
     let fleet = use_fleet();
-    let state = move || {
-        fleet.track();
-        fleet.with_model(|m| {
-            let span = m.t0_nanos().map(|t0| {
-                let (a, b) = m.time_span_ms();
-                let from = t0 + (a.max(0.0) * 1e6) as u64;
-                format!("covers {} from {}", human_duration_ms(b - a), clock(from))
-            });
-            (m.fleet_completeness(), m.short_sources(), span)
-        })
-    };
     move || {
-        let (c, short, span) = state();
-        let items: Vec<(&'static str, String)> = match &c {
+        let q = fleet.read(Part::Quality, |p| p.quality.clone());
+        let c = &q.completeness;
+        let items: Vec<(&'static str, String)> = match c {
             Completeness::Complete => vec![("complete", "complete: no gaps, no lost frames, no decode errors".to_owned())],
             Completeness::Unknown(u) => vec![("unknown", format!("unknown: {u}"))],
             Completeness::Incomplete(s) => s.iter().map(|x| (x.key(), x.to_string())).collect(),
         };
-        let short_line = (!short.is_empty() && short.len() <= 12).then(|| format!("sources affected: {}", short.join(", ")));
-        let short_many = (short.len() > 12).then(|| format!("{} sources affected", short.len()));
         view! {
             <section
                 class="data-quality"
@@ -43,8 +30,8 @@ pub fn DataQuality() -> impl IntoView {
                     .into_iter()
                     .map(|(key, text)| view! { <span class="dq-item" data-shortfall=key>{text}</span> })
                     .collect_view()}
-                {span.map(|s| view! { <span class="dq-span" data-testid="time-span">{s}</span> })}
-                {short_line.or(short_many).map(|s| view! { <span class="dq-sources">{s}</span> })}
+                {q.span.map(|s| view! { <span class="dq-span" data-testid="time-span">{s}</span> })}
+                {q.sources.map(|s| view! { <span class="dq-sources">{s}</span> })}
             </section>
         }
     }

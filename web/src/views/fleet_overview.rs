@@ -1,12 +1,12 @@
 //! The fleet overview: a dense, virtualized table of every engine source, the odd ones first
-//! (`model::overview`). Only the rows in the viewport are in the DOM, so 512 sources cost what
-//! the twenty in view cost. Clicking a row opens that source: its card, its timeline lane
+//! (the engine sorts them). Only the rows in the viewport are in the DOM, so 512 sources cost
+//! what the twenty in view cost. Clicking a row opens that source: its card, its timeline lane
 //! and its tier trees.
 
+use kvscope_engine_protocol::overview::{self, Anomaly, Row, Tally};
 use leptos::prelude::*;
 
-use crate::contexts::use_fleet;
-use crate::model::overview::{self, Anomaly, Row, Tally};
+use crate::contexts::{Part, use_fleet};
 use crate::views::thousands;
 use crate::views::virtual_list::VirtualList;
 
@@ -53,7 +53,7 @@ fn row_view(r: Row, open: bool) -> impl IntoView {
             class:odd-one={!r.anomalies.is_empty()}
             data-testid="source-row"
             data-source=r.key.clone()
-            data-completeness=r.completeness
+            data-completeness=r.completeness.key()
         >
             <button class="ov-key link" on:click=toggle aria-pressed=open.to_string() title="open this source's card, lane and trees">
                 {r.key.clone()}
@@ -67,7 +67,7 @@ fn row_view(r: Row, open: bool) -> impl IntoView {
             <span class="ov-num" class:warn={r.errors > 0} data-testid="errors">{r.errors.to_string()}</span>
             <span class="ov-num" data-testid="rate">{format!("{:.0}", r.events_per_second)}</span>
             <span class="ov-wire" class:warn={r.anomalies.contains(&Anomaly::OtherWireLayout)} data-testid="wire">
-                {overview::wire_text(r.wire)}
+                {r.wire.clone()}
             </span>
             <span class="ov-num" data-testid="frames">{r.frames.to_string()}</span>
         </div>
@@ -77,7 +77,8 @@ fn row_view(r: Row, open: bool) -> impl IntoView {
 #[component]
 pub fn FleetOverview() -> impl IntoView {
     let fleet = use_fleet();
-    let rows = fleet.overview;
+    // The rows as the engine last sent them (a memo: one clone per summary that changed them).
+    let rows = Memo::new(move |_| fleet.read(Part::Overview, |p| p.overview.rows.clone()));
     let filter = move || fleet.settings.with(|s| s.worker_filter.clone());
     let shown = Memo::new(move |_| {
         let f = filter();

@@ -1,10 +1,10 @@
 //! The indexer log: the lines an indexer following each policy would print, with its warning
 //! budgets applied (three per budget per source, the rest counted), and where it would exit.
 
+use kvscope_engine_protocol::Side;
 use leptos::prelude::*;
 
-use crate::contexts::use_fleet;
-use crate::model::settings::Side;
+use crate::contexts::{Part, use_fleet};
 
 /// Lines shown per policy before "show all": the log grows with the page, never scrolls inside it.
 const LOG_LINES_SHOWN: usize = 40;
@@ -14,10 +14,7 @@ pub fn IndexerLog() -> impl IntoView {
     let fleet = use_fleet();
     let column = move |side: Side| {
         let show_all = RwSignal::new(false);
-        let lines = Memo::new(move |_| {
-            fleet.track();
-            fleet.with_model(|m| (m.policy_name(side).to_owned(), m.log(side)))
-        });
+        let lines = Memo::new(move |_| (fleet.policy_name(side), fleet.read(Part::Logs, |p| p.logs.lines[side as usize].clone())));
         view! {
             <div class="log-col" data-testid=format!("log-{}", side.as_str())>
                 <h3>
@@ -42,7 +39,7 @@ pub fn IndexerLog() -> impl IntoView {
                                         l.text.clone()
                                     };
                                     view! {
-                                        <li class:fatal=l.fatal class:after-exit=l.after_exit class:summary={l.seq == u64::MAX}>
+                                        <li class:fatal=l.fatal class:after-exit=l.after_exit class:summary=l.summary>
                                             <code>{text}</code>
                                         </li>
                                     }

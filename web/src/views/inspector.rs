@@ -1,12 +1,10 @@
 //! The event inspector: decoded fields, the raw payload in hex, and the verdict under policy A
 //! and policy B with the rule that decided each.
 
-use kvscope_wire::KvEvent;
+use kvscope_engine_protocol::view::BytesFromLine;
 use leptos::prelude::*;
 
-use crate::contexts::use_fleet;
-use crate::model::{BytesFrom, EventDetail, FetchState};
-use crate::views::clock;
+use crate::contexts::{Part, use_fleet};
 
 /// Hex lines per page: the payload is paged, not scrolled inside the page's own scroll.
 const HEX_PAGE_LINES: usize = 24;
@@ -35,28 +33,17 @@ fn HexPager(payload: Vec<u8>, lines: Signal<usize>) -> impl IntoView {
     }
 }
 
-/// Where the raw bytes came from, and the button that asks the server for them when this page
-/// no longer keeps them.
-#[component]
-fn BytesFromLine(id: u64, from: BytesFrom, retain_mib: usize) -> impl IntoView {
+/// Where the raw bytes came from, and the button that asks for them when this page no longer
+/// keeps them.
+fn bytes_from_line(id: u64, from: BytesFromLine) -> impl IntoView {
     let fleet = use_fleet();
-    let capture = fleet.with_model(|m| matches!(m.origin, crate::model::Origin::Capture { .. }));
-    let kind = match &from {
-        BytesFrom::Page => "page",
-        BytesFrom::Server => "server",
-        BytesFrom::Capture => "capture",
-        BytesFrom::Gone(FetchState::Failed(_) | FetchState::NoServer) => "gone",
-        BytesFrom::Gone(_) => "not-kept",
-    };
-    let can_ask = matches!(from, BytesFrom::Gone(FetchState::NotAsked));
+    let kind = from.kind.key();
     view! {
         <p class=format!("bytes-from bytes-from-{kind}") data-testid="inspector-bytes-from" data-from=kind>
-            {from.sentence(retain_mib, capture)}
-            {can_ask.then(|| view! {
+            {from.sentence}
+            {from.ask.map(|label| view! {
                 " "
-                <button data-testid="inspector-fetch" on:click=move |_| fleet.fetch_bytes(id)>
-                    {if capture { "Read the raw bytes from the capture file" } else { "Fetch the raw bytes from the server" }}
-                </button>
+                <button data-testid="inspector-fetch" on:click=move |_| fleet.fetch_bytes(id)>{label}</button>
             })}
         </p>
     }
@@ -67,72 +54,6 @@ pub fn scroll_to_inspector() {
     if let Some(el) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.get_element_by_id("inspector")) {
         el.scroll_into_view();
     }
-}
-
-/// The decoded fields as (name, value) rows; wire strings in `{:?}` so `"cpu "` shows its space.
-pub fn fields(d: &EventDetail) -> Vec<(&'static str, String)> {
-    let mut out = vec![
-        ("source", d.source_key.clone()),
-        ("seq", d.seq.to_string()),
-        ("event index", d.index.to_string()),
-        ("received", format!("{}{}", clock(d.recv_time_nanos), if d.replayed { " (replayed)" } else { "" })),
-        ("topic", format!("{:?}", String::from_utf8_lossy(&d.topic))),
-    ];
-    if let Some(ts) = d.batch_ts {
-        out.push(("batch ts", format!("{ts:.6} s")));
-    }
-    out.push(("batch dp_rank", d.batch_dp_rank.map_or("none".into(), |r| r.to_string())));
-    let opt = |v: Option<String>| v.unwrap_or_else(|| "absent".into());
-    match &d.event {
-        Some(KvEvent::BlockStored(s)) => {
-            out.push(("type", "BlockStored".into()));
-            out.push(("block_hashes", hashes(&s.block_hashes)));
-            out.push(("parent_block_hash", opt(s.parent_block_hash.map(|h| h.to_string()))));
-            out.push(("token_ids", format!("{} {}", s.token_ids.count, if s.token_ids.is_bigram { "pairs" } else { "tokens" })));
-            out.push(("block_size", opt(s.block_size.map(|b| format!("{b} tokens")))));
-            out.push(("medium", opt(s.medium.as_ref().map(|m| format!("{m:?}")))));
-            out.push(("group_idx", opt(s.group_idx.map(|g| g.to_string()))));
-            out.push(("kv_cache_spec_kind", opt(s.kv_cache_spec_kind.as_ref().map(|k| format!("{k:?}")))));
-            out.push(("lora_id", opt(s.lora_id.map(|l| l.to_string()))));
-            out.push(("lora_name", opt(s.lora_name.as_ref().map(|l| format!("{l:?}")))));
-            out.push(("locality", opt(s.locality.as_ref().map(|l| format!("{l:?}")))));
-            out.push(("encoding", opt(s.encoding.map(|e| format!("{e:?}")))));
-        }
-        Some(KvEvent::BlockRemoved(r)) => {
-            out.push(("type", "BlockRemoved".into()));
-            out.push(("block_hashes", hashes(&r.block_hashes)));
-            out.push(("medium", opt(r.medium.as_ref().map(|m| format!("{m:?}")))));
-            out.push(("group_idx", opt(r.group_idx.map(|g| g.to_string()))));
-            out.push(("locality", opt(r.locality.as_ref().map(|l| format!("{l:?}")))));
-        }
-        Some(KvEvent::AllBlocksCleared { .. }) => out.push(("type", "AllBlocksCleared".into())),
-        Some(KvEvent::Unknown(u)) => out.push(("type", format!("unknown tag {:?}", u.tag))),
-        None if matches!(d.bytes_from, BytesFrom::Gone(_)) => record_fields(d, &mut out),
-        None => out.push(("type", "payload did not decode".into())),
-    }
-    out
-}
-
-/// What the event's record holds, for an event whose bytes are gone.
-fn record_fields(d: &EventDetail, out: &mut Vec<(&'static str, String)>) {
-    let r = &d.record;
-    out.retain(|(k, _)| !matches!(*k, "topic" | "batch dp_rank"));
-    out.push(("type", r.kind.as_str().to_owned()));
-    if r.blocks > 0 {
-        let first = kvscope_wire::BlockHash(r.first_hash).to_string();
-        out.push(("block_hashes", if r.blocks > 1 { format!("{first} (+{} more)", r.blocks - 1) } else { first }));
-    }
-    if r.block_size > 0 {
-        out.push(("block_size", format!("{} tokens", r.block_size)));
-    }
-    if let Some(m) = &d.medium {
-        out.push(("medium", format!("{m:?}")));
-    }
-}
-
-fn hashes(h: &[kvscope_wire::BlockHash]) -> String {
-    let shown: Vec<String> = h.iter().take(8).map(|h| h.to_string()).collect();
-    if h.len() > 8 { format!("{} (+{} more)", shown.join(" "), h.len() - 8) } else { shown.join(" ") }
 }
 
 /// One hex-dump line: offset, 16 bytes, ASCII.
@@ -147,41 +68,18 @@ pub fn hex_line(bytes: &[u8], line: usize) -> String {
 #[component]
 pub fn Inspector() -> impl IntoView {
     let fleet = use_fleet();
-    // Re-read when the selection changes or the model is re-classified (generation); a memo, so
-    // that the readers below share one computation per flush.
-    let detail = Memo::new_with_compare(
-        move |_| {
-            fleet.track();
-            let id = fleet.selected.get()?;
-            fleet.with_model(|m| m.event_detail(id).map(std::sync::Arc::new))
-        },
-        |_, _| true,
-    );
+    let detail = Memo::new(move |_| fleet.read(Part::Inspector, |p| p.inspector.clone().map(std::sync::Arc::new)));
     let payload_lines = Signal::derive(move || detail.with(|d| d.as_ref().map_or(0, |d| d.payload.len().div_ceil(16))));
-    let retain_mib = move || fleet.with_model(|m| m.config().retain_bytes / (1024 * 1024));
     // The engine event beside the RouterEvent it became on the event plane, or the rule that
     // dropped it (only with an event plane).
     let router = move || {
-        fleet.track();
-        let id = fleet.selected.get()?;
-        let r = fleet.with_model(|m| m.router_detail(id))?;
-        let became = match (&r.published, &r.dropped) {
-            (Some(e), _) => format!("became: {}", crate::model::router::describe(e)),
-            (None, Some((label, sentence))) => format!("became nothing: {}'s relay drops it ({label}): {sentence}", r.policy),
-            (None, None) => "became nothing".to_owned(),
-        };
-        let arrived = match (&r.difference, &r.published) {
-            (Some(d), _) => format!("on the event plane: {d}"),
-            (None, Some(_)) => "on the event plane: no difference recorded for it".to_owned(),
-            (None, None) => "on the event plane: nothing expected".to_owned(),
-        };
-        let received = r.received.as_ref().map(|e| format!("arrived instead: {}", crate::model::router::describe(e)));
+        let r = detail.with(|d| d.as_ref().and_then(|d| d.router.clone()))?;
         Some(view! {
             <div class="router-detail" data-testid="inspector-router">
                 <h3><span class="side side-r">"R"</span>{format!(" The router's side ({}'s relay)", r.policy)}</h3>
-                <p data-testid="inspector-router-became">{became}</p>
-                <p>{arrived}</p>
-                {received.map(|t| view! { <p>{t}</p> })}
+                <p data-testid="inspector-router-became">{r.became}</p>
+                <p>{r.arrived}</p>
+                {r.received.map(|t| view! { <p>{t}</p> })}
             </div>
         })
     };
@@ -193,23 +91,21 @@ pub fn Inspector() -> impl IntoView {
                     <p class="empty">"Click a mark on the timeline, or use “Next fatal”, to open an event."</p>
                 }.into_any(),
                 Some(d) => {
-                    let d2 = d.clone();
                     view! {
                         <div class="verdicts-ab">
                             {d.verdicts
                                 .iter()
                                 .enumerate()
-                                .map(|(i, (policy, class, rule))| {
+                                .map(|(i, v)| {
                                     let side = if i == 0 { "a" } else { "b" };
-                                    let kind = class.as_ref().map_or("none", |c| c.kind.as_str());
-                                    let label = class.as_ref().map_or("no verdict".to_owned(), |c| c.describe());
+                                    let kind = v.kind.map_or("none", |k| k.as_str());
                                     view! {
                                         <div class=format!("verdict verdict-{kind}") data-testid=format!("inspector-verdict-{side}") data-kind=kind>
                                             <p>
                                                 <span class=format!("side side-{side}")>{side.to_uppercase()}</span>
-                                                " " <strong>{policy.clone()}</strong> ": " <strong>{label}</strong>
+                                                " " <strong>{v.policy.clone()}</strong> ": " <strong>{v.label.clone()}</strong>
                                             </p>
-                                            <p class="rule" data-testid=format!("inspector-rule-{side}")>{rule.clone()}</p>
+                                            <p class="rule" data-testid=format!("inspector-rule-{side}")>{v.rule.clone()}</p>
                                         </div>
                                     }
                                 })
@@ -217,15 +113,15 @@ pub fn Inspector() -> impl IntoView {
                         </div>
                         {router}
                         <table class="fields" data-testid="inspector-fields">
-                            {fields(&d)
-                                .into_iter()
-                                .map(|(k, v)| view! { <tr><th scope="row">{k}</th><td data-field=k>{v}</td></tr> })
+                            {d.fields
+                                .iter()
+                                .map(|(k, v)| view! { <tr><th scope="row">{k.clone()}</th><td data-field=k.clone()>{v.clone()}</td></tr> })
                                 .collect_view()}
                         </table>
-                        <BytesFromLine id=d.id from=d.bytes_from.clone() retain_mib=retain_mib() />
+                        {bytes_from_line(d.id, d.bytes_from.clone())}
                         {(!d.payload.is_empty()).then(|| view! {
                             <h3>{format!("Payload: {} bytes (msgpack, the whole batch)", d.payload.len())}</h3>
-                            <HexPager payload=d2.payload.clone() lines=payload_lines />
+                            <HexPager payload=d.payload.clone() lines=payload_lines />
                         })}
                     }.into_any()
                 }

@@ -1,25 +1,18 @@
 //! Help: the rules each selected policy runs, in evaluation order, with the same words
-//! `kvscope rules --policy P` prints, read from the same rule items of `kvscope-normalize`.
+//! `kvscope rules --policy P` prints, read from the same rule items of `kvscope-normalize` (the
+//! engine sends them with the policies).
 
-use kvscope_normalize::{Policy, Rule, RuleSet};
+use kvscope_engine_protocol::Side;
 use leptos::prelude::*;
 
-use crate::contexts::use_fleet;
-use crate::model::settings::Side;
-
-/// The rules a policy runs, in order; none for a name that is no preset.
-pub fn policy_rules(policy: &str) -> Vec<&'static Rule> {
-    policy.parse::<Policy>().map(|p| RuleSet::for_policy(&p).rules().map(|(_, r)| r).collect()).unwrap_or_default()
-}
+use crate::contexts::{Part, use_fleet};
 
 #[component]
 pub fn RulesHelp() -> impl IntoView {
     let fleet = use_fleet();
     let column = move |side: Side| {
-        let name = Memo::new(move |_| {
-            fleet.track();
-            fleet.with_model(|m| m.policy_name(side).to_owned())
-        });
+        let name = Memo::new(move |_| fleet.policy_name(side));
+        let rules = Memo::new(move |_| fleet.read(Part::Meta, |p| p.meta.rules[side as usize].clone()));
         view! {
             <div class="rules-col" data-testid=format!("rules-{}", side.as_str())>
                 <h3>
@@ -37,11 +30,13 @@ pub fn RulesHelp() -> impl IntoView {
                     </thead>
                     <tbody>
                         {move || {
-                            policy_rules(&name.get())
+                            rules
+                                .get()
                                 .into_iter()
                                 .map(|r| {
+                                    let rule = r.name.clone();
                                     view! {
-                                        <tr data-testid="rule" data-rule=r.name>
+                                        <tr data-testid="rule" data-rule=rule>
                                             <td>{r.step}</td>
                                             <th scope="row"><code>{r.name}</code></th>
                                             <td>{r.checks}</td>
@@ -68,20 +63,5 @@ pub fn RulesHelp() -> impl IntoView {
                 {column(Side::B)}
             </div>
         </details>
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn help_lists_the_rules_each_preset_runs() {
-        for policy in Policy::PRESETS {
-            let names: Vec<&str> = policy_rules(policy.name).iter().map(|r| r.name).collect();
-            let expected: Vec<&str> = RuleSet::for_policy(policy).rules().map(|(_, r)| r.name).collect();
-            assert_eq!(names, expected);
-        }
-        assert!(policy_rules("strict").is_empty());
     }
 }

@@ -2,87 +2,51 @@
 //! block count (largest subtrees first, the rest folded into "+N more"), with drill-down and
 //! hover details; A's and B's trees side by side per tier (empty tiers collapsed), each
 //! consistency counter explained and opening the events behind it, and a search by block hash
-//! across every worker, tier and policy.
+//! across every worker, tier and policy. The engine lays all of it out (`summarize::trees`);
+//! the drill-down root is the page's, sent with its view.
 
-use kvscope_normalize::StorageTier;
-use kvscope_tiers::{Consistency, IcicleNode};
+use kvscope_engine_protocol::Side;
+use kvscope_engine_protocol::label::StorageTier;
+use kvscope_engine_protocol::view::{HashSearch, IcicleCell};
 use leptos::prelude::*;
 
-use crate::contexts::use_fleet;
-use crate::model::settings::Side;
+use crate::contexts::{Part, use_fleet};
 use crate::views::thousands;
 
-/// Children shown per node.
-const WIDTH: usize = 12;
-/// Levels below the drill-down root.
-const DEPTH: u32 = 5;
-
-fn parse_hash(s: &str) -> Option<u64> {
-    let s = s.trim().trim_start_matches("0x");
-    if s.is_empty() {
-        return None;
-    }
-    u64::from_str_radix(s, 16).ok().or_else(|| s.parse::<u64>().ok())
-}
-
-/// A laid-out icicle node: its own box and its children, widths proportional to blocks.
-#[derive(Clone, Debug)]
-struct Cell {
-    node: IcicleNode,
-    title: String,
-    kids: Vec<Cell>,
-}
-
-fn build(nodes: &[IcicleNode], titles: &dyn Fn(&IcicleNode) -> String) -> Option<Cell> {
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    for (i, n) in nodes.iter().enumerate() {
-        if let Some(p) = n.parent {
-            children[p].push(i);
-        }
-    }
-    fn rec(i: usize, nodes: &[IcicleNode], children: &[Vec<usize>], titles: &dyn Fn(&IcicleNode) -> String) -> Cell {
-        Cell { node: nodes[i], title: titles(&nodes[i]), kids: children[i].iter().map(|&c| rec(c, nodes, children, titles)).collect() }
-    }
-    (!nodes.is_empty()).then(|| rec(0, nodes, &children, titles))
-}
-
-fn render(cell: Cell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> AnyView {
-    let n = cell.node;
-    // The first 8 hex digits identify a block among its siblings; the whole hash is in the
-    // title and the hover line.
-    let label = match n.hash {
-        Some(h) => format!("{:08x}… {}", h >> 32, n.blocks),
-        None => format!("all roots · {} blocks", n.blocks),
-    };
+fn render(cell: IcicleCell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> AnyView {
+    let n = &cell;
+    let label = cell.label.clone();
+    let hash = cell.hash;
     let title = cell.title.clone();
     let t2 = title.replace('\n', " · ");
     let t3 = t2.clone();
+    let (blocks, hidden_children, hidden_blocks) = (n.blocks, n.hidden_children, n.hidden_blocks);
     let kids = cell.kids;
-    let hidden = (n.hidden_children > 0).then(|| {
+    let hidden = (hidden_children > 0).then(|| {
         view! {
-            <div class="icicle-col hidden-kids" style:flex-grow=n.hidden_blocks.max(1).to_string()>
+            <div class="icicle-col hidden-kids" style:flex-grow=hidden_blocks.max(1).to_string()>
                 <span
                     class="icicle-more"
-                    title=format!("{} more subtrees below, {} blocks in all: click a block to drill down", n.hidden_children, n.hidden_blocks)
+                    title=format!("{hidden_children} more subtrees below, {hidden_blocks} blocks in all: click a block to drill down")
                 >
-                    {format!("+{} more · {} blocks", n.hidden_children, n.hidden_blocks)}
+                    {format!("+{hidden_children} more · {hidden_blocks} blocks")}
                 </span>
             </div>
         }
     });
     view! {
-        <div class="icicle-col" style:flex-grow=n.blocks.max(1).to_string()>
+        <div class="icicle-col" style:flex-grow=blocks.max(1).to_string()>
             <button
                 class="icicle-node"
-                class:virtual=n.hash.is_none()
+                class:virtual=hash.is_none()
                 title=title
                 on:mouseenter=move |_| hover.set(t2.clone())
                 on:focus=move |_| hover.set(t3.clone())
-                on:click=move |_| if let Some(h) = n.hash { root.set(Some(h)) }
+                on:click=move |_| if let Some(h) = hash { root.set(Some(h)) }
             >
                 {label}
             </button>
-            {(!kids.is_empty() || n.hidden_children > 0).then(|| view! {
+            {(!kids.is_empty() || hidden_children > 0).then(|| view! {
                 <div class="icicle-kids">
                     {kids.into_iter().map(|k| render(k, root, hover)).collect_view()}
                     {hidden}
@@ -96,203 +60,134 @@ fn render(cell: Cell, root: RwSignal<Option<u64>>, hover: RwSignal<String>) -> A
 #[component]
 pub fn TierTree() -> impl IntoView {
     let fleet = use_fleet();
-    // Which tree: the URL's, else the first source's device tree.
-    let selected = move || {
-        fleet.track();
-        let (tree, tier_filter) = fleet.settings.with(|s| (s.tree.clone(), s.tier_filter.clone()));
-        fleet.with_model(|m| {
-            let (src, tier) = match tree {
-                Some((key, tier)) => (m.source_by_key(&key).map(|s| s.index), StorageTier::from_label(&tier)),
-                None => (m.sources().first().map(|s| s.index), None),
-            };
-            let tier = tier.or_else(|| tier_filter.as_deref().and_then(StorageTier::from_label)).unwrap_or(StorageTier::Device);
-            src.map(|s| (s, tier))
-        })
-    };
-    let root = RwSignal::new(None::<u64>);
+    let trees = Memo::new(move |_| fleet.read(Part::Trees, |p| p.trees.clone()));
+    // The drill-down root is the page's (the engine lays out the subtree under it).
+    let root = fleet.drill;
     let hover = RwSignal::new(String::new());
     let set_tree = move |key: String, tier: &str| {
         root.set(None);
         let tier = tier.to_owned();
         fleet.settings.update(|s| s.tree = Some((key, tier)));
     };
-    // Memos, so that a flush re-renders none of the options: at 512 sources, one reactive
+    // Memos, so that a summary re-renders none of the options: at 512 sources, one reactive
     // `selected` per option re-run on every flush cost more than the rest of the page.
-    let source_options = Memo::new(move |_| {
-        fleet.source_list.track();
-        fleet.with_model(|m| m.sources().iter().map(|s| s.key.clone()).collect::<Vec<_>>())
-    });
-    let current_key_memo =
-        Memo::new(move |_| selected().and_then(|(s, _)| fleet.with_model(|m| m.source(s).map(|s| s.key.clone()))).unwrap_or_default());
+    let source_options = Memo::new(move |_| trees.with(|t| t.sources.clone()));
+    let current_key_memo = Memo::new(move |_| trees.with(|t| t.shown.as_ref().map(|s| s.0.clone())).unwrap_or_default());
     let current_key = move || current_key_memo.get();
-    let current_tier_memo = Memo::new(move |_| selected().map_or(StorageTier::Device, |(_, t)| t));
+    let current_tier_memo = Memo::new(move |_| trees.with(|t| t.shown.as_ref().map_or(StorageTier::Device, |s| s.1)));
     let current_tier = move || current_tier_memo.get();
+    let tree_side = move || fleet.read(Part::Meta, |p| p.meta.trees_side);
+    let set_side = move |side: Side| fleet.update_settings(|s| s.trees = Some(side));
 
     let icicle = move || {
-        fleet.track();
-        let Some((src, tier)) = selected() else {
-            return view! { <p class="empty">"No worker yet."</p> }.into_any();
-        };
-        let drill = root.get();
-        fleet.with_model(|m| {
-            let trees = m.trees();
-            let side = m.config().trees;
-            let policy = m.policy_name(side).to_owned();
-            let Some(summary) = trees.summary(src, tier) else {
-                return view! { <p class="tree-summary" data-testid="tree-summary">{format!("Policy {} {policy}: 0 blocks, nothing applied on {}.", side.as_str().to_uppercase(), tier.label())}</p> }.into_any();
-            };
-            let c = summary.counters;
-            let head = format!(
-                "Policy {} {policy}, {}: {} · {} roots · depth {}",
-                side.as_str().to_uppercase(),
-                tier.label(),
-                c.held_explained(summary.blocks),
-                thousands(summary.roots as u64),
-                summary.max_depth,
-            );
-            let counters = Consistency::ALL
-                .into_iter()
-                .map(|k| {
-                    let n = k.of(&c);
-                    let events = trees.counter_events(src, tier, k).to_vec();
-                    let first = events.first().copied();
-                    let kept = events.len();
-                    view! {
-                        <li data-testid="tree-counter" data-counter=k.as_str() class:nonzero={n > 0}>
-                            <strong>{format!("{} {}", k.as_str(), thousands(n))}</strong>
-                            {format!(": {}", k.sentence())}
-                            {first.map(|id| view! {
-                                " "
-                                <button class="link" data-testid="tree-counter-open" on:click=move |_| {
-                                    fleet.select(Some(id));
-                                    crate::views::inspector::scroll_to_inspector();
-                                }>
-                                    {if kept > 1 { format!("open the first of {kept} kept") } else { "open it".to_owned() }}
-                                </button>
-                            })}
-                        </li>
-                    }
-                })
-                .collect_view();
-            let titles = |n: &IcicleNode| match n.hash {
-                None => "every root of this tier".to_owned(),
-                Some(h) => {
-                    let info = trees.block(src, tier, h);
-                    let parent = info.and_then(|b| b.parent_hash).map_or("none (a root)".to_owned(), |p| format!("{p:016x}"));
-                    let bs = m.block_size_of(src, n.seq, h).map_or("unknown (frame not retained)".to_owned(), |b| format!("{b} tokens"));
-                    format!("hash {h:016x}\nparent {parent}\nblock_size {bs}\nseq {}\n{} blocks in subtree", n.seq, n.blocks)
+        let t = trees.get();
+        if t.shown.is_none() {
+            return view! { <p class="empty">{t.head}</p> }.into_any();
+        }
+        if !t.has_tree {
+            return view! { <p class="tree-summary" data-testid="tree-summary">{t.head}</p> }.into_any();
+        }
+        let counters = t
+            .counters
+            .into_iter()
+            .map(|c| {
+                let kept = c.kept;
+                view! {
+                    <li data-testid="tree-counter" data-counter=c.key.clone() class:nonzero={c.count > 0}>
+                        <strong>{c.title}</strong>
+                        {format!(": {}", c.sentence)}
+                        {c.first_event.map(|id| view! {
+                            " "
+                            <button class="link" data-testid="tree-counter-open" on:click=move |_| {
+                                fleet.select(Some(id));
+                                crate::views::inspector::scroll_to_inspector();
+                            }>
+                                {if kept > 1 { format!("open the first of {kept} kept") } else { "open it".to_owned() }}
+                            </button>
+                        })}
+                    </li>
                 }
-            };
-            let cell = trees.subtree(src, tier, drill, DEPTH, WIDTH).and_then(|nodes| build(&nodes, &titles));
-            view! {
-                <p class="tree-summary" data-testid="tree-summary">{head}</p>
-                <ul class="tree-counters">{counters}</ul>
-                {drill.map(|h| view! {
-                    <p>
-                        {format!("Drilled into {h:016x}. ")}
-                        <button on:click=move |_| root.set(None)>"Back to all roots"</button>
-                    </p>
-                })}
-                <div class="icicle" role="tree" aria-label="Block tree sized by block count, largest subtrees first; click a block to drill down">
-                    {cell.map(|c| render(c, root, hover))}
-                </div>
-            }
-            .into_any()
-        })
+            })
+            .collect_view();
+        view! {
+            <p class="tree-summary" data-testid="tree-summary">{t.head}</p>
+            <ul class="tree-counters">{counters}</ul>
+            {t.drilled.map(|h| view! {
+                <p>
+                    {format!("Drilled into {h}. ")}
+                    <button on:click=move |_| root.set(None)>"Back to all roots"</button>
+                </p>
+            })}
+            <div class="icicle" role="tree" aria-label="Block tree sized by block count, largest subtrees first; click a block to drill down">
+                {t.icicle.map(|c| render(c, root, hover))}
+            </div>
+        }
+        .into_any()
     };
 
     // A's and B's trees side by side, per tier: what each holds, and what B holds that A does
     // not. Tiers empty under both are collapsed into one line.
     let side_by_side = move || {
-        fleet.track();
-        let Some((src, _)) = selected() else { return ().into_any() };
-        fleet.with_model(|m| {
-            let (pa, pb) = (m.policy_name(Side::A).to_owned(), m.policy_name(Side::B).to_owned());
-            let mut empty = Vec::new();
-            let rows = StorageTier::ALL
-                .iter()
-                .filter_map(|&t| {
-                    let (a, b) = (m.trees_of(Side::A).blocks(src, t), m.trees_of(Side::B).blocks(src, t));
-                    let (ca, cb) = (m.trees_of(Side::A).counters(src, t), m.trees_of(Side::B).counters(src, t));
-                    if a == 0 && b == 0 && ca.stores_applied + ca.removes_applied + cb.stores_applied + cb.removes_applied == 0 {
-                        empty.push(t.label());
-                        return None;
-                    }
-                    let diff = b as i64 - a as i64;
-                    Some(view! {
-                        <tr data-testid="tree-tier" data-tier=t.label()>
-                            <th scope="row">{t.label()}</th>
-                            <td data-policy="a" title=ca.held_explained(a as usize)>{thousands(a)}</td>
-                            <td data-policy="b" title=cb.held_explained(b as usize)>{thousands(b)}</td>
-                            <td>{match diff {
-                                0 => "the same".to_owned(),
-                                d if d > 0 => format!("B holds {} more", thousands(d as u64)),
-                                d => format!("A holds {} more", thousands(d.unsigned_abs())),
-                            }}</td>
-                        </tr>
-                    })
-                })
-                .collect_view();
-            view! {
-                <table class="tree-sides" data-testid="tree-sides">
-                    <caption>"Blocks held per tier, each policy's own trees (hover a count for where the applied blocks went)"</caption>
-                    <thead><tr>
-                        <th scope="col">"tier"</th>
-                        <th scope="col"><span class="side side-a">"A"</span>" "{pa}</th>
-                        <th scope="col"><span class="side side-b">"B"</span>" "{pb}</th>
-                        <th scope="col">"difference"</th>
-                    </tr></thead>
-                    <tbody>{rows}</tbody>
-                </table>
-                {(!empty.is_empty()).then(|| view! { <p class="quiet" data-testid="empty-tiers">{format!("Empty under both policies: {}.", empty.join(", "))}</p> })}
-            }
-            .into_any()
-        })
+        let t = trees.get();
+        if t.shown.is_none() {
+            return ().into_any();
+        }
+        let (pa, pb) = (fleet.policy_name(Side::A), fleet.policy_name(Side::B));
+        let rows = t
+            .sides
+            .into_iter()
+            .map(|r| {
+                let [ta, tb] = r.titles;
+                view! {
+                    <tr data-testid="tree-tier" data-tier=r.tier.label()>
+                        <th scope="row">{r.tier.label()}</th>
+                        <td data-policy="a" title=ta>{thousands(r.blocks[0])}</td>
+                        <td data-policy="b" title=tb>{thousands(r.blocks[1])}</td>
+                        <td>{r.difference}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let empty: Vec<&str> = t.empty_tiers.iter().map(|t| t.label()).collect();
+        view! {
+            <table class="tree-sides" data-testid="tree-sides">
+                <caption>"Blocks held per tier, each policy's own trees (hover a count for where the applied blocks went)"</caption>
+                <thead><tr>
+                    <th scope="col">"tier"</th>
+                    <th scope="col"><span class="side side-a">"A"</span>" "{pa}</th>
+                    <th scope="col"><span class="side side-b">"B"</span>" "{pb}</th>
+                    <th scope="col">"difference"</th>
+                </tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+            {(!empty.is_empty()).then(|| view! { <p class="quiet" data-testid="empty-tiers">{format!("Empty under both policies: {}.", empty.join(", "))}</p> })}
+        }
+        .into_any()
     };
-    let tree_side = move || fleet.with_model(|m| m.config().trees);
-    let set_side = move |side: Side| fleet.update_settings(|s| s.trees = Some(side));
 
-    let search_results = move || {
-        fleet.track();
-        let q = fleet.settings.with(|s| s.hash.clone());
-        let Some(h) = parse_hash(&q) else {
-            return if q.trim().is_empty() {
-                ().into_any()
-            } else {
-                view! { <p class="error">"Not a hash: give 16 hex digits or a decimal number."</p> }.into_any()
-            };
-        };
-        fleet.with_model(|m| {
-            let hits: Vec<_> = [Side::A, Side::B]
-                .into_iter()
-                .flat_map(|side| m.trees_of(side).search(h).into_iter().map(move |hit| (side, hit)))
-                .collect();
-            if hits.is_empty() {
-                return view! { <p data-testid="hash-results">{format!("{h:016x}: in no tree of either policy.")}</p> }.into_any();
-            }
-            view! {
-                <ul data-testid="hash-results">
-                    {hits
-                        .into_iter()
-                        .map(|(side, (src, tier, n))| {
-                            let key = m.source(src).map(|s| s.key.clone()).unwrap_or_default();
-                            let k2 = key.clone();
-                            let parent = n.parent_hash.filter(|_| n.parent_present);
-                            let bs = m.block_size_of(src, n.seq, n.hash);
-                            let policy = m.policy_name(side).to_owned();
-                            view! {
-                                <li data-testid="hash-hit" data-policy=side.as_str() data-source=key.clone() data-tier=tier.label()>
-                                    <button on:click=move |_| { set_side(side); set_tree(k2.clone(), tier.label()); root.set(parent); }>
-                                        {format!("{} {policy}: {key} {}: seq {}, block_size {}, {} children, parent {}", side.as_str().to_uppercase(), tier.label(), n.seq, bs.map_or("?".into(), |b| b.to_string()), n.children, n.parent_hash.map_or("none".into(), |p| format!("{p:016x}")))}
-                                    </button>
-                                </li>
-                            }
-                        })
-                        .collect_view()}
-                </ul>
-            }
-            .into_any()
-        })
+    let search_results = move || match trees.with(|t| t.search.clone()) {
+        HashSearch::None => ().into_any(),
+        HashSearch::NotAHash => view! { <p class="error">"Not a hash: give 16 hex digits or a decimal number."</p> }.into_any(),
+        HashSearch::NotFound(text) => view! { <p data-testid="hash-results">{text}</p> }.into_any(),
+        HashSearch::Hits(hits) => view! {
+            <ul data-testid="hash-results">
+                {hits
+                    .into_iter()
+                    .map(|hit| {
+                        let (side, tier, parent) = (hit.side, hit.tier, hit.parent);
+                        let key = hit.source.clone();
+                        view! {
+                            <li data-testid="hash-hit" data-policy=side.as_str() data-source=hit.source data-tier=tier.label()>
+                                <button on:click=move |_| { set_side(side); set_tree(key.clone(), tier.label()); root.set(parent); }>
+                                    {hit.text}
+                                </button>
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        }
+        .into_any(),
     };
 
     view! {

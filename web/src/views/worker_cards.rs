@@ -1,45 +1,18 @@
 //! Full worker cards, for the sources a person opened from the fleet overview (all of them on a
-//! small fleet, where a card per source still fits a screen).
+//! small fleet, where a card per source still fits a screen). Which ones is the engine's call
+//! (`summarize::cards`); each card re-renders only when its own summary changed.
 
 use leptos::prelude::*;
 
-use crate::contexts::use_fleet;
-use crate::model::Model;
+use crate::contexts::{Part, use_fleet};
 use crate::views::worker_card::WorkerCard;
-
-/// Up to this many engine sources, every card is shown without opening it.
-pub const CARDS_FOR_ALL: usize = 8;
-
-/// The sources whose cards are shown, in display order: the opened ones, or every source of a
-/// small fleet; the worker filter applies either way.
-pub fn carded_sources(m: &Model, list: &[u32], open: &[String], filter: &str) -> Vec<u32> {
-    let engines = m.engine_sources().count();
-    list.iter()
-        .copied()
-        .filter(|i| {
-            m.source(*i).is_some_and(|s| {
-                s.kind == kvscope_protocol::SourceKind::Engine
-                    && (filter.is_empty() || s.key.contains(filter))
-                    && (open.contains(&s.key) || (open.is_empty() && engines <= CARDS_FOR_ALL))
-            })
-        })
-        .collect()
-}
 
 #[component]
 pub fn WorkerCards() -> impl IntoView {
     let fleet = use_fleet();
-    let shown = move || {
-        let (filter, open) = fleet.settings.with(|s| (s.worker_filter.clone(), s.open.clone()));
-        let list = fleet.source_list.get();
-        // Event-plane sources are the router's side, listed apart (views::router).
-        fleet.with_model(|m| carded_sources(m, &list, &open, &filter))
-    };
+    let shown = Memo::new(move |_| fleet.read(Part::Cards, |p| p.cards.cards.iter().map(|c| c.index).collect::<Vec<_>>()));
     let hint = move || {
-        fleet.track();
-        let none_open = fleet.settings.with(|s| s.open.is_empty());
-        let many = fleet.with_model(|m| m.engine_sources().count() > CARDS_FOR_ALL);
-        (none_open && many).then(|| {
+        fleet.read(Part::Cards, |p| p.cards.hint).then(|| {
             view! { <p class="empty" data-testid="cards-hint">"Click a source in the fleet table above to open its card here."</p> }
         })
     };
@@ -54,7 +27,7 @@ pub fn WorkerCards() -> impl IntoView {
             </div>
             {hint}
             <div class="cards">
-                <For each=shown key=|i| *i children=move |i| view! { <WorkerCard index=i /> } />
+                <For each=move || shown.get() key=|i| *i children=move |i| view! { <WorkerCard index=i /> } />
             </div>
         </section>
     }

@@ -1,10 +1,11 @@
-//! The timeline's lane area, painted into an RGBA buffer in wasm memory and put on the canvas
+//! The timeline's image, painted into an RGBA buffer in the engine and put on the page's canvas
 //! with one `putImageData`.
 //!
 //! One `fillRect` per run of equal columns was up to 48,000 calls into the canvas per draw at
 //! 24 lanes of 1,000 columns (40 ms of each 50-80 ms task at 512 sources, measured); writing the
-//! same rectangles into a buffer costs a pass over its pixels. What is drawn over the lanes
-//! afterwards (exit hatching, markers, the selection, the axis) still uses the 2D context.
+//! same rectangles into a buffer costs a pass over its pixels, and happens in the worker. The
+//! exit shading and hatching, markers and axis ticks are pixels too; only text (axis labels,
+//! "A exits") is left to the page, as elements over the canvas.
 
 /// An RGB colour from a CSS `#rrggbb` string (every colour `classes` hands out); anything else
 /// is a mid grey, visibly not a class colour.
@@ -48,13 +49,19 @@ impl Pixels {
         self.height
     }
 
+    #[cfg(test)]
     pub fn rgba(&self) -> &[u8] {
         &self.rgba
     }
 
-    /// Fills a rectangle in CSS pixels, opaque, clipped to the area; a rectangle thinner than a
-    /// device pixel still covers one, as `fillRect` would show it.
-    pub fn fill(&mut self, x: f64, y: f64, w: f64, h: f64, colour: [u8; 3]) {
+    /// The buffer, for sending.
+    pub fn into_rgba(self) -> Vec<u8> {
+        self.rgba
+    }
+
+    /// Device pixels covered by a rectangle in CSS pixels: `(x0, x1, y0, y1)`, clipped; a
+    /// rectangle thinner than a device pixel still covers one, as `fillRect` would show it.
+    fn device_rect(&self, x: f64, y: f64, w: f64, h: f64) -> Option<(usize, usize, usize, usize)> {
         let span = |from: f64, len: f64, max: usize| {
             let a = (from * self.scale).round();
             let b = ((from + len) * self.scale).round().max(a + 1.0);
@@ -63,9 +70,42 @@ impl Pixels {
         };
         let (x0, x1) = span(x, w, self.width);
         let (y0, y1) = span(y, h, self.height);
-        if x0 >= x1 || y0 >= y1 {
-            return;
+        (x0 < x1 && y0 < y1).then_some((x0, x1, y0, y1))
+    }
+
+    /// Lays `colour` at `alpha` over a rectangle in CSS pixels (what `fillRect` with an
+    /// `rgba()` fill does).
+    pub fn blend(&mut self, x: f64, y: f64, w: f64, h: f64, colour: [u8; 3], alpha: f64) {
+        let Some((x0, x1, y0, y1)) = self.device_rect(x, y, w, h) else { return };
+        for row in y0..y1 {
+            let start = (row * self.width + x0) * 4;
+            for px in self.rgba[start..start + (x1 - x0) * 4].chunks_exact_mut(4) {
+                mix(px, colour, alpha);
+            }
         }
+    }
+
+    /// Hatches a rectangle in CSS pixels (`[x, y, w, h]`) with lines rising to the right, one
+    /// device pixel wide and `spacing` CSS pixels apart, laid over at `alpha`. The lines run on
+    /// across rectangles (their phase is the canvas's), so hatching several lanes reads as one
+    /// pattern.
+    pub fn hatch(&mut self, [x, y, w, h]: [f64; 4], spacing: f64, colour: [u8; 3], alpha: f64) {
+        let Some((x0, x1, y0, y1)) = self.device_rect(x, y, w, h) else { return };
+        let period = ((spacing * self.scale).round() as usize).max(2);
+        for row in y0..y1 {
+            for col in x0..x1 {
+                if (col + row) % period == 0 {
+                    let i = (row * self.width + col) * 4;
+                    mix(&mut self.rgba[i..i + 4], colour, alpha);
+                }
+            }
+        }
+    }
+
+    /// Fills a rectangle in CSS pixels, opaque, clipped to the area; a rectangle thinner than a
+    /// device pixel still covers one, as `fillRect` would show it.
+    pub fn fill(&mut self, x: f64, y: f64, w: f64, h: f64, colour: [u8; 3]) {
+        let Some((x0, x1, y0, y1)) = self.device_rect(x, y, w, h) else { return };
         let pixel = [colour[0], colour[1], colour[2], 255];
         for row in y0..y1 {
             let start = (row * self.width + x0) * 4;
@@ -74,6 +114,14 @@ impl Pixels {
             }
         }
     }
+}
+
+/// One pixel with `colour` laid over it at `alpha`, opaque after.
+fn mix(px: &mut [u8], colour: [u8; 3], alpha: f64) {
+    for (c, over) in px.iter_mut().zip(colour) {
+        *c = (f64::from(*c) * (1.0 - alpha) + f64::from(over) * alpha).round() as u8;
+    }
+    px[3] = 255;
 }
 
 #[cfg(test)]
@@ -105,5 +153,19 @@ mod tests {
         p.fill(-5.0, 0.0, 100.0, 1.0, rgb("#010203"));
         assert_eq!(at(&p, 19, 1), [1, 2, 3, 255], "partly outside: clipped");
         assert_eq!(rgb("rgba(1, 2, 3, 0.5)"), [128, 128, 128]);
+    }
+
+    #[test]
+    fn shading_mixes_and_hatching_draws_rising_lines() {
+        let mut p = Pixels::new(16.0, 16.0, 1.0);
+        p.fill(0.0, 0.0, 16.0, 16.0, [200, 100, 0]);
+        p.blend(0.0, 0.0, 8.0, 16.0, [0, 0, 0], 0.5);
+        assert_eq!(at(&p, 0, 0), [100, 50, 0, 255]);
+        assert_eq!(at(&p, 8, 0), [200, 100, 0, 255], "outside the rectangle: untouched");
+        p.hatch([8.0, 0.0, 8.0, 16.0], 8.0, [255, 255, 255], 1.0);
+        assert_eq!(at(&p, 8, 0), [255, 255, 255, 255], "8 + 0 is on a line");
+        assert_eq!(at(&p, 15, 1), [255, 255, 255, 255], "so is 15 + 1: the line rises to the right");
+        assert_eq!(at(&p, 9, 0), [200, 100, 0, 255]);
+        assert_eq!(at(&p, 7, 1), [100, 50, 0, 255], "left of the hatched rectangle: untouched");
     }
 }

@@ -1,8 +1,7 @@
 //! Asks the server's history for one frame's raw bytes (`/frame`): the only file that fetches
-//! over HTTP. The page keeps every event's record but only its most recent frames' bytes; the
+//! over HTTP. The engine keeps every event's record but only its most recent frames' bytes; the
 //! inspector asks here for the rest.
 
-use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::model::FrameKey;
@@ -23,9 +22,7 @@ pub fn frame_url(ws_url: &str, key: FrameKey) -> Option<String> {
 
 /// GETs `url`; the body's bytes, or the server's (or the network's) words for why not.
 pub async fn get_bytes(url: &str) -> Result<Vec<u8>, String> {
-    let window = web_sys::window().ok_or("no window to fetch from")?;
-    let response = JsFuture::from(window.fetch_with_str(url)).await.map_err(|e| format!("the request failed: {}", js_text(&e)))?;
-    let response: web_sys::Response = response.dyn_into().map_err(|_| "the answer is not an HTTP response".to_owned())?;
+    let response = crate::scope::fetch(url).await?;
     if !response.ok() {
         let status = response.status();
         let text = match response.text() {
@@ -34,13 +31,9 @@ pub async fn get_bytes(url: &str) -> Result<Vec<u8>, String> {
         };
         return Err(format!("the server answered {status}: {}", text.trim()));
     }
-    let buffer = response.array_buffer().map_err(|e| js_text(&e))?;
-    let buffer = JsFuture::from(buffer).await.map_err(|e| format!("reading the answer failed: {}", js_text(&e)))?;
+    let buffer = response.array_buffer().map_err(|e| crate::scope::js_text(&e))?;
+    let buffer = JsFuture::from(buffer).await.map_err(|e| format!("reading the answer failed: {}", crate::scope::js_text(&e)))?;
     Ok(js_sys::Uint8Array::new(&buffer).to_vec())
-}
-
-fn js_text(v: &wasm_bindgen::JsValue) -> String {
-    v.as_string().or_else(|| v.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message()))).unwrap_or_else(|| format!("{v:?}"))
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ fn the_incident_is_complete_and_legacy_exits_once_for_the_whole_fleet() {
     assert!(line.starts_with("legacy: the router's indexer EXITS at "), "{line}");
     assert!(line.contains(&format!("seq {}", exit.seq)) && line.contains("block_size_mismatch"), "{line}");
     let details = a.detail_lines().join("\n");
-    assert!(details.contains(&format!("crashloop: {} later events", crate::views::thousands(later))), "{details}");
+    assert!(details.contains(&format!("crashloop: {} later events", kvscope_engine_protocol::fmt::thousands(later))), "{details}");
 
     // Policy B keeps running, says so plainly, and names what it skips with the rule's words.
     let b = m.policy_summary(Side::B);
@@ -299,7 +299,7 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
     assert_eq!(m.fleet_completeness(), Completeness::Complete);
     assert!(m.short_sources().is_empty());
     assert_eq!(m.policy_summary(Side::B).sources, 1);
-    let lines = crate::views::router::headline_lines(&m);
+    let lines = crate::summarize::router_lines(&m);
     assert!(!lines.iter().any(|l| l.contains("non_main_attention")), "routine filters are summed, not listed: {lines:?}");
     assert_eq!(m.engine_sources().count(), 1);
     assert_eq!(m.source(1).unwrap().frames as usize, kvscope_corpus::dynamo_plane::messages(tag).unwrap().len());
@@ -352,7 +352,10 @@ fn policy_b_says_what_it_moves_between_tiers() {
     let details = b.detail_lines().join("\n");
     for (from, to, n) in &b.moved {
         assert!(
-            details.contains(&format!("{} events filed on {to} where policy A files them on {from}", crate::views::thousands(*n))),
+            details.contains(&format!(
+                "{} events filed on {to} where policy A files them on {from}",
+                kvscope_engine_protocol::fmt::thousands(*n)
+            )),
             "{details}"
         );
     }

@@ -197,6 +197,16 @@ impl Model {
             .map(|f| (f, if matches!(self.origin, super::Origin::Capture { .. }) { BytesFrom::Capture } else { BytesFrom::Server }))
     }
 
+    /// Where event `id`'s raw bytes would come from now, without decoding anything: what the
+    /// inspector's detail depends on besides the event itself.
+    pub fn bytes_from(&self, id: u64) -> Option<BytesFrom> {
+        if let Some((_, from)) = self.bytes_of_event(id) {
+            return Some(from);
+        }
+        let key = self.frame_key(id)?;
+        Some(BytesFrom::Gone(self.fetch_state(key)))
+    }
+
     /// Where asking the server for `key` stands.
     pub fn fetch_state(&self, key: FrameKey) -> FetchState {
         if let Some((k, state)) = &self.fetch

@@ -13,9 +13,8 @@
 //! (retained frames, their cost and eviction), `inspector.rs` (an event's detail, event
 //! references, the log) and `export.rs` (the `.kvcap` and JSON-lines downloads).
 //!
-//! It is tested natively (`cargo test -p kvscope-web`). The views read it through
-//! `contexts::Fleet`; the only things that notify them are generation counters the Fleet bumps
-//! after the model marked a source dirty (a signal never holds a frame).
+//! It is tested natively (`cargo test -p kvscope-engine`). It runs in the engine's worker; the
+//! page never sees it, only what `crate::summarize` makes of it.
 
 pub mod chunked;
 pub mod classes;
@@ -29,7 +28,6 @@ pub mod policy_run;
 pub mod rate;
 mod retention;
 pub mod router;
-pub mod settings;
 pub mod summary;
 pub mod timeline;
 pub mod trees;
@@ -38,6 +36,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use kvscope_normalize::Outcome;
 use kvscope_protocol as proto;
+
+/// The page's settings (owned by the page, sent with every view query).
+pub use kvscope_engine_protocol::settings;
 
 use classes::{ClassCode, ClassTable, Reason, TierShown};
 use classify::make_runs;
@@ -809,6 +810,6 @@ impl Model {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod truth_tests;

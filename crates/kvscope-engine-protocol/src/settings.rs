@@ -2,15 +2,21 @@
 //!
 //! Everything an operator would want a shared link to reproduce lives here: the two policies,
 //! the block size, the filters and the selected event. The query string is the only place it
-//! is persisted; `url.rs` reads it at start and writes it back with `History::replaceState`
-//! (the rejected alternative, leptos_router, costs about 60 KB of gzip for two query helpers).
+//! is persisted; the page's `url.rs` reads it at start and writes it back with
+//! `History::replaceState` (the rejected alternative, leptos_router, costs about 60 KB of gzip
+//! for two query helpers). The page owns the settings; the engine gets a copy with every change
+//! ([`crate::ViewQuery`]).
 
 use std::fmt::Write as _;
 
+use serde::{Deserialize, Serialize};
+
 /// Which of the two compared policies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Side {
     A,
+    /// The default where one side is shown: B is the candidate being checked.
+    #[default]
     B,
 }
 
@@ -35,7 +41,7 @@ impl Side {
 
 /// An event named by where it came from, stable across reloads and shareable: source key
 /// (`w0:0`), the frame's sequence number and the event's index in the batch.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EventRef {
     pub source: String,
     pub seq: u64,
@@ -59,7 +65,7 @@ impl EventRef {
 }
 
 /// The page's settings. `None` means "use the server's default".
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct Settings {
     /// Policy A preset (`legacy` by default).
     pub policy_a: Option<String>,

@@ -1,144 +1,22 @@
 //! The fleet overview: one dense row per engine source, the odd ones first.
 //!
 //! At 64-512 sources a grid of full cards hides the one worker that misbehaves; the overview
-//! answers "which source is odd, and how" in one screen. Each row is plain data (what a worker
-//! thread would post to the page), computed here from the model; the view only draws the rows
-//! in its viewport.
+//! answers "which source is odd, and how" in one screen. Each row is plain data
+//! ([`Row`], in the engine protocol), computed here from the model and posted to the page, which
+//! only draws the rows in its viewport.
 //!
-//! What counts as odd, and how odd, is [`Anomaly`]: one enum, one severity and one word each,
-//! read by the row's chips, the sort and the tests alike.
+//! What counts as odd, and how odd, is [`Anomaly`]: one enum, one severity and one word each
+//! (in the engine protocol), read by the row's chips, the sort and the tests alike; which a
+//! source has is decided here.
 
 use kvscope_normalize::{Outcome, VerdictLabel};
 use kvscope_wire::EventEncoding;
 
+pub use kvscope_engine_protocol::overview::{Anomaly, Row, Tally, anomaly_counts};
+
 use super::classes::Reason;
 use super::settings::Side;
 use super::{Model, Source};
-
-/// Something about a source an operator should look at, most severe first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Anomaly {
-    /// Some event is fatal under policy A or B: an indexer following it exits on this source.
-    Fatal,
-    /// The policies decide some of this source's events differently.
-    PoliciesDisagree,
-    /// Frames of this source are missing: seq gaps replay did not fill, or lost to lag.
-    LostFrames,
-    /// Payloads that did not decode.
-    DecodeErrors,
-    /// The engine's seq went back: it restarted.
-    Restarted,
-    /// Its events are laid out unlike most of the fleet's (another release: tagged arrays up to
-    /// vLLM 0.23, maps after).
-    OtherWireLayout,
-    /// Offload stores skipped: the router never indexes those blocks.
-    OffloadSkipped,
-    /// Connected (or listed) but no event analysed.
-    Silent,
-}
-
-impl Anomaly {
-    pub const ALL: [Anomaly; 8] = [
-        Anomaly::Fatal,
-        Anomaly::PoliciesDisagree,
-        Anomaly::LostFrames,
-        Anomaly::DecodeErrors,
-        Anomaly::Restarted,
-        Anomaly::OtherWireLayout,
-        Anomaly::OffloadSkipped,
-        Anomaly::Silent,
-    ];
-
-    /// The chip's words, also what the filter box matches.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Anomaly::Fatal => "fatal",
-            Anomaly::PoliciesDisagree => "policies disagree",
-            Anomaly::LostFrames => "frames lost",
-            Anomaly::DecodeErrors => "decode errors",
-            Anomaly::Restarted => "restarted",
-            Anomaly::OtherWireLayout => "other wire layout",
-            Anomaly::OffloadSkipped => "offload skipped",
-            Anomaly::Silent => "silent",
-        }
-    }
-
-    /// `data-anomaly` on a row's chip.
-    pub fn key(self) -> &'static str {
-        match self {
-            Anomaly::Fatal => "fatal",
-            Anomaly::PoliciesDisagree => "disagree",
-            Anomaly::LostFrames => "lost",
-            Anomaly::DecodeErrors => "errors",
-            Anomaly::Restarted => "restarted",
-            Anomaly::OtherWireLayout => "wire",
-            Anomaly::OffloadSkipped => "offload",
-            Anomaly::Silent => "silent",
-        }
-    }
-
-    /// What a row's sort weighs: a fatal source outranks any number of lesser anomalies.
-    fn weight(self) -> u32 {
-        match self {
-            Anomaly::Fatal => 1 << 7,
-            Anomaly::PoliciesDisagree => 1 << 6,
-            Anomaly::LostFrames => 1 << 5,
-            Anomaly::DecodeErrors => 1 << 4,
-            Anomaly::Restarted => 1 << 3,
-            Anomaly::OtherWireLayout => 1 << 2,
-            Anomaly::OffloadSkipped => 1 << 1,
-            Anomaly::Silent => 1,
-        }
-    }
-}
-
-/// One policy's verdicts on a source, by kind. Routine filtering (non-main groups, unknown
-/// events) is apart from the skips that leave a tier's view incomplete.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tally {
-    pub fatal: u64,
-    pub skipped: u64,
-    pub filtered: u64,
-    pub applied: u64,
-}
-
-/// One row of the overview.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub index: u32,
-    /// `worker:rank`.
-    pub key: String,
-    pub worker_id: String,
-    pub dp_rank: u32,
-    pub frames: u64,
-    pub events: u64,
-    /// Indexed by [`Side`].
-    pub tally: [Tally; 2],
-    pub gaps: u64,
-    pub lost_frames: u64,
-    pub restarts: u64,
-    pub errors: u64,
-    pub events_per_second: f64,
-    /// How its events are laid out on the wire.
-    pub wire: Option<EventEncoding>,
-    /// `complete`, `incomplete` or `unknown` ([`super::completeness::Completeness::key`]).
-    pub completeness: &'static str,
-    /// Most severe first.
-    pub anomalies: Vec<Anomaly>,
-}
-
-impl Row {
-    fn score(&self) -> u32 {
-        self.anomalies.iter().map(|a| a.weight()).sum()
-    }
-
-    /// True when the filter text is empty, or found in the source's key or in one of its
-    /// anomalies' words ("0:" finds worker 0's ranks, "restart" the restarted sources).
-    pub fn matches(&self, filter: &str) -> bool {
-        let f = filter.trim();
-        f.is_empty() || self.key.contains(f) || self.anomalies.iter().any(|a| a.as_str().contains(f))
-    }
-}
 
 fn tally(m: &Model, src: &Source, side: Side) -> Tally {
     let mut t = Tally::default();
@@ -216,8 +94,8 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
         restarts: src.restarts(),
         errors,
         events_per_second: src.rate.per_second(now_ms),
-        wire: src.wire,
-        completeness: completeness.key(),
+        wire: wire_text(src.wire),
+        completeness: completeness.coverage(),
         anomalies,
     }
 }
@@ -244,17 +122,13 @@ pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
     rows
 }
 
-/// How many sources have each anomaly: the overview's heading.
-pub fn anomaly_counts(rows: &[Row]) -> Vec<(Anomaly, usize)> {
-    Anomaly::ALL.iter().map(|a| (*a, rows.iter().filter(|r| r.anomalies.contains(a)).count())).filter(|(_, n)| *n > 0).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use kvscope_encode::{Batch, Event, Hash, Stored, encode_batch_lossy, release};
     use kvscope_protocol as proto;
 
     use super::*;
+    use crate::model::completeness::Coverage;
     use crate::model::tests::{config, frame};
 
     fn info(index: u32, worker: u32, rank: u32) -> proto::SourceInfo {
@@ -339,9 +213,9 @@ mod tests {
         assert_eq!((rows[1].anomalies.as_slice(), rows[1].lost_frames, rows[1].gaps), ([Anomaly::LostFrames].as_slice(), 7, 1));
         assert_eq!((rows[2].anomalies.as_slice(), rows[2].restarts), ([Anomaly::Restarted].as_slice(), 1));
         assert_eq!(rows[3].anomalies, [Anomaly::OtherWireLayout]);
-        assert_eq!((wire_text(rows[3].wire), wire_text(rows[0].wire)), ("array of 12".to_owned(), "map".to_owned()));
-        assert_eq!((rows[4].anomalies.as_slice(), rows[4].completeness), ([Anomaly::Silent].as_slice(), "unknown"));
-        assert!(rows[5..].iter().all(|r| r.anomalies.is_empty() && r.completeness == "complete" && r.tally[0].applied == 6));
+        assert_eq!((rows[3].wire.as_str(), rows[0].wire.as_str()), ("array of 12", "map"));
+        assert_eq!((rows[4].anomalies.as_slice(), rows[4].completeness), ([Anomaly::Silent].as_slice(), Coverage::Unknown));
+        assert!(rows[5..].iter().all(|r| r.anomalies.is_empty() && r.completeness == Coverage::Complete && r.tally[0].applied == 6));
         assert_eq!(
             anomaly_counts(&rows),
             [

@@ -16,7 +16,7 @@ use super::Model;
 use super::classes::{Reason, TierShown};
 use super::completeness::Completeness;
 use super::settings::Side;
-use crate::views::thousands;
+use kvscope_engine_protocol::fmt::thousands;
 
 /// Sources the crashloop line names by name (most fatal events first).
 pub const CRASHLOOP_SOURCES_NAMED: usize = 8;

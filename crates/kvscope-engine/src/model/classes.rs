@@ -21,51 +21,7 @@ use kvscope_normalize::{Outcome, SmallStr, StorageTier, Verdict, VerdictFlags, V
 /// decode, or an event the policy never saw).
 pub type ClassCode = u8;
 
-/// The `data-reason` of a class: the tier of an applied event (`all_tiers` for a clear), or the
-/// label of a skip or a fatal verdict.
-///
-/// Ordered by its spelling, so cards and headlines list reasons alphabetically.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reason {
-    Tier(StorageTier),
-    AllTiers,
-    Label(VerdictLabel),
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Tier(t) => t.label(),
-            Reason::AllTiers => "all_tiers",
-            Reason::Label(l) => l.as_str(),
-        }
-    }
-
-    /// True for skips that are routine filtering (non-main attention groups, unknown events,
-    /// blocks another host or component owns), drawn below the reasons that mean "the indexer's
-    /// view of a tier is incomplete".
-    pub fn is_routine_filter(self) -> bool {
-        matches!(self, Reason::Label(l) if l.is_routine_filter())
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl PartialOrd for Reason {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Reason {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.as_str().cmp(other.as_str())
-    }
-}
+pub use kvscope_engine_protocol::label::Reason;
 
 /// The tier a verdict named, and the medium when it matched no tier and fell back to Device:
 /// shown as `device (medium "cpu" fell back)`, because that fallback is what hid the host tier

@@ -1,4 +1,5 @@
-//! The WebSocket to the kvscope server: the only file that touches `web_sys::WebSocket`.
+//! The WebSocket to the kvscope server: the only file that touches `web_sys::WebSocket`. It
+//! runs in the engine's worker, so the page's main thread never handles a frame.
 //!
 //! It opens `/ws` (binary type `arraybuffer`), hands every binary message's bytes to one
 //! callback, and reconnects with capped exponential backoff when the server goes away. It does
@@ -6,44 +7,16 @@
 //! reconnect the server sends its hello and history again; the model starts over on each hello
 //! (see `Model::apply_hello`), so nothing is counted twice.
 //!
-//! The state is an explicit enum ([`ConnState`]) with the backoff policy as plain data
-//! ([`Backoff`]), so both are tested natively (tokio-console's `conn.rs` keeps the same shape).
+//! The state is an explicit enum ([`ConnState`], in the engine protocol: the page shows it) with
+//! the backoff policy as plain data ([`Backoff`]), so both are tested natively (tokio-console's
+//! `conn.rs` keeps the same shape).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use kvscope_engine_protocol::view::ConnState;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
-
-/// Where the page's connection stands.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ConnState {
-    /// Not started: the page is showing a capture, or was opened with `?offline=1`.
-    Off,
-    /// A socket is being opened; `attempt` counts failures since the last success.
-    Connecting { attempt: u32 },
-    /// Open; messages flow.
-    Open,
-    /// The last socket closed; the next attempt starts after `delay_ms`.
-    Waiting { attempt: u32, delay_ms: f64, reason: String },
-}
-
-impl ConnState {
-    /// Short label for the fleet bar.
-    pub fn label(&self) -> String {
-        match self {
-            ConnState::Off => "not connected (capture)".to_owned(),
-            ConnState::Connecting { attempt: 0 } => "connecting".to_owned(),
-            ConnState::Connecting { attempt } => format!("reconnecting (attempt {})", attempt + 1),
-            ConnState::Open => "connected".to_owned(),
-            ConnState::Waiting { delay_ms, .. } => format!("server away; retry in {:.1} s", delay_ms / 1000.0),
-        }
-    }
-
-    pub fn is_open(&self) -> bool {
-        matches!(self, ConnState::Open)
-    }
-}
 
 /// Capped exponential backoff: `base_ms * 2^attempt`, at most `cap_ms`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,7 +43,7 @@ impl Backoff {
     }
 }
 
-/// What the connection reports to the app.
+/// What the connection reports to the engine.
 pub trait ConnSink: 'static {
     /// One binary message, as received.
     fn message(&self, bytes: Vec<u8>);
@@ -101,24 +74,6 @@ impl std::fmt::Debug for Inner {
 #[derive(Clone, Debug)]
 pub struct Connection {
     inner: Rc<RefCell<Inner>>,
-}
-
-/// `ws://host/ws` for the page's own origin (`wss://` under https), keeping a `token` query
-/// parameter of the page so that a token-protected server works from a shared link.
-pub fn default_url() -> Option<String> {
-    let location = web_sys::window()?.location();
-    let protocol = location.protocol().ok()?;
-    let host = location.host().ok()?;
-    if host.is_empty() || protocol == "file:" {
-        return None;
-    }
-    let scheme = if protocol == "https:" { "wss" } else { "ws" };
-    let search = location.search().unwrap_or_default();
-    let token = web_sys::UrlSearchParams::new_with_str(&search).ok().and_then(|p| p.get("token"));
-    Some(match token {
-        Some(t) => format!("{scheme}://{host}/ws?token={}", js_sys::encode_uri_component(&t)),
-        None => format!("{scheme}://{host}/ws"),
-    })
 }
 
 impl Connection {
@@ -237,9 +192,7 @@ impl Connection {
         sink.state(ConnState::Waiting { attempt, delay_ms, reason });
         let this = self.clone();
         let timer = Closure::<dyn FnMut()>::new(move || this.open());
-        if let Some(window) = web_sys::window() {
-            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(timer.as_ref().unchecked_ref(), delay_ms as i32);
-        }
+        crate::scope::set_timeout(timer.as_ref().unchecked_ref(), delay_ms as i32);
         self.inner.borrow_mut()._timer = Some(timer);
     }
 }
@@ -257,13 +210,5 @@ mod tests {
         assert_eq!(b.delay_ms(5, 0.0), 5_000.0);
         assert_eq!(b.delay_ms(1_000, 0.0), 5_000.0);
         assert_eq!(b.delay_ms(10, 1.0), 4_000.0, "jitter shortens by at most a fifth");
-    }
-
-    #[test]
-    fn state_labels_say_what_is_happening() {
-        assert_eq!(ConnState::Connecting { attempt: 0 }.label(), "connecting");
-        assert_eq!(ConnState::Connecting { attempt: 2 }.label(), "reconnecting (attempt 3)");
-        let w = ConnState::Waiting { attempt: 1, delay_ms: 500.0, reason: "closed".into() };
-        assert_eq!(w.label(), "server away; retry in 0.5 s");
     }
 }

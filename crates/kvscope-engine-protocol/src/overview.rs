@@ -1,0 +1,137 @@
+//! The fleet overview's rows: one dense row per engine source, and what makes a source odd.
+//!
+//! What counts as odd, and how odd, is [`Anomaly`]: one enum, one severity and one word each,
+//! read by the row's chips, the engine's sort, the filter box and the tests alike. Which
+//! anomalies a source has is decided by the engine (`kvscope-engine`, `model/overview.rs`).
+
+use serde::{Deserialize, Serialize};
+
+/// Something about a source an operator should look at, most severe first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Anomaly {
+    /// Some event is fatal under policy A or B: an indexer following it exits on this source.
+    Fatal,
+    /// The policies decide some of this source's events differently.
+    PoliciesDisagree,
+    /// Frames of this source are missing: seq gaps replay did not fill, or lost to lag.
+    LostFrames,
+    /// Payloads that did not decode.
+    DecodeErrors,
+    /// The engine's seq went back: it restarted.
+    Restarted,
+    /// Its events are laid out unlike most of the fleet's (another release: tagged arrays up to
+    /// vLLM 0.23, maps after).
+    OtherWireLayout,
+    /// Offload stores skipped: the router never indexes those blocks.
+    OffloadSkipped,
+    /// Connected (or listed) but no event analysed.
+    Silent,
+}
+
+impl Anomaly {
+    pub const ALL: [Anomaly; 8] = [
+        Anomaly::Fatal,
+        Anomaly::PoliciesDisagree,
+        Anomaly::LostFrames,
+        Anomaly::DecodeErrors,
+        Anomaly::Restarted,
+        Anomaly::OtherWireLayout,
+        Anomaly::OffloadSkipped,
+        Anomaly::Silent,
+    ];
+
+    /// The chip's words, also what the filter box matches.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Anomaly::Fatal => "fatal",
+            Anomaly::PoliciesDisagree => "policies disagree",
+            Anomaly::LostFrames => "frames lost",
+            Anomaly::DecodeErrors => "decode errors",
+            Anomaly::Restarted => "restarted",
+            Anomaly::OtherWireLayout => "other wire layout",
+            Anomaly::OffloadSkipped => "offload skipped",
+            Anomaly::Silent => "silent",
+        }
+    }
+
+    /// `data-anomaly` on a row's chip.
+    pub fn key(self) -> &'static str {
+        match self {
+            Anomaly::Fatal => "fatal",
+            Anomaly::PoliciesDisagree => "disagree",
+            Anomaly::LostFrames => "lost",
+            Anomaly::DecodeErrors => "errors",
+            Anomaly::Restarted => "restarted",
+            Anomaly::OtherWireLayout => "wire",
+            Anomaly::OffloadSkipped => "offload",
+            Anomaly::Silent => "silent",
+        }
+    }
+
+    /// What a row's sort weighs: a fatal source outranks any number of lesser anomalies.
+    pub fn weight(self) -> u32 {
+        match self {
+            Anomaly::Fatal => 1 << 7,
+            Anomaly::PoliciesDisagree => 1 << 6,
+            Anomaly::LostFrames => 1 << 5,
+            Anomaly::DecodeErrors => 1 << 4,
+            Anomaly::Restarted => 1 << 3,
+            Anomaly::OtherWireLayout => 1 << 2,
+            Anomaly::OffloadSkipped => 1 << 1,
+            Anomaly::Silent => 1,
+        }
+    }
+}
+
+/// One policy's verdicts on a source, by kind. Routine filtering (non-main groups, unknown
+/// events) is apart from the skips that leave a tier's view incomplete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub fatal: u64,
+    pub skipped: u64,
+    pub filtered: u64,
+    pub applied: u64,
+}
+
+/// One row of the overview.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub index: u32,
+    /// `worker:rank`.
+    pub key: String,
+    pub worker_id: String,
+    pub dp_rank: u32,
+    pub frames: u64,
+    pub events: u64,
+    /// Indexed by [`crate::Side`].
+    pub tally: [Tally; 2],
+    pub gaps: u64,
+    pub lost_frames: u64,
+    pub restarts: u64,
+    pub errors: u64,
+    pub events_per_second: f64,
+    /// How its events are laid out on the wire: "map", "array of 12", or "—" before any.
+    pub wire: String,
+    pub completeness: crate::completeness::Coverage,
+    /// Most severe first.
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl Row {
+    /// The sum of its anomalies' weights: what the overview sorts by.
+    pub fn score(&self) -> u32 {
+        self.anomalies.iter().map(|a| a.weight()).sum()
+    }
+
+    /// True when the filter text is empty, or found in the source's key or in one of its
+    /// anomalies' words ("0:" finds worker 0's ranks, "restart" the restarted sources).
+    pub fn matches(&self, filter: &str) -> bool {
+        let f = filter.trim();
+        f.is_empty() || self.key.contains(f) || self.anomalies.iter().any(|a| a.as_str().contains(f))
+    }
+}
+
+/// How many sources have each anomaly: the overview's heading.
+pub fn anomaly_counts(rows: &[Row]) -> Vec<(Anomaly, usize)> {
+    Anomaly::ALL.iter().map(|a| (*a, rows.iter().filter(|r| r.anomalies.contains(a)).count())).filter(|(_, n)| *n > 0).collect()
+}

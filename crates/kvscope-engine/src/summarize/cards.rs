@@ -1,0 +1,196 @@
+//! Worker cards, for the sources a person opened from the fleet overview (all of them on a small
+//! fleet, where a card per source still fits a screen), and the event-plane sources' list.
+
+use std::collections::BTreeSet;
+
+use kvscope_engine_protocol::fmt::thousands;
+use kvscope_engine_protocol::view::{Card, CardRow, Cards, Planes, RouterRow};
+use kvscope_engine_protocol::{Settings, Side};
+use kvscope_normalize::{Outcome, StorageTier, VerdictLabel};
+
+use crate::model::classes::Reason;
+use crate::model::{Model, Rows};
+
+/// Up to this many engine sources, every card is shown without opening it.
+pub const CARDS_FOR_ALL: usize = 8;
+
+/// The sources whose cards are shown, in source order: the opened ones, or every source of a
+/// small fleet; the worker filter applies either way. Event-plane sources are the router's side,
+/// listed apart ([`planes`]).
+pub fn carded_sources(m: &Model, open: &[String], filter: &str) -> Vec<u32> {
+    let engines = m.engine_sources().count();
+    m.engine_sources()
+        .filter(|s| {
+            (filter.is_empty() || s.key.contains(filter)) && (open.contains(&s.key) || (open.is_empty() && engines <= CARDS_FOR_ALL))
+        })
+        .map(|s| s.index)
+        .collect()
+}
+
+pub fn cards(m: &Model, settings: &Settings) -> Cards {
+    let cards = carded_sources(m, &settings.open, &settings.worker_filter).into_iter().filter_map(|i| card(m, i)).collect();
+    Cards { cards, hint: settings.open.is_empty() && m.engine_sources().count() > CARDS_FOR_ALL }
+}
+
+/// The rows of a card: fatal first, then skips, then applied per tier (always all four tiers,
+/// so a zero is shown, not missing).
+pub fn card_rows(m: &Model, index: u32) -> Vec<CardRow> {
+    let Some(src) = m.source(index) else { return Vec::new() };
+    let classes = m.classes();
+    let a = src.counts(Side::A).rows(classes);
+    let b = src.counts(Side::B).rows(classes);
+    let mut keys: BTreeSet<(Outcome, Reason)> = a.keys().chain(b.keys()).copied().collect();
+    for t in StorageTier::ALL {
+        keys.insert((Outcome::Apply, Reason::Tier(t)));
+    }
+    let order = |k: Outcome| match k {
+        Outcome::Fatal => 0,
+        Outcome::Skip => 1,
+        Outcome::Apply => 2,
+    };
+    let mut keys: Vec<_> = keys.into_iter().collect();
+    keys.sort_by_key(|(k, r)| {
+        let tier_pos = match r {
+            Reason::Tier(t) => t.index(),
+            _ => 9,
+        };
+        (order(*k), tier_pos, *r)
+    });
+    keys.into_iter()
+        .map(|(kind, reason)| {
+            let cell = |rows: &Rows| {
+                rows.get(&(kind, reason)).map_or((0, String::new()), |(n, tiers)| {
+                    let routine = kind == Outcome::Apply || (kind == Outcome::Skip && reason.is_routine_filter());
+                    (*n, if routine { String::new() } else { tiers.keys().map(ToString::to_string).collect::<Vec<_>>().join(", ") })
+                })
+            };
+            CardRow { kind, reason, cells: [cell(&a), cell(&b)] }
+        })
+        .collect()
+}
+
+/// "A fatal · B skipped" when the policies disagree on this worker, else `None`.
+pub fn disagreement(m: &Model, index: u32) -> Option<String> {
+    let src = m.source(index)?;
+    if !src.policies_disagree(m.classes()) {
+        return None;
+    }
+    let word = |side: Side| {
+        let c = src.counts(side);
+        if c.total(m.classes(), Outcome::Fatal) > 0 {
+            "fatal"
+        } else if c.get(m.classes(), Outcome::Skip, Reason::Label(VerdictLabel::OffloadBlockSizeMismatch)) > 0 {
+            "offload skipped"
+        } else {
+            "ok"
+        }
+    };
+    Some(format!("policies disagree: A {} · B {}", word(Side::A), word(Side::B)))
+}
+
+/// What the card says of its source's connection. "live" means the engine is analysing the
+/// source's events, not only that the server's socket is open.
+pub fn status_word(m: &Model, index: u32) -> String {
+    let Some(src) = m.source(index) else { return "—".to_owned() };
+    match &src.status {
+        Some(st) if st.state == kvscope_protocol::ConnState::Live && src.counts(Side::A).events == 0 => {
+            "connected, no events analysed".to_owned()
+        }
+        Some(st) => format!("{:?}", st.state).to_lowercase(),
+        None if matches!(m.origin, crate::model::Origin::Capture { .. }) => "capture".to_owned(),
+        None => "—".to_owned(),
+    }
+}
+
+/// The card's router row: the reconciliation counts of one engine source.
+pub fn router_row(m: &Model, index: u32) -> RouterRow {
+    let Some(router) = m.router() else { return RouterRow::None };
+    let report = router.report();
+    let Some(s) = router.source_report(report, index) else { return RouterRow::NotMatched };
+    let c = &s.router;
+    let cells = [
+        ("expected", c.expected),
+        ("received", c.received),
+        ("matched", c.matched),
+        ("missing", c.missing),
+        ("unexpected", c.unexpected),
+        ("mismatched", c.mismatched),
+        ("pending", c.pending_expected),
+    ];
+    let dropped: Vec<String> = c.dropped_by_policy.iter().map(|(l, n)| format!("{l} {}", thousands(*n))).collect();
+    RouterRow::Counts {
+        policy: router.policy.name.to_owned(),
+        clean: c.is_clean(),
+        cells: cells.into_iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+        dropped: (!dropped.is_empty()).then(|| format!("· dropped by the relay: {}", dropped.join(", "))),
+    }
+}
+
+fn card(m: &Model, index: u32) -> Option<Card> {
+    let src = m.source(index)?;
+    let completeness = m.completeness(index);
+    let trees_side = m.config().trees;
+    let stop_lines = [Side::A, Side::B]
+        .into_iter()
+        .filter_map(|side| {
+            let (seq, _) = src.counts(side).first_fatal.as_ref()?;
+            Some((side, format!(" {}: an indexer stops at seq {seq}", m.policy_name(side))))
+        })
+        .collect();
+    Some(Card {
+        index,
+        key: src.key.clone(),
+        worker: src.worker_id.clone(),
+        dp_rank: src.dp_rank,
+        status: status_word(m, index),
+        completeness,
+        disagree: disagreement(m, index),
+        stop_lines,
+        router: router_row(m, index),
+        tree_caption: format!("Blocks held per tier (trees built by policy {})", m.policy_name(trees_side)),
+        tiers: StorageTier::ALL.iter().map(|t| (*t, m.trees().blocks(index, *t))).collect(),
+        rows: card_rows(m, index),
+        frames: src.frames,
+        events: src.counts(Side::A).events,
+        last_seq: src.seq.last_seq,
+        gaps: src.gaps(),
+        restarts: src.restarts(),
+        errors: src.decode_errors + src.frame_errors,
+        last_error: src.last_error.clone(),
+    })
+}
+
+/// The event-plane sources: what each reads, its state, and the publishers seen on it; `None`
+/// when there is no event plane.
+pub fn planes(m: &Model) -> Option<Planes> {
+    let planes: Vec<_> = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::EventPlane).collect();
+    if planes.is_empty() {
+        return None;
+    }
+    let report = m.router().map(|r| r.report().clone()).unwrap_or_default();
+    let publishers = report
+        .publishers
+        .iter()
+        .map(|p| {
+            format!(
+                "publisher {}: {} messages, {} gaps ({} missed), {} restarts, {} decode errors",
+                p.publisher_id,
+                thousands(p.messages),
+                p.gaps,
+                thousands(p.missed_messages),
+                p.restarts,
+                p.decode_errors
+            )
+        })
+        .collect();
+    let planes = planes
+        .into_iter()
+        .map(|s| {
+            let url = s.event_plane.as_ref().map_or_else(|| s.endpoint.clone(), |p| p.url.clone());
+            let state = s.status.as_ref().map_or("capture".to_owned(), |st| format!("{:?}", st.state).to_lowercase());
+            let line = format!("{} ({url}): {state}, {} messages, {} errors", s.key, thousands(s.frames), s.frame_errors + s.decode_errors);
+            (s.key.clone(), line, s.last_error.clone())
+        })
+        .collect();
+    Some(Planes { planes, publishers })
+}

@@ -1,0 +1,299 @@
+//! The model, summarised for the page: one function per part of the page, each building the
+//! display-ready struct of `kvscope_engine_protocol::view` from the [`Model`] and what the page
+//! shows ([`ViewQuery`]). The page renders these and decides nothing about the stream.
+//!
+//! [`Sent`] remembers what was last sent of each part, so a summary carries only what changed:
+//! at 512 sources the rows change every flush, the rules never.
+
+mod cards;
+mod headline;
+mod inspector;
+mod pixels;
+mod timeline;
+mod trees;
+
+use kvscope_engine_protocol::Side;
+use kvscope_engine_protocol::fmt::{human_bytes, human_duration_ms, thousands};
+use kvscope_engine_protocol::view::{Bar, CaptureProgress, ConnState, IntakeLine, Meta, OriginKind, Quality, RuleRow};
+use serde::Serialize;
+
+use crate::model::intake::IntakeStatus;
+use crate::model::{MemoryUse, Model, Origin};
+
+pub use cards::{cards, planes};
+pub use headline::{headline, router_lines};
+pub use inspector::{InspectorCache, fields, logs};
+pub use timeline::{TimelineImage, hover_text, pick_at, timeline};
+pub use trees::trees;
+
+/// Wall-clock time of a Unix-nanosecond stamp, `HH:MM:SS.mmm UTC` (the server protocol crate's
+/// one formatter, so the page and `check` print the same time).
+pub fn clock(nanos: u64) -> String {
+    format!("{} UTC", kvscope_protocol::time::utc_time_of_day(nanos))
+}
+
+/// What the engine's own edges add to the fleet bar: the socket, the capture being opened, the
+/// intake queue and the engine's memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EdgeState {
+    pub conn: ConnState,
+    pub capture: CaptureProgress,
+    pub intake: IntakeStatus,
+    pub wasm_bytes: u64,
+}
+
+/// The policies, the rules they run, the block size, where the frames come from.
+pub fn meta(m: &Model) -> Meta {
+    let rules = |side: Side| {
+        policy_rules(m.policy_name(side))
+            .into_iter()
+            .map(|r| RuleRow {
+                step: r.step.to_string(),
+                name: r.name.to_owned(),
+                checks: r.checks.to_owned(),
+                decides: r.decides.to_owned(),
+            })
+            .collect()
+    };
+    Meta {
+        policies: [m.policy_name(Side::A).to_owned(), m.policy_name(Side::B).to_owned()],
+        presets: crate::model::policy_run::policy_names().into_iter().map(str::to_owned).collect(),
+        rules: [rules(Side::A), rules(Side::B)],
+        block_size: m.config().block_size,
+        trees_side: m.config().trees,
+        origin: match m.origin {
+            Origin::Empty => OriginKind::Empty,
+            Origin::Server { .. } => OriginKind::Server,
+            Origin::Capture { .. } => OriginKind::Capture,
+        },
+        has_router: m.router().is_some(),
+        defaults_note: m.defaults_note.clone().unwrap_or_default(),
+        config_error: m.config_error.clone().unwrap_or_default(),
+        retain_mib: (m.config().retain_bytes / (1024 * 1024)) as u64,
+    }
+}
+
+/// The rules a policy runs, in order (the same words as `kvscope rules --policy P`); none for a
+/// name that is no preset.
+pub fn policy_rules(policy: &str) -> Vec<&'static kvscope_normalize::Rule> {
+    policy
+        .parse::<kvscope_normalize::Policy>()
+        .map(|p| kvscope_normalize::RuleSet::for_policy(&p).rules().map(|(_, r)| r).collect())
+        .unwrap_or_default()
+}
+
+/// The fleet bar's figures.
+pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
+    let origin = match &m.origin {
+        Origin::Empty => "waiting for the server's hello".to_owned(),
+        Origin::Server { mode, detail, .. } => format!("{mode}: {detail}"),
+        Origin::Capture { name, truncated } => match truncated {
+            Some(_) => format!("capture {name} (last record cut)"),
+            None => format!("capture {name}"),
+        },
+    };
+    // Workers are the engine sources; event planes are counted apart. Live means analysed here:
+    // a socket that is open but whose events were not analysed is not live.
+    let total = m.engine_sources().count();
+    let planes = m.sources().len() - total;
+    let planes = if planes > 0 { format!(" · {planes} event planes") } else { String::new() };
+    let live = m
+        .engine_sources()
+        .filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live) && s.counts(Side::A).events > 0)
+        .count();
+    let sources = if matches!(m.origin, Origin::Server { .. }) {
+        format!("{live} of {total} workers live{planes}")
+    } else {
+        format!("{total} workers{planes}")
+    };
+    // A capture has a span and a count, not a rate.
+    let rate = match m.origin {
+        Origin::Capture { .. } => {
+            let events: u64 = m.sources().iter().map(|s| s.counts(Side::A).events).sum();
+            let (a, b) = m.time_span_ms();
+            format!("{} events over {}", thousands(events), human_duration_ms(b - a))
+        }
+        _ => format!("{} events/s", thousands(m.events_per_second(now_ms).round() as u64)),
+    };
+    let memory = m.memory();
+    Bar {
+        conn: edges.conn.clone(),
+        origin,
+        sources,
+        rate,
+        memory: memory_text(&memory),
+        memory_bound_reached: memory.bound_reached || memory.event_bound_reached,
+        engine_wasm_bytes: edges.wasm_bytes,
+        catching_up: m.catching_up(),
+        intake: intake_text(&edges.intake).map(|text| IntakeLine {
+            text,
+            queued_bytes: edges.intake.queued_bytes as u64,
+            dropped_messages: edges.intake.dropped_messages,
+        }),
+        lagged: (m.lagged_frames > 0).then(|| {
+            format!(
+                "this page lost {} frames (it read too slowly); the server's --client-queue-bytes raises the bound",
+                thousands(m.lagged_frames)
+            )
+        }),
+        recording: m.recording.as_ref().map(|r| (r.summary(), r.state == kvscope_protocol::RecordingState::Failed)),
+        capture: edges.capture.clone(),
+    }
+}
+
+/// Below this much received and not yet applied, the page is not said to be behind.
+const BEHIND_BYTES: usize = 4 << 20;
+
+/// The fleet bar's intake line: how far behind the stream the engine is, and what the intake
+/// bound dropped unread; `None` when it keeps up.
+pub fn intake_text(s: &IntakeStatus) -> Option<String> {
+    let behind = (s.queued_bytes >= BEHIND_BYTES).then(|| {
+        format!(
+            "behind the stream: {} received, not yet applied ({} messages)",
+            human_bytes(s.queued_bytes as f64),
+            thousands(s.queued_messages as u64)
+        )
+    });
+    let dropped = (s.dropped_messages > 0).then(|| {
+        format!(
+            "intake bound of {} reached: {} messages ({}) dropped unread, their frames count as lost (raise with ?intake=MiB)",
+            human_bytes(s.bound_bytes as f64),
+            thousands(s.dropped_messages),
+            human_bytes(s.dropped_bytes as f64)
+        )
+    });
+    match (behind, dropped) {
+        (None, None) => None,
+        (a, b) => Some([a, b].into_iter().flatten().collect::<Vec<_>>().join(" · ")),
+    }
+}
+
+/// The fleet bar's memory line: both bounds, and what reaching each dropped.
+pub fn memory_text(m: &MemoryUse) -> String {
+    let mut s = format!(
+        "{} of {} events kept ({}) · raw bytes {} of {}",
+        thousands(m.retained_events as u64),
+        thousands(m.event_bound as u64),
+        human_bytes(m.event_bytes as f64),
+        human_bytes(m.retained_bytes as f64),
+        human_bytes(m.bound_bytes as f64),
+    );
+    if m.event_bound_reached {
+        s.push_str(&format!(" · event bound reached: the {} oldest events are gone (raise with ?events=N)", thousands(m.evicted_events)));
+    }
+    if m.bound_reached {
+        s.push_str(&format!(
+            " · raw-bytes bound reached: {} oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)",
+            thousands(m.evicted_frames)
+        ));
+    }
+    s
+}
+
+/// The data-quality strip: each shortfall with its count and unit; "complete" only when there
+/// is none.
+pub fn quality(m: &Model) -> Quality {
+    let c = m.fleet_completeness();
+    let span = m.t0_nanos().map(|t0| {
+        let (a, b) = m.time_span_ms();
+        let from = t0 + (a.max(0.0) * 1e6) as u64;
+        format!("covers {} from {}", human_duration_ms(b - a), clock(from))
+    });
+    let short = m.short_sources();
+    let sources = match short.len() {
+        0 => None,
+        n if n <= 12 => Some(format!("sources affected: {}", short.join(", "))),
+        n => Some(format!("{n} sources affected")),
+    };
+    Quality { completeness: c, span, sources }
+}
+
+/// One part of the page as last sent: its bytes, to tell whether a new one differs.
+#[derive(Debug, Default)]
+pub struct Sent {
+    parts: std::collections::HashMap<&'static str, Vec<u8>>,
+}
+
+impl Sent {
+    /// `value` when it differs from what was last sent under `name` (and remembers it), else
+    /// `None`.
+    pub fn changed<T: Serialize>(&mut self, name: &'static str, value: T) -> Option<T> {
+        let bytes = rmp_serde::to_vec(&value).unwrap_or_default();
+        if self.parts.get(name) == Some(&bytes) {
+            return None;
+        }
+        self.parts.insert(name, bytes);
+        Some(value)
+    }
+
+    /// Forgets everything sent: the next summary carries every part (a page that just joined).
+    pub fn clear(&mut self) {
+        self.parts.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_intake_line_says_how_far_behind_and_what_its_bound_dropped() {
+        let mut s = IntakeStatus { queued_bytes: 1 << 20, queued_messages: 3, bound_bytes: 256 << 20, ..Default::default() };
+        assert_eq!(intake_text(&s), None, "a little queued is keeping up");
+        s.queued_bytes = 12 << 20;
+        assert_eq!(intake_text(&s).unwrap(), "behind the stream: 12.0 MiB received, not yet applied (3 messages)");
+        (s.queued_bytes, s.dropped_messages, s.dropped_bytes) = (0, 1_200, 3 << 20);
+        let t = intake_text(&s).unwrap();
+        assert!(t.starts_with("intake bound of 256.0 MiB reached: 1,200 messages (3.0 MiB) dropped unread"), "{t}");
+        assert!(t.ends_with("(raise with ?intake=MiB)"), "{t}");
+    }
+
+    #[test]
+    fn the_memory_line_names_each_bound_reached_and_the_setting_that_raises_it() {
+        let mut m = MemoryUse {
+            retained_events: 4_750_000,
+            event_bound: 5_000_000,
+            event_bytes: 4_750_000 * 66,
+            retained_bytes: 1 << 20,
+            bound_bytes: 128 << 20,
+            ..Default::default()
+        };
+        let calm = memory_text(&m);
+        assert!(calm.starts_with("4,750,000 of 5,000,000 events kept ("), "{calm}");
+        assert!(!calm.contains("bound reached"), "{calm}");
+        (m.event_bound_reached, m.evicted_events, m.bound_reached, m.evicted_frames) = (true, 250_000, true, 12);
+        let full = memory_text(&m);
+        assert!(full.contains("event bound reached: the 250,000 oldest events are gone (raise with ?events=N)"), "{full}");
+        assert!(
+            full.contains("raw-bytes bound reached: 12 oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)"),
+            "{full}"
+        );
+    }
+
+    #[test]
+    fn help_lists_the_rules_each_preset_runs() {
+        use kvscope_normalize::{Policy, RuleSet};
+        for policy in Policy::PRESETS {
+            let names: Vec<&str> = policy_rules(policy.name).iter().map(|r| r.name).collect();
+            let expected: Vec<&str> = RuleSet::for_policy(policy).rules().map(|(_, r)| r.name).collect();
+            assert_eq!(names, expected);
+        }
+        assert!(policy_rules("strict").is_empty());
+    }
+
+    #[test]
+    fn a_part_is_sent_again_only_when_it_changed() {
+        let mut sent = Sent::default();
+        assert_eq!(sent.changed("bar", "a"), Some("a"));
+        assert_eq!(sent.changed("bar", "a"), None);
+        assert_eq!(sent.changed("quality", "a"), Some("a"), "each part on its own");
+        assert_eq!(sent.changed("bar", "b"), Some("b"));
+        sent.clear();
+        assert_eq!(sent.changed("bar", "b"), Some("b"), "everything again after a clear");
+    }
+
+    #[test]
+    fn times_are_wall_clock_utc() {
+        assert_eq!(clock(3_723_004_000_000), "01:02:03.004 UTC");
+    }
+}
