@@ -363,6 +363,10 @@ impl Browser {
             "--enable-precise-memory-info".into(),
             format!("--user-data-dir={}", profile.display()),
         ];
+        // KVSCOPE_CHROME_ARGS: more switches, space-separated (an experiment's
+        // `--js-flags=...`, say); none by default.
+        let mut args = args;
+        args.extend(std::env::var("KVSCOPE_CHROME_ARGS").unwrap_or_default().split_whitespace().map(str::to_owned));
         let mut caps = serde_json::Map::new();
         caps.insert("goog:chromeOptions".into(), json!({ "args": args, "binary": "/usr/bin/chromium" }));
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -109,6 +109,8 @@ pub struct Meta {
     pub config_error: String,
     /// The bound on retained raw bytes, MiB (the inspector's words).
     pub retain_mib: u64,
+    /// Every source's key, in source order (the tree's worker picker).
+    pub sources: Vec<String>,
 }
 
 impl Meta {
@@ -474,8 +476,6 @@ pub enum HashSearch {
 /// The tier-tree section.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct Trees {
-    /// Every source's key (the worker picker).
-    pub sources: Vec<String>,
     /// The tree shown: (source key, tier).
     pub shown: Option<(String, StorageTier)>,
     /// "Policy B fixed, device: …", or why there is no tree.

@@ -3,6 +3,7 @@
 //! what the twenty in view cost. Clicking a row opens that source: its card, its timeline lane
 //! and its tier trees.
 
+use kvscope_engine_protocol::Side;
 use kvscope_engine_protocol::overview::{self, Anomaly, Row, Tally};
 use leptos::prelude::*;
 
@@ -14,62 +15,84 @@ const ROW_PX: f64 = 26.0;
 const MAX_HEIGHT_PX: f64 = 26.0 * 16.0;
 
 /// One policy's four verdict columns (fatal, skip, filter, applied), with the cards'
-/// `verdict-count` hooks.
-fn tally_cells(side: &'static str, t: Tally, other: Tally) -> impl IntoView {
-    let cell = move |kind: &'static str, reason: &'static str, n: u64, m: u64, class: &'static str| {
+/// `verdict-count` hooks; each cell follows its row.
+fn tally_cells(row: Memo<Option<Row>>, side: Side) -> impl IntoView {
+    let tally = move |side: Side| row.with(|r| r.as_ref().map(|r| r.tally[side as usize]).unwrap_or_default());
+    let other = if side == Side::A { Side::B } else { Side::A };
+    let cell = move |kind: &'static str, reason: &'static str, pick: fn(Tally) -> u64, class: &'static str| {
+        let n = move || pick(tally(side));
+        let m = move || pick(tally(other));
         view! {
-            <span class=format!("ov-num {class}") class:nonzero={n > 0} class:differs={n != m}>
-                <span data-testid="verdict-count" data-policy=side data-kind=kind data-reason=reason>
-                    {thousands(n)}
+            <span class=format!("ov-num {class}") class:nonzero=move || { n() > 0 } class:differs=move || { n() != m() }>
+                <span data-testid="verdict-count" data-policy=side.as_str() data-kind=kind data-reason=reason>
+                    {move || thousands(n())}
                 </span>
             </span>
         }
     };
     view! {
-        {cell("fatal", "any", t.fatal, other.fatal, "ov-fatal")}
-        {cell("skipped", "not_routine", t.skipped, other.skipped, "ov-skip")}
-        {cell("skipped", "routine", t.filtered, other.filtered, "ov-filter")}
-        {cell("applied", "any", t.applied, other.applied, "ov-apply")}
+        {cell("fatal", "any", |t| t.fatal, "ov-fatal")}
+        {cell("skipped", "not_routine", |t| t.skipped, "ov-skip")}
+        {cell("skipped", "routine", |t| t.filtered, "ov-filter")}
+        {cell("applied", "any", |t| t.applied, "ov-apply")}
     }
 }
 
-fn row_view(r: Row, open: bool) -> impl IntoView {
+/// One row of the overview, bound field by field: a summary that changed a figure changes that
+/// text node, not the row (rebuilding every row in view at every summary was the page's largest
+/// cost at 64 sources, 15-70 ms a summary).
+fn row_view(row: Memo<Option<Row>>) -> impl IntoView {
     let fleet = use_fleet();
-    let key = r.key.clone();
+    let key = Memo::new(move |_| row.with(|r| r.as_ref().map(|r| r.key.clone()).unwrap_or_default()));
+    let open = Memo::new(move |_| key.with(|k| fleet.settings.with(|s| s.open.contains(k))));
+    let anomalies = Memo::new(move |_| row.with(|r| r.as_ref().map(|r| r.anomalies.clone()).unwrap_or_default()));
+    fn num(row: Memo<Option<Row>>, pick: fn(&Row) -> u64) -> impl Fn() -> u64 + Copy + Send + Sync + 'static {
+        move || row.with(|r| r.as_ref().map_or(0, pick))
+    }
+    let (gaps, lost, restarts, errors, frames) =
+        (num(row, |r| r.gaps), num(row, |r| r.lost_frames), num(row, |r| r.restarts), num(row, |r| r.errors), num(row, |r| r.frames));
     let toggle = move |_| {
-        let key = key.clone();
-        fleet.settings.update(|s| s.toggle_open(&key));
+        let k = key.get_untracked();
+        fleet.settings.update(|s| s.toggle_open(&k));
     };
-    let [a, b] = r.tally;
-    let chips = r
-        .anomalies
-        .iter()
-        .map(|an| view! { <span class=format!("chip chip-{}", an.key()) data-anomaly=an.key()>{an.as_str()}</span> })
-        .collect_view();
+    let chips = move || {
+        anomalies
+            .get()
+            .into_iter()
+            .map(|an| view! { <span class=format!("chip chip-{}", an.key()) data-anomaly=an.key()>{an.as_str()}</span> })
+            .collect_view()
+    };
     view! {
         <div
             class="ov-row"
-            class:open=open
-            class:odd-one={!r.anomalies.is_empty()}
+            class:open=move || open.get()
+            class:odd-one=move || anomalies.with(|a| !a.is_empty())
             data-testid="source-row"
-            data-source=r.key.clone()
-            data-completeness=r.completeness.key()
+            data-source=move || key.get()
+            data-completeness=move || row.with(|r| r.as_ref().map_or("unknown", |r| r.completeness.key()))
         >
-            <button class="ov-key link" on:click=toggle aria-pressed=open.to_string() title="open this source's card, lane and trees">
-                {r.key.clone()}
+            <button
+                class="ov-key link"
+                on:click=toggle
+                aria-pressed=move || open.get().to_string()
+                title="open this source's card, lane and trees"
+            >
+                {move || key.get()}
             </button>
             <span class="ov-chips">{chips}</span>
-            {tally_cells("a", a, b)}
-            {tally_cells("b", b, a)}
-            <span class="ov-num" class:warn={r.gaps > 0} data-testid="gaps">{r.gaps.to_string()}</span>
-            <span class="ov-num" class:warn={r.lost_frames > 0} data-testid="lost-frames">{thousands(r.lost_frames)}</span>
-            <span class="ov-num" class:warn={r.restarts > 0} data-testid="restarts">{r.restarts.to_string()}</span>
-            <span class="ov-num" class:warn={r.errors > 0} data-testid="errors">{r.errors.to_string()}</span>
-            <span class="ov-num" data-testid="rate">{format!("{:.0}", r.events_per_second)}</span>
-            <span class="ov-wire" class:warn={r.anomalies.contains(&Anomaly::OtherWireLayout)} data-testid="wire">
-                {r.wire.clone()}
+            {tally_cells(row, Side::A)}
+            {tally_cells(row, Side::B)}
+            <span class="ov-num" class:warn=move || { gaps() > 0 } data-testid="gaps">{move || gaps().to_string()}</span>
+            <span class="ov-num" class:warn=move || { lost() > 0 } data-testid="lost-frames">{move || thousands(lost())}</span>
+            <span class="ov-num" class:warn=move || { restarts() > 0 } data-testid="restarts">{move || restarts().to_string()}</span>
+            <span class="ov-num" class:warn=move || { errors() > 0 } data-testid="errors">{move || errors().to_string()}</span>
+            <span class="ov-num" data-testid="rate">
+                {move || row.with(|r| r.as_ref().map_or(String::new(), |r| format!("{:.0}", r.events_per_second)))}
             </span>
-            <span class="ov-num" data-testid="frames">{r.frames.to_string()}</span>
+            <span class="ov-wire" class:warn=move || anomalies.with(|a| a.contains(&Anomaly::OtherWireLayout)) data-testid="wire">
+                {move || row.with(|r| r.as_ref().map(|r| r.wire.clone()).unwrap_or_default())}
+            </span>
+            <span class="ov-num" data-testid="frames">{move || frames().to_string()}</span>
         </div>
     }
 }
@@ -104,13 +127,8 @@ pub fn FleetOverview() -> impl IntoView {
     let count = Signal::derive(move || shown.with(Vec::len));
     // Plus the list's 1 px borders (box-sizing: border-box), so a short fleet shows no scrollbar.
     let height = Signal::derive(move || (count.get() as f64 * ROW_PX).clamp(ROW_PX, MAX_HEIGHT_PX) + 2.0);
-    let render = move |i: usize| {
-        let open_keys = fleet.settings.with(|s| s.open.clone());
-        shown.with(|rows| rows.get(i).cloned()).map(|r| {
-            let open = open_keys.contains(&r.key);
-            row_view(r, open)
-        })
-    };
+    // Row `i` of what the filter shows, for as long as it is in view.
+    let render = move |i: usize| row_view(Memo::new(move |_| shown.with(|rows| rows.get(i).cloned())));
     view! {
         <section class="overview-section" aria-labelledby="overview-title">
             <div class="section-head">

@@ -71,7 +71,7 @@ pub fn TierTree() -> impl IntoView {
     };
     // Memos, so that a summary re-renders none of the options: at 512 sources, one reactive
     // `selected` per option re-run on every flush cost more than the rest of the page.
-    let source_options = Memo::new(move |_| trees.with(|t| t.sources.clone()));
+    let source_options = Memo::new(move |_| fleet.read(Part::Meta, |p| p.meta.sources.clone()));
     let current_key_memo = Memo::new(move |_| trees.with(|t| t.shown.as_ref().map(|s| s.0.clone())).unwrap_or_default());
     let current_key = move || current_key_memo.get();
     let current_tier_memo = Memo::new(move |_| trees.with(|t| t.shown.as_ref().map_or(StorageTier::Device, |s| s.1)));
@@ -79,47 +79,61 @@ pub fn TierTree() -> impl IntoView {
     let tree_side = move || fleet.read(Part::Meta, |p| p.meta.trees_side);
     let set_side = move |side: Side| fleet.update_settings(|s| s.trees = Some(side));
 
+    // Each piece re-renders when its own data changed: a growing tree changes its counts at
+    // every summary, its icicle less often, the A-beside-B table and the search rarely.
+    let head = Memo::new(move |_| trees.with(|t| (t.shown.is_some(), t.has_tree, t.head.clone())));
+    let counters = Memo::new(move |_| trees.with(|t| t.counters.clone()));
+    let cells = Memo::new(move |_| trees.with(|t| (t.drilled.clone(), t.icicle.clone())));
+    let sides = Memo::new(move |_| trees.with(|t| (t.shown.is_some(), t.sides.clone(), t.empty_tiers.clone())));
+    let search = Memo::new(move |_| trees.with(|t| t.search.clone()));
     let icicle = move || {
-        let t = trees.get();
-        if t.shown.is_none() {
-            return view! { <p class="empty">{t.head}</p> }.into_any();
+        let (shown, has_tree, head) = head.get();
+        if !shown {
+            return view! { <p class="empty">{head}</p> }.into_any();
         }
-        if !t.has_tree {
-            return view! { <p class="tree-summary" data-testid="tree-summary">{t.head}</p> }.into_any();
+        if !has_tree {
+            return view! { <p class="tree-summary" data-testid="tree-summary">{head}</p> }.into_any();
         }
-        let counters = t
-            .counters
-            .into_iter()
-            .map(|c| {
-                let kept = c.kept;
+        let counters = move || {
+            counters
+                .get()
+                .into_iter()
+                .map(|c| {
+                    let kept = c.kept;
+                    view! {
+                        <li data-testid="tree-counter" data-counter=c.key.clone() class:nonzero={c.count > 0}>
+                            <strong>{c.title}</strong>
+                            {format!(": {}", c.sentence)}
+                            {c.first_event.map(|id| view! {
+                                " "
+                                <button class="link" data-testid="tree-counter-open" on:click=move |_| {
+                                    fleet.select(Some(id));
+                                    crate::views::inspector::scroll_to_inspector();
+                                }>
+                                    {if kept > 1 { format!("open the first of {kept} kept") } else { "open it".to_owned() }}
+                                </button>
+                            })}
+                        </li>
+                    }
+                })
+                .collect_view()
+        };
+        let drilled = move || {
+            cells.with(|c| c.0.clone()).map(|h| {
                 view! {
-                    <li data-testid="tree-counter" data-counter=c.key.clone() class:nonzero={c.count > 0}>
-                        <strong>{c.title}</strong>
-                        {format!(": {}", c.sentence)}
-                        {c.first_event.map(|id| view! {
-                            " "
-                            <button class="link" data-testid="tree-counter-open" on:click=move |_| {
-                                fleet.select(Some(id));
-                                crate::views::inspector::scroll_to_inspector();
-                            }>
-                                {if kept > 1 { format!("open the first of {kept} kept") } else { "open it".to_owned() }}
-                            </button>
-                        })}
-                    </li>
+                    <p>
+                        {format!("Drilled into {h}. ")}
+                        <button on:click=move |_| root.set(None)>"Back to all roots"</button>
+                    </p>
                 }
             })
-            .collect_view();
+        };
         view! {
-            <p class="tree-summary" data-testid="tree-summary">{t.head}</p>
+            <p class="tree-summary" data-testid="tree-summary">{head}</p>
             <ul class="tree-counters">{counters}</ul>
-            {t.drilled.map(|h| view! {
-                <p>
-                    {format!("Drilled into {h}. ")}
-                    <button on:click=move |_| root.set(None)>"Back to all roots"</button>
-                </p>
-            })}
+            {drilled}
             <div class="icicle" role="tree" aria-label="Block tree sized by block count, largest subtrees first; click a block to drill down">
-                {t.icicle.map(|c| render(c, root, hover))}
+                {move || cells.with(|c| c.1.clone()).map(|c| render(c, root, hover))}
             </div>
         }
         .into_any()
@@ -128,13 +142,12 @@ pub fn TierTree() -> impl IntoView {
     // A's and B's trees side by side, per tier: what each holds, and what B holds that A does
     // not. Tiers empty under both are collapsed into one line.
     let side_by_side = move || {
-        let t = trees.get();
-        if t.shown.is_none() {
+        let (shown, rows, empty_tiers) = sides.get();
+        if !shown {
             return ().into_any();
         }
         let (pa, pb) = (fleet.policy_name(Side::A), fleet.policy_name(Side::B));
-        let rows = t
-            .sides
+        let rows = rows
             .into_iter()
             .map(|r| {
                 let [ta, tb] = r.titles;
@@ -148,7 +161,7 @@ pub fn TierTree() -> impl IntoView {
                 }
             })
             .collect_view();
-        let empty: Vec<&str> = t.empty_tiers.iter().map(|t| t.label()).collect();
+        let empty: Vec<&str> = empty_tiers.iter().map(|t| t.label()).collect();
         view! {
             <table class="tree-sides" data-testid="tree-sides">
                 <caption>"Blocks held per tier, each policy's own trees (hover a count for where the applied blocks went)"</caption>
@@ -165,7 +178,7 @@ pub fn TierTree() -> impl IntoView {
         .into_any()
     };
 
-    let search_results = move || match trees.with(|t| t.search.clone()) {
+    let search_results = move || match search.get() {
         HashSearch::None => ().into_any(),
         HashSearch::NotAHash => view! { <p class="error">"Not a hash: give 16 hex digits or a decimal number."</p> }.into_any(),
         HashSearch::NotFound(text) => view! { <p data-testid="hash-results">{text}</p> }.into_any(),
@@ -197,13 +210,19 @@ pub fn TierTree() -> impl IntoView {
                 <label class="field">
                     <span>"Worker"</span>
                     <select on:change=move |ev| set_tree(event_target_value(&ev), current_tier().label())>
-                        {move || source_options.get()
-                            .into_iter()
-                            .map(|k| {
-                                let (k2, k3) = (k.clone(), k.clone());
-                                view! { <option value=k3 selected=move || current_key_memo.with(|c| *c == k2)>{k}</option> }
-                            })
-                            .collect_view()}
+                        // Plain attributes, rebuilt when the list or the choice changes: one
+                        // reactive `selected` per option was 512 effects at 512 sources.
+                        {move || {
+                            let current = current_key_memo.get();
+                            source_options
+                                .get()
+                                .into_iter()
+                                .map(|k| {
+                                    let (selected, value) = (k == current, k.clone());
+                                    view! { <option value=value selected=selected>{k}</option> }
+                                })
+                                .collect_view()
+                        }}
                     </select>
                 </label>
                 <label class="field">

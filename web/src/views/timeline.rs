@@ -209,8 +209,9 @@ pub fn Timeline() -> impl IntoView {
             ev.prevent_default();
         }
     };
+    let range = Memo::new(move |_| timeline.with(|t| t.range.clone()));
     let range_view = move || {
-        let r = timeline.with(|t| t.range.clone())?;
+        let r = range.get()?;
         let (pa, pb) = (fleet.policy_name(Side::A), fleet.policy_name(Side::B));
         let [ra, rb] = r.rows;
         let list =
@@ -243,25 +244,33 @@ pub fn Timeline() -> impl IntoView {
         let (xa, xb) = (x(a.min(b)), x(a.max(b)));
         Some(view! { <div class="range-overlay" style:left=format!("{xa}px") style:width=format!("{}px", (xb - xa).max(1.0))></div> })
     };
+    // Each piece re-renders when its own data changed (a live window moves at every summary;
+    // the lanes and the legend rarely change).
+    let heading = Memo::new(move |_| timeline.with(|t| t.heading.clone()));
+    let lane_note = Memo::new(move |_| timeline.with(|t| t.lane_note.clone()));
+    let bucket_note = Memo::new(move |_| timeline.with(|t| t.bucket_note.clone()));
+    let legend_items = Memo::new(move |_| timeline.with(|t| t.legend.clone()));
+    let lanes = Memo::new(move |_| timeline.with(|t| (t.lanes.clone(), t.lane_px, t.rows_per_lane)));
+    let text = Memo::new(move |_| timeline.with(|t| (t.ticks.clone(), t.exits.clone(), t.lanes.len() as f64 * t.lane_px)));
     let legend = move || {
-        timeline.with(|t| {
-            t.legend
+        legend_items.with(|legend| {
+            legend
                 .iter()
                 .map(|(name, colour)| view! { <li><span class="swatch" style:background=colour.clone() aria-hidden="true"></span>{name.clone()}</li> })
                 .collect_view()
         })
     };
     let lane_labels = move || {
-        timeline.with(|t| {
-            let h = t.lane_px;
-            let router = t.rows_per_lane > 2;
-            t.lanes
+        lanes.with(|(lanes, h, rows)| {
+            let (h, rows) = (*h, *rows);
+            let router = rows > 2;
+            lanes
                 .iter()
                 .map(|l| {
                     view! {
                         <li style:height=format!("{h}px")>
                             <span class="lane-key">{l.key.clone()}</span>
-                            <span class="lane-ab" style:line-height=format!("{}px", h / f64::from(t.rows_per_lane.max(1)))>
+                            <span class="lane-ab" style:line-height=format!("{}px", h / f64::from(rows.max(1)))>
                                 "A"<br />"B"{router.then(|| view! { <br />"R" })}
                             </span>
                         </li>
@@ -272,15 +281,13 @@ pub fn Timeline() -> impl IntoView {
     };
     // Text over the pixels: the axis labels and where a policy's indexer exits.
     let text_over = move || {
-        timeline.with(|t| {
-            let axis_y = t.lanes.len() as f64 * t.lane_px;
-            let ticks = t
-                .ticks
+        text.with(|(ticks, exits, axis_y)| {
+            let axis_y = *axis_y;
+            let ticks = ticks
                 .iter()
                 .map(|(x, label)| view! { <span class="tick-label" style:left=format!("{}px", x + 3.0) style:top=format!("{}px", axis_y + 4.0)>{label.clone()}</span> })
                 .collect_view();
-            let exits = t
-                .exits
+            let exits = exits
                 .iter()
                 .map(|(side, x)| {
                     let k = if side.is_b() { 12.0 } else { 0.0 };
@@ -299,7 +306,7 @@ pub fn Timeline() -> impl IntoView {
             <div class="section-head">
                 <h2 id="timeline-title">"Mismatch timeline"</h2>
                 <div class="toolbar" role="toolbar" aria-label="Timeline controls">
-                    <span class="quiet">{move || timeline.with(|t| t.heading.clone())}</span>
+                    <span class="quiet">{move || heading.get()}</span>
                     <button on:click=move |_| zoom(fleet, 0.5, 0.5) aria-label="Zoom in">"Zoom in"</button>
                     <button on:click=move |_| zoom(fleet, 2.0, 0.5) aria-label="Zoom out">"Zoom out"</button>
                     <button on:click=move |_| fleet.settings.update(|s| s.window_ms = None)>"Show all"</button>
@@ -314,8 +321,8 @@ pub fn Timeline() -> impl IntoView {
                     <button data-testid="next-skip" on:click=move |_| jump(3)>"Next offload skip or fatal"</button>
                 </div>
             </div>
-            {move || timeline.with(|t| t.lane_note.clone()).map(|n| view! { <p class="legend-note" data-testid="lane-note">{n}</p> })}
-            {move || timeline.with(|t| t.bucket_note.clone()).map(|n| view! { <p class="legend-note" data-testid="bucket-note">{n}</p> })}
+            {move || lane_note.get().map(|n| view! { <p class="legend-note" data-testid="lane-note">{n}</p> })}
+            {move || bucket_note.get().map(|n| view! { <p class="legend-note" data-testid="bucket-note">{n}</p> })}
             <div class="timeline-body">
                 <ul class="lane-labels" aria-hidden="true">{lane_labels}</ul>
                 <div class="canvas-wrap">

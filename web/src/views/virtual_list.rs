@@ -14,8 +14,9 @@ pub fn visible_range(scroll_top_px: f64, viewport_px: f64, row_px: f64, rows: us
     (first, (first + shown).min(rows))
 }
 
-/// A scrolling box of `rows` rows of `row_px` pixels; `render(i)` draws row `i`. `version`
-/// is tracked so the list redraws when the data behind `render` changes.
+/// A scrolling box of `rows` rows of `row_px` pixels; `render(i)` builds row `i` once, when it
+/// comes into view, and binds it to the data behind it (a row re-renders its own fields, not
+/// the list).
 #[component]
 pub fn VirtualList<R, V>(
     #[prop(into)] rows: Signal<usize>,
@@ -45,24 +46,22 @@ where
             on:scroll=on_scroll
         >
             <div style:height=move || format!("{}px", rows.get() as f64 * row_px) style:position="relative">
-                {move || {
-                    let (first, last) = visible_range(scroll.get(), height_px.get(), row_px, rows.get(), 5);
-                    let render = render.clone();
-                    (first..last)
-                        .map(|i| {
-                            view! {
-                                <div
-                                    class="vrow"
-                                    role="listitem"
-                                    style:top=format!("{}px", i as f64 * row_px)
-                                    style:height=format!("{row_px}px")
-                                >
-                                    {render(i)}
-                                </div>
-                            }
-                        })
-                        .collect_view()
-                }}
+                // Keyed by position: a row is built when it scrolls into view and keeps its
+                // elements while in view; `render` binds what it shows to the data.
+                <For
+                    each=move || {
+                        let (first, last) = visible_range(scroll.get(), height_px.get(), row_px, rows.get(), 5);
+                        first..last
+                    }
+                    key=|i| *i
+                    children=move |i| {
+                        view! {
+                            <div class="vrow" role="listitem" style:top=format!("{}px", i as f64 * row_px) style:height=format!("{row_px}px")>
+                                {render(i)}
+                            </div>
+                        }
+                    }
+                />
             </div>
         </div>
     }

@@ -70,6 +70,7 @@ pub fn meta(m: &Model) -> Meta {
         defaults_note: m.defaults_note.clone().unwrap_or_default(),
         config_error: m.config_error.clone().unwrap_or_default(),
         retain_mib: (m.config().retain_bytes / (1024 * 1024)) as u64,
+        sources: m.sources().iter().map(|s| s.key.clone()).collect(),
     }
 }
 

@@ -36,8 +36,7 @@ fn shown(m: &Model, settings: &Settings) -> Option<(u32, StorageTier)> {
 }
 
 pub fn trees(m: &Model, settings: &Settings, drill: Option<u64>) -> Trees {
-    let mut out =
-        Trees { sources: m.sources().iter().map(|s| s.key.clone()).collect(), search: search(m, &settings.hash), ..Trees::default() };
+    let mut out = Trees { search: search(m, &settings.hash), ..Trees::default() };
     let Some((src, tier)) = shown(m, settings) else {
         out.head = "No worker yet.".to_owned();
         return out;
