@@ -10,6 +10,8 @@ OUT_DIR/<target>/ gets, for each target:
                    [seq, payload], [topic, seq, payload], each with and without the ROUTER's
                    empty delimiter, and the end-of-replay replies
   protocol_decode  crates/kvscope-protocol/tests/golden/*.hex (one encoded message each)
+  engine_messages  crates/kvscope-engine-protocol/tests/golden/*.hex (the page's and the engine
+                   worker's messages, one each)
   router_plane     each Dynamo event-plane fixture run's engine batches, each with the plane message
                    published for it (a NATS body, or the ZMQ plane's four frames)
   kvcap_reader     the golden capture, and captures built from its header and fixture payloads
@@ -26,10 +28,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "kv-events")
 PLANE = os.path.join(ROOT, "tests", "fixtures", "dynamo-event-plane")
 GOLDEN = os.path.join(ROOT, "crates", "kvscope-protocol", "tests", "golden")
+ENGINE_GOLDEN = os.path.join(ROOT, "crates", "kvscope-engine-protocol", "tests", "golden")
 # Must equal kvscope_fuzz::SEPARATOR (fuzz/src/lib.rs).
 SEPARATOR = b"\xc1\xc1\xc1\xc1"
 # Seeds above this are left out; scripts/fuzz.sh passes the same -max_len.
-MAX_LEN = {"decode_batch": 16384, "frames": 16384, "protocol_decode": 4096, "kvcap_reader": 32768, "router_plane": 8192}
+MAX_LEN = {"decode_batch": 16384, "frames": 16384, "protocol_decode": 4096, "kvcap_reader": 32768, "router_plane": 8192,
+           "engine_messages": 4096}
 
 
 def write(out, target, data, counts):
@@ -67,12 +71,12 @@ def streams():
     return out
 
 
-def golden():
+def golden(folder=GOLDEN):
     """name -> bytes of every golden .hex file."""
     out = {}
-    for name in sorted(os.listdir(GOLDEN)):
+    for name in sorted(os.listdir(folder)):
         if name.endswith(".hex"):
-            with open(os.path.join(GOLDEN, name)) as f:
+            with open(os.path.join(folder, name)) as f:
                 out[name[:-4]] = bytes.fromhex("".join(f.read().split()))
     return out
 
@@ -160,6 +164,8 @@ def main():
     gold = golden()
     for data in gold.values():
         write(out, "protocol_decode", data, counts)
+    for data in golden(ENGINE_GOLDEN).values():
+        write(out, "engine_messages", data, counts)
 
     capture = gold["capture"]
     header_len = struct.unpack(">I", capture[10:14])[0]

@@ -43,26 +43,29 @@ if [ "${KVSCOPE_FLEET_REPORT_ONLY:-0}" != 1 ]; then
   KVSCOPE_REQUIRE_WEB=1 cargo build --release -p kvscope >"$RUN/kvscope-build.log" 2>&1 \
     || { tail -30 "$RUN/kvscope-build.log"; exit 1; }
 
-  log "2/4 the app's size"
-  WASM=$(ls dist/*_bg.wasm | head -1)
-  JS=$(ls dist/kvscope-web-*.js | head -1)
+  log "2/4 the app's size: the page's wasm and the engine worker's"
   BINARYEN_DIR=${KVSCOPE_BINARYEN_DIR:-$HOME/.cache/kvscope/binaryen}
   WASM_OPT="$BINARYEN_DIR/node_modules/.bin/wasm-opt"
   if [ ! -x "$WASM_OPT" ] || ! grep -q "\"version\": \"$BINARYEN_VERSION\"" "$BINARYEN_DIR/node_modules/binaryen/package.json" 2>/dev/null; then
     mkdir -p "$BINARYEN_DIR"
     npm install --silent --no-audit --no-fund --prefix "$BINARYEN_DIR" "binaryen@$BINARYEN_VERSION" >"$RUN/binaryen.log" 2>&1
   fi
+  # Each app: its wasm and JS glue (the page's names carry a hash, the worker's do not).
+  apps() { echo "page $(ls dist/kvscope-web-*_bg.wasm | head -1) $(ls dist/kvscope-web-*.js | head -1)"; \
+           echo "engine dist/kvscope-engine_bg.wasm dist/kvscope-engine.js"; }
   {
-    echo "wasm=$(stat -c %s "$WASM")"
-    echo "wasm_gzip=$(gzip -9 -c "$WASM" | wc -c)"
-    echo "js=$(stat -c %s "$JS")"
-    start=$(date +%s)
-    # rustc's wasm32 target emits post-MVP features (bulk memory, reference types, ...).
-    "$WASM_OPT" -Oz --all-features "$WASM" -o "$RUN/app-oz.wasm"
-    echo "wasm_oz=$(stat -c %s "$RUN/app-oz.wasm")"
-    echo "wasm_oz_gzip=$(gzip -9 -c "$RUN/app-oz.wasm" | wc -c)"
-    echo "wasm_oz_seconds=$(($(date +%s) - start))"
     echo "binaryen=$BINARYEN_VERSION"
+    apps | while read -r app WASM JS; do
+      echo "${app}_wasm=$(stat -c %s "$WASM")"
+      echo "${app}_wasm_gzip=$(gzip -9 -c "$WASM" | wc -c)"
+      echo "${app}_js=$(stat -c %s "$JS")"
+      start=$(date +%s)
+      # rustc's wasm32 target emits post-MVP features (bulk memory, reference types, ...).
+      "$WASM_OPT" -Oz --all-features "$WASM" -o "$RUN/$app-oz.wasm"
+      echo "${app}_wasm_oz=$(stat -c %s "$RUN/$app-oz.wasm")"
+      echo "${app}_wasm_oz_gzip=$(gzip -9 -c "$RUN/$app-oz.wasm" | wc -c)"
+      echo "${app}_wasm_oz_seconds=$(($(date +%s) - start))"
+    done
   } >"$RUN/sizes.txt"
   PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   target/release/kvscope demo --listen "127.0.0.1:$PORT" --workers 1 >"$RUN/serve.log" 2>&1 &
@@ -70,9 +73,11 @@ if [ "${KVSCOPE_FLEET_REPORT_ONLY:-0}" != 1 ]; then
   trap 'kill $SERVER 2>/dev/null || true' EXIT
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/" >/dev/null && break; sleep 0.2; done
   {
-    for enc in br gzip; do
-      echo "served_wasm_$enc=$(curl -sf -H "Accept-Encoding: $enc" "http://127.0.0.1:$PORT/$(basename "$WASM")" | wc -c)"
-      echo "served_js_$enc=$(curl -sf -H "Accept-Encoding: $enc" "http://127.0.0.1:$PORT/$(basename "$JS")" | wc -c)"
+    apps | while read -r app WASM JS; do
+      for enc in br gzip; do
+        echo "${app}_served_wasm_$enc=$(curl -sf -H "Accept-Encoding: $enc" "http://127.0.0.1:$PORT/$(basename "$WASM")" | wc -c)"
+        echo "${app}_served_js_$enc=$(curl -sf -H "Accept-Encoding: $enc" "http://127.0.0.1:$PORT/$(basename "$JS")" | wc -c)"
+      done
     done
   } >>"$RUN/sizes.txt"
   kill $SERVER 2>/dev/null || true

@@ -125,24 +125,27 @@ if memory:
     retained = mm.get("retained") or ""
     kept = re.search(r"([\d,]+) of [\d,]+ events kept \(([\d.]+) MiB\)", retained)
     md.append(f"Memory after {memory['soak_seconds']} s at 64 x 300/s:\n")
-    md.append("| events retained | bytes per retained event (records, marks, fine buckets, as reserved) | wasm linear memory | JS heap used | the page's own line |")
-    md.append("|---:|---:|---:|---:|---|")
+    md.append("| events retained | bytes per retained event (records, marks, fine buckets, as reserved) | engine worker's wasm memory | page's wasm memory | page's JS heap used | the page's own line |")
+    md.append("|---:|---:|---:|---:|---:|---|")
+    page_wasm = mib(mm.get('page_wasm_memory_bytes'))
     if kept:
         n = int(kept.group(1).replace(",", ""))
         per = float(kept.group(2)) * 2**20 / n if n else 0
-        md.append(f"| {n:,} | {per:.0f} B | {mib(mm.get('wasm_memory_bytes'))} | {mib(mm.get('js_heap_used_bytes'))} | {retained} |")
+        md.append(f"| {n:,} | {per:.0f} B | {mib(mm.get('wasm_memory_bytes'))} | {page_wasm} | {mib(mm.get('js_heap_used_bytes'))} | {retained} |")
     else:
-        md.append(f"| n/a | n/a | {mib(mm.get('wasm_memory_bytes'))} | {mib(mm.get('js_heap_used_bytes'))} | {retained or 'n/a'} |")
+        md.append(f"| n/a | n/a | {mib(mm.get('wasm_memory_bytes'))} | {page_wasm} | {mib(mm.get('js_heap_used_bytes'))} | {retained or 'n/a'} |")
     md.append("")
 if sizes:
-    md.append("The app's size (`dist/`, as Trunk builds it; the server compresses what it serves):\n")
-    md.append("| build | wasm | wasm, gzip -9 | wasm as served, br / gzip | JS glue as served, br / gzip |")
-    md.append("|---|---:|---:|---:|---:|")
-    md.append(f"| as built and served (wasm-opt off) | {kib(sizes.get('wasm'))} | {kib(sizes.get('wasm_gzip'))} | "
-              f"{kib(sizes.get('served_wasm_br'))} / {kib(sizes.get('served_wasm_gzip'))} | "
-              f"{kib(sizes.get('served_js_br'))} / {kib(sizes.get('served_js_gzip'))} |")
-    md.append(f"| wasm-opt -Oz (binaryen {sizes.get('binaryen', '?')} from npm, {sizes.get('wasm_oz_seconds', '?')} s) | "
-              f"{kib(sizes.get('wasm_oz'))} | {kib(sizes.get('wasm_oz_gzip'))} | | |")
+    md.append("The app's size (`dist/`, as Trunk builds it; the server compresses what it serves): the page's wasm, which")
+    md.append("the main thread compiles, and the engine worker's, which the worker compiles:\n")
+    md.append("| app | build | wasm | wasm, gzip -9 | wasm as served, br / gzip | JS glue as served, br / gzip |")
+    md.append("|---|---|---:|---:|---:|---:|")
+    for app, what in (("page", "page (`kvscope-web`)"), ("engine", "engine worker (`kvscope-engine`)")):
+        g = lambda k: sizes.get(f"{app}_{k}")
+        md.append(f"| {what} | as built and served (wasm-opt off) | {kib(g('wasm'))} | {kib(g('wasm_gzip'))} | "
+                  f"{kib(g('served_wasm_br'))} / {kib(g('served_wasm_gzip'))} | {kib(g('served_js_br'))} / {kib(g('served_js_gzip'))} |")
+        md.append(f"| {what} | wasm-opt -Oz (binaryen {sizes.get('binaryen', '?')} from npm, {g('wasm_oz_seconds') or '?'} s) | "
+                  f"{kib(g('wasm_oz'))} | {kib(g('wasm_oz_gzip'))} | | |")
     md.append("")
     md.append("wasm-opt stays off: it made the longest start-up task 2x longer when measured (index.html says by how much).\n")
 

@@ -18,12 +18,12 @@ cd "$(dirname "$0")/.."
 
 secs=${1:-60}
 shift || true
-all=(decode_batch frames protocol_decode kvcap_reader router_plane)
+all=(decode_batch frames protocol_decode kvcap_reader router_plane engine_messages)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 # The longest input each target tries; fuzz/seeds.py leaves out seeds above the same bounds.
-declare -A max_len=([decode_batch]=16384 [frames]=16384 [protocol_decode]=4096 [kvcap_reader]=32768 [router_plane]=8192)
+declare -A max_len=([decode_batch]=16384 [frames]=16384 [protocol_decode]=4096 [kvcap_reader]=32768 [router_plane]=8192 [engine_messages]=4096)
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
 

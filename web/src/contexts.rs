@@ -68,6 +68,24 @@ impl Part {
     ];
 }
 
+/// Which of the parts a summary carries (in the page's order) go in this animation frame: all
+/// of them, except that a part still warming up ([`WARM_UP`]) goes alone, first in a frame and
+/// nothing after it. `applied` counts each part's applications so far.
+pub fn parts_for_frame(carried: &[Part], applied: &[u8; PARTS]) -> Vec<Part> {
+    let mut out = Vec::new();
+    for &part in carried {
+        let warming = applied[part as usize] < WARM_UP;
+        if warming && !out.is_empty() {
+            break;
+        }
+        out.push(part);
+        if warming {
+            break;
+        }
+    }
+    out
+}
+
 /// Whether a summary carries a part.
 trait Carries {
     fn carries(&self, part: Part) -> bool;
@@ -385,23 +403,13 @@ impl Fleet {
         }) else {
             return;
         };
+        let carried: Vec<Part> =
+            Part::IN_PAGE_ORDER.into_iter().filter(|&part| summary.carries(part) || (part == Part::Timeline && image.is_some())).collect();
         let mut changed = Vec::new();
         let applied = self.page.try_update_value(|p| {
-            for part in Part::IN_PAGE_ORDER {
-                let carried = summary.carries(part) || (part == Part::Timeline && image.is_some());
-                if !carried {
-                    continue;
-                }
-                // A part warming up goes alone: first in a frame, nothing after it.
-                let warming = p.applied[part as usize] < WARM_UP;
-                if warming && !changed.is_empty() {
-                    break;
-                }
+            changed = parts_for_frame(&carried, &p.applied);
+            for &part in &changed {
                 p.take(part, &mut summary);
-                changed.push(part);
-                if warming {
-                    break;
-                }
             }
         });
         // Whatever waits for a frame of its own is still in `summary` (and the pixels beside it).
@@ -466,4 +474,38 @@ pub fn provide_fleet(settings: Settings) -> Fleet {
 /// The fleet provided by [`provide_fleet`].
 pub fn use_fleet() -> Fleet {
     expect_context::<Fleet>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_warming_up_gets_a_frame_of_its_own_and_then_everything_goes_together() {
+        let mut applied = [0u8; PARTS];
+        let all = Part::IN_PAGE_ORDER.to_vec();
+        // The first summary: one part a frame, in the page's order.
+        let mut frames = Vec::new();
+        for _ in 0..2 {
+            let mut left = all.clone();
+            while !left.is_empty() {
+                let frame = parts_for_frame(&left, &applied);
+                assert_eq!(frame.len(), 1, "warming up: {frame:?} alone");
+                applied[frame[0] as usize] += 1;
+                left.retain(|p| !frame.contains(p));
+                frames.push(frame[0]);
+            }
+        }
+        assert_eq!(&frames[..3], &[Part::Meta, Part::Selection, Part::Bar]);
+        assert_eq!(frames.len(), 2 * PARTS, "each part's build and first rebuild");
+        // Warm: a whole summary in one frame.
+        assert_eq!(parts_for_frame(&all, &applied), all);
+        // A part that was never shown (the event planes appear) goes alone, after the warm parts
+        // before it; the parts after it wait for the next frame.
+        applied[Part::Planes as usize] = 0;
+        let carried = [Part::Bar, Part::Overview, Part::Planes, Part::Timeline];
+        assert_eq!(parts_for_frame(&carried, &applied), [Part::Bar, Part::Overview]);
+        assert_eq!(parts_for_frame(&[Part::Planes, Part::Timeline], &applied), [Part::Planes]);
+        assert!(parts_for_frame(&[], &applied).is_empty());
+    }
 }
