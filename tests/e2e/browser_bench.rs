@@ -20,6 +20,8 @@
 //! (engines per worker, default 1), KVSCOPE_BENCH_NO_PLANE=1 (no simulated Dynamo relays),
 //! KVSCOPE_BENCH_SOAK_ALWAYS=1 (the sustained run at the first rate even if it failed the bound),
 //! KVSCOPE_BENCH_PROFILE_STARTUP=1 (a CPU profile of start-up, `tests/artifacts/bench-startup.cpuprofile`),
+//! KVSCOPE_TRACE=1 (start-up's trace events, `tests/artifacts/bench-startup-trace.json`: what each
+//! main-thread task did, for chrome://tracing or Perfetto UI),
 //! KVSCOPE_BENCH_PROFILE_SECONDS=N (a CPU profile of the sustained run's last N seconds, written to
 //! `tests/artifacts/bench-soak.cpuprofile`, its top functions by self time printed), KVSCOPE_BIN.
 //! Each step also reports the longest task of start-up (load to the end of warm-up), the frames
@@ -148,6 +150,11 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
         let _ = std::fs::write(artifacts_dir().join("bench-startup.cpuprofile"), profile["profile"].to_string());
         let tasks = b.js("return window.__kvTasks || [];").await;
         println!("BENCH {}", json!({"kind": "startup_profile", "tasks": tasks, "top_self_ms": top_self_time(&profile["profile"], 25)}));
+    }
+    if std::env::var("KVSCOPE_TRACE").as_deref() == Ok("1") {
+        let path = artifacts_dir().join("bench-startup-trace.json");
+        let _ = std::fs::write(&path, json!({ "traceEvents": b.trace_events().await }).to_string());
+        println!("BENCH {}", json!({"kind": "startup_trace", "path": path.display().to_string()}));
     }
     let startup = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
     let startup_tasks = b.js("return window.__kvTasks || [];").await;

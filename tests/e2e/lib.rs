@@ -323,6 +323,20 @@ return Array.from(document.querySelectorAll('[data-testid="worker-card"]')).map(
 }));
 "#;
 
+/// Reads chromedriver's performance log (`se/log`), where it puts trace events when started
+/// with `KVSCOPE_TRACE=1`.
+#[derive(Debug)]
+struct PerformanceLog;
+
+impl WebDriverCompatibleCommand for PerformanceLog {
+    fn endpoint(&self, base_url: &url::Url, session_id: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!("session/{}/se/log", session_id.unwrap_or_default()))
+    }
+    fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({ "type": "performance" }).to_string()))
+    }
+}
+
 /// A headless Chromium driven through chromedriver.
 pub struct Browser {
     pub client: Client,
@@ -368,7 +382,20 @@ impl Browser {
         let mut args = args;
         args.extend(std::env::var("KVSCOPE_CHROME_ARGS").unwrap_or_default().split_whitespace().map(str::to_owned));
         let mut caps = serde_json::Map::new();
-        caps.insert("goog:chromeOptions".into(), json!({ "args": args, "binary": "/usr/bin/chromium" }));
+        // KVSCOPE_TRACE=1: chromedriver records the page's trace events (what each main-thread
+        // task did: script, style, layout, paint, compile) into its performance log, which
+        // `Browser::trace_events` reads.
+        if std::env::var("KVSCOPE_TRACE").as_deref() == Ok("1") {
+            caps.insert("goog:loggingPrefs".into(), json!({ "performance": "ALL" }));
+            caps.insert(
+                "goog:chromeOptions".into(),
+                json!({ "args": args, "binary": "/usr/bin/chromium",
+                        "perfLoggingPrefs": { "enableNetwork": false, "enablePage": false,
+                                              "traceCategories": "toplevel,devtools.timeline,disabled-by-default-devtools.timeline,v8.wasm" } }),
+            );
+        } else {
+            caps.insert("goog:chromeOptions".into(), json!({ "args": args, "binary": "/usr/bin/chromium" }));
+        }
         let deadline = Instant::now() + Duration::from_secs(20);
         let client = loop {
             let conn = hyper_util::client::legacy::connect::HttpConnector::new();
@@ -384,6 +411,22 @@ impl Browser {
         let b = Browser { client, driver, profile };
         b.cdp("Page.addScriptToEvaluateOnNewDocument", json!({ "source": SHIM_JS })).await;
         b
+    }
+
+    /// The trace events chromedriver collected since the last call (with `KVSCOPE_TRACE=1`),
+    /// as one array in Chrome's trace format.
+    pub async fn trace_events(&self) -> Value {
+        let entries = self.client.issue_cmd(PerformanceLog).await.unwrap_or_default();
+        let mut events = Vec::new();
+        for e in entries.as_array().into_iter().flatten() {
+            let Some(text) = e["message"].as_str() else { continue };
+            let Ok(m) = serde_json::from_str::<Value>(text) else { continue };
+            // Chromedriver logs each trace event as the params of its own `Tracing.dataCollected`.
+            if m["message"]["method"] == "Tracing.dataCollected" {
+                events.push(m["message"]["params"].clone());
+            }
+        }
+        Value::Array(events)
     }
 
     pub async fn cdp(&self, cmd: &'static str, params: Value) -> Value {

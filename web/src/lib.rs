@@ -30,6 +30,16 @@ pub fn start() {
     leptos::mount::mount_to_body(views::app::App);
 }
 
+/// Starts the app in a task of its own: the task that instantiates the page's wasm (3 MB) and
+/// the one that mounts the app and starts the engine worker were one, at times over 50 ms.
+pub fn start_in_next_task() {
+    let Some(window) = web_sys::window() else { return start() };
+    let cb = wasm_bindgen::closure::Closure::once_into_js(start);
+    if window.set_timeout_with_callback_and_timeout_and_arguments_0(wasm_bindgen::JsCast::unchecked_ref(&cb), 0).is_err() {
+        start();
+    }
+}
+
 /// Prints panics to the browser console (as `console.error`, so the end-to-end tests' console
 /// check sees them) instead of wasm's bare "unreachable", and has the page say that it stopped
 /// (`window.kvscopeCrashed` in `index.html`, which also catches traps and failed allocations):

@@ -1,3 +1,3 @@
 fn main() {
-    kvscope_web::start();
+    kvscope_web::start_in_next_task();
 }

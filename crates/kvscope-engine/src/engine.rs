@@ -265,9 +265,8 @@ impl Engine {
             selection: sent.changed("selection", selection),
             answers: Vec::new(),
         };
-        let pixels = (self.last_pixels.as_ref() != Some(&image)).then(|| {
+        let pixels = image.filter(|image| self.last_pixels.as_ref() != Some(image)).inspect(|image| {
             self.last_pixels = Some(image.clone());
-            image
         });
         let empty = summary == Summary { seq: summary.seq, ..Summary::default() };
         if empty && pixels.is_none() && !force {
@@ -298,8 +297,10 @@ mod tests {
         let (first, pixels) = e.summarize(0.0, false).expect("a first summary");
         assert!(first.meta.is_some() && first.bar.is_some() && first.overview.is_some() && first.timeline.is_some());
         assert_eq!(first.meta.as_ref().map(|m| m.block_size), Some(1536), "the server's default block size");
-        let pixels = pixels.expect("the first summary paints the timeline");
-        assert_eq!(pixels.rgba.len(), (pixels.width * pixels.height * 4) as usize);
+        assert!(pixels.is_none(), "no pixels before the page said how wide its canvas is");
+        e.set_view(ViewQuery { canvas_width: 600.0, device_pixel_ratio: 2.0, ..e.query().clone() });
+        let pixels = e.summarize(0.0, false).and_then(|s| s.1).expect("pixels at the canvas's width");
+        assert_eq!((pixels.width, pixels.rgba.len()), (1200, (pixels.width * pixels.height * 4) as usize), "600 CSS pixels at 2x");
         assert!(e.summarize(0.0, false).is_none(), "nothing changed");
         let forced = e.summarize(0.0, true).expect("forced");
         assert_eq!((forced.0.meta, forced.0.bar, forced.1), (None, None, None), "forced, but still only what changed");

@@ -38,6 +38,39 @@ fn tally_cells(row: Memo<Option<Row>>, side: Side) -> impl IntoView {
     }
 }
 
+/// A figure of a row: `fmt` of `pick`, flagged `warn` when `warn_if_set` and non-zero. One
+/// function for every figure cell, so the browser compiles its code once, not once per column
+/// (a row of cells each with its own closures was 50-80 ms of compiling at the first update).
+fn num_cell(
+    row: Memo<Option<Row>>,
+    testid: &'static str,
+    pick: fn(&Row) -> u64,
+    fmt: fn(u64) -> String,
+    warn_if_set: bool,
+) -> impl IntoView {
+    let n = move || row.with(|r| r.as_ref().map_or(0, pick));
+    view! { <span class="ov-num" class:warn=move || { warn_if_set && n() > 0 } data-testid=testid>{move || fmt(n())}</span> }
+}
+
+/// A row's text cell, flagged `warn` when `warn` says so.
+fn text_cell(
+    row: Memo<Option<Row>>,
+    testid: &'static str,
+    class: &'static str,
+    pick: fn(&Row) -> String,
+    warn: fn(&Row) -> bool,
+) -> impl IntoView {
+    view! {
+        <span class=class class:warn=move || row.with(|r| r.as_ref().is_some_and(warn)) data-testid=testid>
+            {move || row.with(|r| r.as_ref().map(pick).unwrap_or_default())}
+        </span>
+    }
+}
+
+fn plain(n: u64) -> String {
+    n.to_string()
+}
+
 /// One row of the overview, bound field by field: a summary that changed a figure changes that
 /// text node, not the row (rebuilding every row in view at every summary was the page's largest
 /// cost at 64 sources, 15-70 ms a summary).
@@ -46,11 +79,6 @@ fn row_view(row: Memo<Option<Row>>) -> impl IntoView {
     let key = Memo::new(move |_| row.with(|r| r.as_ref().map(|r| r.key.clone()).unwrap_or_default()));
     let open = Memo::new(move |_| key.with(|k| fleet.settings.with(|s| s.open.contains(k))));
     let anomalies = Memo::new(move |_| row.with(|r| r.as_ref().map(|r| r.anomalies.clone()).unwrap_or_default()));
-    fn num(row: Memo<Option<Row>>, pick: fn(&Row) -> u64) -> impl Fn() -> u64 + Copy + Send + Sync + 'static {
-        move || row.with(|r| r.as_ref().map_or(0, pick))
-    }
-    let (gaps, lost, restarts, errors, frames) =
-        (num(row, |r| r.gaps), num(row, |r| r.lost_frames), num(row, |r| r.restarts), num(row, |r| r.errors), num(row, |r| r.frames));
     let toggle = move |_| {
         let k = key.get_untracked();
         fleet.settings.update(|s| s.toggle_open(&k));
@@ -82,17 +110,13 @@ fn row_view(row: Memo<Option<Row>>) -> impl IntoView {
             <span class="ov-chips">{chips}</span>
             {tally_cells(row, Side::A)}
             {tally_cells(row, Side::B)}
-            <span class="ov-num" class:warn=move || { gaps() > 0 } data-testid="gaps">{move || gaps().to_string()}</span>
-            <span class="ov-num" class:warn=move || { lost() > 0 } data-testid="lost-frames">{move || thousands(lost())}</span>
-            <span class="ov-num" class:warn=move || { restarts() > 0 } data-testid="restarts">{move || restarts().to_string()}</span>
-            <span class="ov-num" class:warn=move || { errors() > 0 } data-testid="errors">{move || errors().to_string()}</span>
-            <span class="ov-num" data-testid="rate">
-                {move || row.with(|r| r.as_ref().map_or(String::new(), |r| format!("{:.0}", r.events_per_second)))}
-            </span>
-            <span class="ov-wire" class:warn=move || anomalies.with(|a| a.contains(&Anomaly::OtherWireLayout)) data-testid="wire">
-                {move || row.with(|r| r.as_ref().map(|r| r.wire.clone()).unwrap_or_default())}
-            </span>
-            <span class="ov-num" data-testid="frames">{move || frames().to_string()}</span>
+            {num_cell(row, "gaps", |r| r.gaps, plain, true)}
+            {num_cell(row, "lost-frames", |r| r.lost_frames, thousands, true)}
+            {num_cell(row, "restarts", |r| r.restarts, plain, true)}
+            {num_cell(row, "errors", |r| r.errors, plain, true)}
+            {text_cell(row, "rate", "ov-num", |r| format!("{:.0}", r.events_per_second), |_| false)}
+            {text_cell(row, "wire", "ov-wire", |r| r.wire.clone(), |r| r.anomalies.contains(&Anomaly::OtherWireLayout))}
+            {num_cell(row, "frames", |r| r.frames, plain, false)}
         </div>
     }
 }

@@ -13,6 +13,7 @@ use kvscope_engine_protocol::view::Timeline as TimelineView;
 use kvscope_engine_protocol::{Side, ToEngine};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
 
 use crate::contexts::{Fleet, Part, use_fleet};
 use crate::views::thousands;
@@ -61,13 +62,24 @@ fn pan(fleet: Fleet, frac: f64) {
     fleet.settings.update(|s| s.window_ms = Some((cur.0 + d, cur.1 + d)));
 }
 
-/// The canvas's CSS width, sent to the engine with the page's view (measured on mount and on a
-/// resize only: reading it forces a layout).
-fn measure(fleet: Fleet, canvas: &web_sys::HtmlCanvasElement) {
-    let w = f64::from(canvas.client_width());
-    if w > 0.0 && fleet.canvas_width.get_untracked() != w {
-        fleet.canvas_width.set(w);
-    }
+/// The observer of the canvas's width, and its callback (which must live as long as it).
+type WidthObserver = (web_sys::ResizeObserver, Closure<dyn FnMut(js_sys::Array)>);
+
+/// Sends the engine the canvas's CSS width whenever layout gives it one: a `ResizeObserver`
+/// reports it after layout, on mount and on every resize, where reading `clientWidth` would
+/// force a layout (and reads 0 before the canvas is laid out). The engine paints no pixels
+/// before it knows the width.
+fn observe_width(fleet: Fleet, canvas: &web_sys::HtmlCanvasElement) -> Option<WidthObserver> {
+    let on_resize = Closure::<dyn FnMut(js_sys::Array)>::new(move |entries: js_sys::Array| {
+        let Some(entry) = entries.iter().last().and_then(|e| e.dyn_into::<web_sys::ResizeObserverEntry>().ok()) else { return };
+        let w = entry.content_rect().width().round();
+        if w > 0.0 && fleet.canvas_width.try_get_untracked().is_some_and(|old| old != w) {
+            fleet.canvas_width.set(w);
+        }
+    });
+    let observer = web_sys::ResizeObserver::new(on_resize.as_ref().unchecked_ref()).ok()?;
+    observer.observe(canvas);
+    Some((observer, on_resize))
 }
 
 #[component]
@@ -83,11 +95,10 @@ pub fn Timeline() -> impl IntoView {
         fleet.track(Part::Timeline);
         let Some(canvas) = canvas_ref.get() else { return };
         let Some(image) = fleet.pixels() else { return };
-        let css_h = fleet.read_untracked(|p| p.timeline.css_size.1);
         // Only when the size changed: setting a canvas's width or height, even to the same
-        // value, reallocates and clears its bitmap.
+        // value, reallocates and clears its bitmap. (Its CSS height follows the timeline's size
+        // as soon as that is known, so the pixels arriving move nothing on the page.)
         if canvas.height() != image.height() {
-            let _ = web_sys::HtmlElement::style(&canvas).set_property("height", &format!("{css_h}px"));
             canvas.set_height(image.height());
         }
         if canvas.width() != image.width() {
@@ -99,17 +110,19 @@ pub fn Timeline() -> impl IntoView {
             let _ = ctx.put_image_data(&image, 0.0, 0.0);
         }
     });
+    let observer = StoredValue::new_local(None);
     Effect::new(move |_| {
         if let Some(canvas) = canvas_ref.get() {
-            measure(fleet, &canvas);
+            observer.set_value(observe_width(fleet, &canvas));
         }
     });
-    let resize = window_event_listener(leptos::ev::resize, move |_| {
-        if let Some(Some(canvas)) = canvas_ref.try_get_untracked() {
-            measure(fleet, &canvas);
-        }
+    on_cleanup(move || {
+        observer.try_with_value(|o| {
+            if let Some((o, _)) = o {
+                o.disconnect();
+            }
+        });
     });
-    on_cleanup(move || resize.remove());
 
     let spot = move |ev: &web_sys::MouseEvent| -> Option<Spot> {
         let canvas = canvas_ref.get_untracked()?;
@@ -328,6 +341,7 @@ pub fn Timeline() -> impl IntoView {
                 <div class="canvas-wrap">
                     <canvas
                         node_ref=canvas_ref
+                        style:height=move || format!("{}px", timeline.with(|t| t.css_size.1))
                         tabindex="0"
                         role="img"
                         aria-label="Timeline: one lane per worker, upper half policy A, lower half policy B; keys: + and - zoom, arrows pan, 0 shows all, Enter opens the next skip or fatal"

@@ -131,8 +131,10 @@ fn fmt_tick(t0_nanos: Option<u64>, ms: f64, step: f64) -> String {
     if step >= 1000.0 { text[..8.min(text.len())].to_owned() } else { text.to_owned() }
 }
 
-/// Everything the timeline shows, and its pixels.
-pub fn timeline(m: &Model, q: &ViewQuery, overview_order: &[u32]) -> (Timeline, TimelineImage) {
+/// Everything the timeline shows, and its pixels; no pixels before the page said how wide its
+/// canvas is (an image at a guessed width is painted, sent and put on the canvas for nothing, and
+/// the canvas is then reallocated at the real width).
+pub fn timeline(m: &Model, q: &ViewQuery, overview_order: &[u32]) -> (Timeline, Option<TimelineImage>) {
     let s = &q.settings;
     let lanes = shown_lanes(m, s, overview_order);
     let lane_h = lane_px(lanes.len());
@@ -142,7 +144,7 @@ pub fn timeline(m: &Model, q: &ViewQuery, overview_order: &[u32]) -> (Timeline, 
     let dpr = if q.device_pixel_ratio > 0.0 { q.device_pixel_ratio } else { 1.0 };
     let (t0, t1) = window(m, s.window_ms);
     let show = if s.show_all { Show::All } else { Show::Mismatches };
-    let px = paint(m, &lanes, lane_h, (css_w, css_h, dpr), (t0, t1), show);
+    let px = (q.canvas_width > 0.0).then(|| paint(m, &lanes, lane_h, (css_w, css_h, dpr), (t0, t1), show));
     let scale = css_w / (t1 - t0);
     let exits = [Side::A, Side::B]
         .into_iter()
@@ -173,7 +175,7 @@ pub fn timeline(m: &Model, q: &ViewQuery, overview_order: &[u32]) -> (Timeline, 
         bucket_note: bucket_note(m),
         range: q.range.map(|r| range_counts_view(m, &lanes, r)),
     };
-    let image = TimelineImage { width: px.width() as u32, height: px.height() as u32, rgba: px.into_rgba() };
+    let image = px.map(|px| TimelineImage { width: px.width() as u32, height: px.height() as u32, rgba: px.into_rgba() });
     (view, image)
 }
 
