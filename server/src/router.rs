@@ -195,14 +195,7 @@ impl Exported {
         use crate::metrics::{RouterCountLabels, RouterDroppedLabels};
         for s in &report.sources {
             let c = &s.router;
-            for (count, n) in [
-                ("expected", c.expected),
-                ("received", c.received),
-                ("matched", c.matched),
-                ("missing", c.missing),
-                ("unexpected", c.unexpected),
-                ("mismatched", c.mismatched),
-            ] {
+            for (count, n) in c.alignment() {
                 let delta = self.bump((s.source.clone(), count.to_owned()), n);
                 let labels = RouterCountLabels { source: s.source.clone(), count: count.to_owned() };
                 let counter = metrics.router_events.get_or_create(&labels);

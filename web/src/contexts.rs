@@ -4,8 +4,9 @@
 //! [`Fleet`] is `Copy` (arena handles only). The engine's summary parts live in a
 //! `StoredValue` ([`Page`], plain data, never a signal); what views subscribe to are generation
 //! counters, one per [`Part`]: a summary that changed the overview re-renders the overview and
-//! nothing else. Summaries are applied at the next animation frame, then acknowledged; the
-//! engine sends the next only after that, so a busy page never has a backlog of them.
+//! nothing else. Summaries are applied over the next animation frames (a heavy part, or one
+//! warming up, in a frame of its own), then acknowledged; the engine sends the next only after
+//! that, so a busy page never has a backlog of them.
 //!
 //! The page's own state is in signals: the settings (the URL), pause, the tree's drill-down,
 //! the timeline's range and width, the hover line. An effect sends them to the engine as a
@@ -399,10 +400,9 @@ impl Fleet {
         }
     }
 
-    /// Applies the pending summary: each part it carries replaces the page's copy and bumps that
-    /// part's generation; then the engine may send the next. A part still warming up
-    /// ([`WARM_UP`]) gets an animation frame of its own; after that, a part's changes cost what
-    /// changed, and all of a summary's go in one frame.
+    /// Applies the pending summary, the parts [`parts_for_frame`] gives this frame: each replaces
+    /// the page's copy and bumps that part's generation. The rest wait for the next frame; once
+    /// none is left, the engine may send the next summary.
     fn apply_pending(&self) {
         let Some(wire) = self.wire.try_get_value() else { return };
         let Some((mut summary, mut image)) = ({

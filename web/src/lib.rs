@@ -4,8 +4,8 @@
 //! What it is: a client-side app (Leptos 0.8, CSR) built by Trunk from the root `Trunk.toml`
 //! into `dist/`, which the `kvscope` binary embeds and serves. Everything about the stream runs
 //! in the engine (`kvscope-engine`), a Web Worker: the WebSocket, decoding, both normalizers,
-//! the tier trees, retention. The page's main thread only lays out the engine's summaries (at
-//! most one per animation frame) and sends what a person asks for (a selection, a hover, a
+//! the tier trees, retention. The page's main thread only lays out the engine's summaries (a
+//! few parts an animation frame) and sends what a person asks for (a selection, a hover, a
 //! download, a capture to open) as `kvscope-engine-protocol` messages.
 //!
 //! What it is not: a place for classification logic (the core crates), for anything computed

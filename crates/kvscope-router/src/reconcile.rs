@@ -200,6 +200,19 @@ pub struct RouterCounts {
 }
 
 impl RouterCounts {
+    /// The alignment's counts by the names `/metrics` (`kvscope_router_events_total{count}`),
+    /// `check --json` and the page's router row all use, in that order.
+    pub fn alignment(&self) -> [(&'static str, u64); 6] {
+        [
+            ("expected", self.expected),
+            ("received", self.received),
+            ("matched", self.matched),
+            ("missing", self.missing),
+            ("unexpected", self.unexpected),
+            ("mismatched", self.mismatched),
+        ]
+    }
+
     /// Adds `other` to these counts (for totals).
     pub fn merge(&mut self, o: &RouterCounts) {
         self.engine_batches += o.engine_batches;

@@ -108,20 +108,12 @@ pub fn router_row(m: &Model, index: u32) -> RouterRow {
     let report = router.report();
     let Some(s) = router.source_report(report, index) else { return RouterRow::NotMatched };
     let c = &s.router;
-    let cells = [
-        ("expected", c.expected),
-        ("received", c.received),
-        ("matched", c.matched),
-        ("missing", c.missing),
-        ("unexpected", c.unexpected),
-        ("mismatched", c.mismatched),
-        ("pending", c.pending_expected),
-    ];
+    let cells = c.alignment().into_iter().chain([("pending", c.pending_expected)]);
     let dropped: Vec<String> = c.dropped_by_policy.iter().map(|(l, n)| format!("{l} {}", thousands(*n))).collect();
     RouterRow::Counts {
         policy: router.policy.name.to_owned(),
         clean: c.is_clean(),
-        cells: cells.into_iter().map(|(k, n)| (k.to_owned(), n)).collect(),
+        cells: cells.map(|(k, n)| (k.to_owned(), n)).collect(),
         dropped: (!dropped.is_empty()).then(|| format!("· dropped by the relay: {}", dropped.join(", "))),
     }
 }
