@@ -526,7 +526,11 @@ for line in (browser_log or "").splitlines():
     m = re.match(r"BENCH (\{.*\})", line.strip())
     if m:
         r = json.loads(m.group(1))
-        (bsteps if r.get("kind") == "step" else bmax).append(r)
+        # Other kinds (long-task lists, profiles) are the fleet section's, not this table's.
+        if r.get("kind") == "step":
+            bsteps.append(r)
+        elif r.get("kind") == "max":
+            bmax.append(r)
 def why_failed(st):
     if st["longest_task_ms"] >= 50:
         return f"a main-thread task of {st['longest_task_ms']:.0f} ms"
