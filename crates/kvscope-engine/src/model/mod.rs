@@ -686,19 +686,7 @@ impl Model {
         src.frame_errors += 1;
         src.last_error = Some(error.clone());
         src.dirty = true;
-        let id = self.next_frame_id;
-        self.next_frame_id += 1;
-        let frame = RetainedFrame {
-            id,
-            source,
-            seq: 0,
-            recv_time_nanos,
-            replayed,
-            body: FrameBody::Malformed { frames, error },
-            first_event: self.next_event_id,
-            num_events: 0,
-            decode_error: None,
-        };
+        let frame = self.new_frame(source, 0, recv_time_nanos, replayed, FrameBody::Malformed { frames, error });
         self.retain(frame);
     }
 
@@ -734,19 +722,7 @@ impl Model {
             self.dirty = true;
             return;
         }
-        let id = self.next_frame_id;
-        self.next_frame_id += 1;
-        let mut frame = RetainedFrame {
-            id,
-            source,
-            seq,
-            recv_time_nanos,
-            replayed,
-            body: FrameBody::Message { topic, payload },
-            first_event: self.next_event_id,
-            num_events: 0,
-            decode_error: None,
-        };
+        let mut frame = self.new_frame(source, seq, recv_time_nanos, replayed, FrameBody::Message { topic, payload });
         {
             let src = &mut self.sources[source as usize];
             src.frames += 1;
@@ -781,21 +757,27 @@ impl Model {
                 src.last_error = Some(e.clone());
             }
         }
+        let frame = self.new_frame(source, 0, recv_time_nanos, false, FrameBody::Plane { frames });
+        self.retain(frame);
+        self.dirty = true;
+    }
+
+    /// A frame as it arrives, with the next frame id; its events are numbered from the next
+    /// event id once classified.
+    fn new_frame(&mut self, source: u32, seq: u64, recv_time_nanos: u64, replayed: bool, body: FrameBody) -> RetainedFrame {
         let id = self.next_frame_id;
         self.next_frame_id += 1;
-        let frame = RetainedFrame {
+        RetainedFrame {
             id,
             source,
-            seq: 0,
+            seq,
             recv_time_nanos,
-            replayed: false,
-            body: FrameBody::Plane { frames },
+            replayed,
+            body,
             first_event: self.next_event_id,
             num_events: 0,
             decode_error: None,
-        };
-        self.retain(frame);
-        self.dirty = true;
+        }
     }
 
     /// Ids of sources whose cards changed since the last call; clears the flags.
