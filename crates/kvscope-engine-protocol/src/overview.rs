@@ -110,7 +110,8 @@ pub struct Row {
     pub restarts: u64,
     pub errors: u64,
     pub events_per_second: f64,
-    /// How its events are laid out on the wire: "map", "array of 12", or "—" before any.
+    /// How its stores are laid out on the wire (its other events before any store): "map",
+    /// "array of 12", or "—" before any event.
     pub wire: String,
     pub completeness: crate::completeness::Coverage,
     /// Most severe first.

@@ -128,6 +128,16 @@ impl KvEvent {
         }
     }
 
+    /// How the event was laid out on the wire, when the decoder recorded it.
+    pub fn encoding(&self) -> Option<EventEncoding> {
+        match self {
+            KvEvent::BlockStored(s) => s.encoding,
+            KvEvent::BlockRemoved(r) => r.encoding,
+            KvEvent::AllBlocksCleared { encoding, .. } => Some(*encoding),
+            KvEvent::Unknown(u) => Some(u.encoding),
+        }
+    }
+
     /// The medium string exactly as sent, for events that carry one.
     pub fn medium(&self) -> Option<&str> {
         match self {

@@ -204,7 +204,7 @@ pub fn FleetOverview() -> impl IntoView {
                 "One row per (worker, dp rank), workers with something odd first. skip: skips that leave a tier's view \
                  incomplete (offload stores at another block size, unknown media); filter: routine filtering \
                  (non-main attention groups, unknown events). Counts where A and B differ are underlined. \
-                 wire: how its events are laid out (tagged arrays up to vLLM 0.23, maps after). \
+                 wire: how its stores are laid out (tagged arrays up to vLLM 0.23, maps after). \
                  Click a source to open its card, timeline lane and trees."
             </p>
         </section>

@@ -10,16 +10,6 @@ use super::policy_run::{BothPolicies, Classified, PolicyRun};
 use super::rate::RateMeter;
 use super::{Config, Difference, EventRecord, FrameBody, IndexerExit, Model, RetainedFrame, Source};
 
-/// How the event was laid out on the wire, when the decoder recorded it.
-fn event_encoding(event: &KvEvent) -> Option<kvscope_wire::EventEncoding> {
-    match event {
-        KvEvent::BlockStored(s) => s.encoding,
-        KvEvent::BlockRemoved(r) => r.encoding,
-        KvEvent::AllBlocksCleared { encoding, .. } => Some(*encoding),
-        KvEvent::Unknown(u) => Some(u.encoding),
-    }
-}
-
 impl Model {
     /// Decodes a frame and runs both policies over it; records verdicts, marks and log lines.
     /// Returns the number of events.
@@ -48,9 +38,7 @@ impl Model {
             ts: 0.0,
             each: |i: u32, event: &KvEvent, ts: f64| {
                 n += 1;
-                if let Some(e) = event_encoding(event) {
-                    sources[source as usize].wire = Some(e);
-                }
+                sources[source as usize].wire.record(event);
                 let mut codes = [0 as ClassCode; 2];
                 let event_id = *next_event_id;
                 for side in 0..2 {

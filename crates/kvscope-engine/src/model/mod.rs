@@ -209,9 +209,9 @@ pub struct Source {
     pub counts: [Counts; 2],
     /// Its events per second (the overview's rate column).
     pub rate: RateMeter,
-    /// How its latest event was laid out (tagged arrays up to vLLM 0.23, maps after): a source
-    /// on another release than the rest of the fleet stands out in the overview.
-    pub wire: Option<kvscope_wire::EventEncoding>,
+    /// How its events are laid out (tagged arrays up to vLLM 0.23, maps after): a source on
+    /// another release than the rest of the fleet stands out in the overview.
+    pub wire: overview::WireLayout,
     /// Set when something shown on its card changed since the last flush.
     pub dirty: bool,
 }
@@ -251,7 +251,7 @@ impl Source {
             seq: SeqTrack::default(),
             counts: Default::default(),
             rate: RateMeter::default(),
-            wire: None,
+            wire: overview::WireLayout::default(),
             dirty: true,
         }
     }

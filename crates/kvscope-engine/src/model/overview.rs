@@ -10,7 +10,7 @@
 //! source has is decided here.
 
 use kvscope_normalize::{Outcome, VerdictLabel};
-use kvscope_wire::EventEncoding;
+use kvscope_wire::{EventEncoding, KvEvent};
 
 pub use kvscope_engine_protocol::overview::{Anomaly, Row, Tally, anomaly_counts};
 
@@ -33,6 +33,33 @@ fn tally(m: &Model, src: &Source, side: Side) -> Tally {
     t
 }
 
+/// A source's wire layout as the overview shows and compares it: that of its latest store, or
+/// of its latest event before any store.
+///
+/// Stores decide because each event type of a tagged-array release has its own length (a vLLM
+/// 0.23 store is an array of 12, a removal of 4): the latest event's layout would change the
+/// column with every removal, and in a fleet all on one old release it would flag as "other
+/// wire layout" whichever sources happened to send a removal last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireLayout {
+    store: Option<EventEncoding>,
+    other: Option<EventEncoding>,
+}
+
+impl WireLayout {
+    pub fn record(&mut self, event: &KvEvent) {
+        let Some(e) = event.encoding() else { return };
+        match event {
+            KvEvent::BlockStored(_) => self.store = Some(e),
+            _ => self.other = Some(e),
+        }
+    }
+
+    pub fn shown(self) -> Option<EventEncoding> {
+        self.store.or(self.other)
+    }
+}
+
 /// "map", "array of 12": the wire column.
 pub fn wire_text(wire: Option<EventEncoding>) -> String {
     match wire {
@@ -46,7 +73,7 @@ pub fn wire_text(wire: Option<EventEncoding>) -> String {
 /// flags neither.
 fn fleet_wire(m: &Model) -> Option<EventEncoding> {
     let mut counts: Vec<(EventEncoding, usize)> = Vec::new();
-    for w in m.engine_sources().filter_map(|s| s.wire) {
+    for w in m.engine_sources().filter_map(|s| s.wire.shown()) {
         match counts.iter_mut().find(|(e, _)| *e == w) {
             Some((_, n)) => *n += 1,
             None => counts.push((w, 1)),
@@ -78,7 +105,8 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
     flag(lost_frames > 0, Anomaly::LostFrames);
     flag(errors > 0, Anomaly::DecodeErrors);
     flag(src.restarts() > 0, Anomaly::Restarted);
-    flag(fleet_wire.is_some() && src.wire.is_some() && src.wire != fleet_wire, Anomaly::OtherWireLayout);
+    let wire = src.wire.shown();
+    flag(fleet_wire.is_some() && wire.is_some() && wire != fleet_wire, Anomaly::OtherWireLayout);
     flag(offload_skipped, Anomaly::OffloadSkipped);
     flag(src.counts(Side::A).events == 0, Anomaly::Silent);
     Row {
@@ -94,7 +122,7 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
         restarts: src.restarts(),
         errors,
         events_per_second: src.rate.per_second(now_ms),
-        wire: wire_text(src.wire),
+        wire: wire_text(wire),
         completeness: completeness.coverage(),
         anomalies,
     }
@@ -124,7 +152,7 @@ pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
 
 #[cfg(test)]
 mod tests {
-    use kvscope_encode::{Batch, Event, Hash, Stored, encode_batch_lossy, release};
+    use kvscope_encode::{Batch, Event, Hash, Removed, Stored, encode_batch_lossy, release};
     use kvscope_protocol as proto;
 
     use super::*;
@@ -228,6 +256,30 @@ mod tests {
                 (Anomaly::Silent, 1)
             ]
         );
+    }
+
+    #[test]
+    fn the_wire_column_shows_a_sources_stores_so_a_removal_neither_changes_it_nor_flags_it() {
+        let old = &release::VLLM_0_23.layout;
+        let removal = |seq: u64| {
+            let events: Vec<Event> = vec![Removed::new([Hash::U64(seq)]).into()];
+            encode_batch_lossy(old, &Batch { ts: 1.0, events, dp_rank: Some(0) }).unwrap()
+        };
+        let mut m = Model::new(config(16));
+        m.apply_message(hello((0..3).map(|w| info(w, w, 0)).collect()), 0.0);
+        // A fleet all on vLLM 0.23: worker 0 removes first, then stores; 1 stores, then
+        // removes; 2 only stores.
+        m.apply_message(frame(0, 0, removal(1)), 0.0);
+        let before_any_store = rows(&m, 0.0);
+        m.apply_message(frame(0, 1, batch_as(old, 1, false)), 0.0);
+        m.apply_message(frame(1, 0, batch_as(old, 0, false)), 0.0);
+        m.apply_message(frame(1, 1, removal(1)), 0.0);
+        m.apply_message(frame(2, 0, batch_as(old, 0, false)), 0.0);
+        let rows = rows(&m, 0.0);
+        let worker_0 = before_any_store.iter().find(|r| r.key == "0:0").unwrap();
+        assert_eq!(worker_0.wire, "array of 4", "before any store, the removal's layout");
+        assert!(rows.iter().all(|r| r.wire == "array of 12"), "{:?}", rows.iter().map(|r| &r.wire).collect::<Vec<_>>());
+        assert!(rows.iter().all(|r| !r.anomalies.contains(&Anomaly::OtherWireLayout)));
     }
 
     #[test]
