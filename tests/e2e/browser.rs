@@ -557,7 +557,7 @@ async fn wait_for_bytes_from(b: &Browser, from: &str, timeout: Duration, what: &
 }
 
 /// What the inspector shows about its event's bytes: the bytes line, whether there is a hex
-/// view, the verdict kind and rule under A, the decoded type, and the fleet bar's memory line.
+/// view, the verdict kind and rule under A, the decoded type, and the retention line.
 async fn inspector_bytes(b: &Browser) -> Value {
     b.js("const q = s => document.querySelector(s);\
           return { text: q('[data-testid=\"inspector-bytes-from\"]').textContent,\

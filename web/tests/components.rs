@@ -40,11 +40,15 @@ impl EngineLink for Local {
 /// Mounts the dashboard (no socket) on a fresh element, with its engine; returns the element
 /// and the fleet.
 fn mount() -> (web_sys::HtmlElement, Fleet, leptos::mount::UnmountHandle<impl leptos::tachys::view::Mountable>) {
+    mount_with(Settings { offline: true, ..Settings::default() })
+}
+
+fn mount_with(settings: Settings) -> (web_sys::HtmlElement, Fleet, leptos::mount::UnmountHandle<impl leptos::tachys::view::Mountable>) {
     let document = web_sys::window().unwrap().document().unwrap();
     let el: web_sys::HtmlElement = document.create_element("div").unwrap().unchecked_into();
     document.body().unwrap().append_child(&el).unwrap();
     let handle = leptos::mount::mount_to(el.clone(), || {
-        let fleet = provide_fleet(Settings { offline: true, ..Settings::default() });
+        let fleet = provide_fleet(settings);
         let engine = LocalEngine::start(move |bytes, extra| fleet.receive(&bytes, extra));
         fleet.attach(Rc::new(Local(engine)));
         FLEET.with(|f| *f.borrow_mut() = Some(fleet));
@@ -476,4 +480,23 @@ async fn catching_up_shows_how_much_of_the_history_arrived() {
     let frames = root.query_selector("[data-testid=\"fleet-frames\"]").unwrap().expect("fleet-frames");
     assert_eq!(frames.text_content(), Some(history.to_string()));
     assert_eq!(q(&root, "[data-testid=\"source-row\"]").len(), 3);
+}
+
+/// Past the event bound, the retention line says so in full, in the warning colour: which bound,
+/// how many events it let go, and the setting that raises it (the fleet bar cut this sentence
+/// to its first figure).
+#[wasm_bindgen_test]
+async fn the_retention_line_says_which_bound_was_reached_and_how_to_raise_it() {
+    let (root, fleet, _handle) = mount_with(Settings { offline: true, retain_events: Some(100), ..Settings::default() });
+    feed(fleet, &kimi_messages()).await;
+    settled(fleet).await;
+    let line = root.query_selector("[data-testid=\"retention\"]").unwrap().expect("a retention line");
+    let text = line.text_content().unwrap_or_default();
+    assert!(text.starts_with("Kept: "), "{text}");
+    assert!(text.contains(" of 100 events kept"), "{text}");
+    assert!(text.contains("event bound reached: the ") && text.contains(" oldest events are gone (raise with ?events=N)"), "{text}");
+    assert!(line.class_list().contains("bound"), "the line is drawn as a warning");
+    let memory = root.query_selector("[data-testid=\"memory\"]").unwrap().expect("the memory figures");
+    assert!(memory.get_attribute("data-engine-wasm-bytes").is_some_and(|b| b.parse::<u64>().is_ok_and(|b| b > 0)));
+    assert!(root.query_selector("header [data-testid=\"memory\"]").unwrap().is_none(), "not in the one-line fleet bar");
 }

@@ -11,6 +11,7 @@ use crate::views::fleet_overview::FleetOverview;
 use crate::views::headline::Headline;
 use crate::views::indexer_log::IndexerLog;
 use crate::views::inspector::Inspector;
+use crate::views::retention::Retention;
 use crate::views::router::EventPlanes;
 use crate::views::rules_help::RulesHelp;
 use crate::views::tier_tree::TierTree;
@@ -84,6 +85,7 @@ pub fn Dashboard() -> impl IntoView {
             <Show when=move || { stage.get() >= 1 }>
                 <CaptureBar />
                 <DataQuality />
+                <Retention />
                 <Headline />
             </Show>
             <Show when=move || { stage.get() >= 2 }>

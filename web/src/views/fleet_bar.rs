@@ -1,4 +1,4 @@
-//! The fleet bar: connection, sources, events/s, policy A and B, block size, pause, memory.
+//! The fleet bar: connection, sources, events/s, policy A and B, block size, pause.
 
 use kvscope_engine_protocol::Side;
 use kvscope_engine_protocol::view::ConnState;
@@ -92,15 +92,6 @@ pub fn FleetBar() -> impl IntoView {
             >
                 {move || if fleet.paused.get() { "Resume" } else { "Pause" }}
             </button>
-            <span
-                class="memory"
-                data-testid="memory"
-                class:bound=move || fleet.read(Part::Bar, |p| p.bar.memory_bound_reached)
-                data-engine-wasm-bytes=move || fleet.read(Part::Bar, |p| p.bar.engine_wasm_bytes.to_string())
-                title="Every event's record is kept (for the timeline, the inspector and search), and the raw bytes of the most recent frames (for the hex view, re-classification and download)"
-            >
-                {move || fleet.read(Part::Bar, |p| p.bar.memory.clone())}
-            </span>
             <span class="error" role="alert" data-testid="config-error">
                 {move || fleet.read(Part::Meta, |p| p.meta.config_error.clone())}
             </span>

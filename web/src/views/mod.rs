@@ -9,6 +9,7 @@ pub mod fleet_overview;
 pub mod headline;
 pub mod indexer_log;
 pub mod inspector;
+pub mod retention;
 pub mod router;
 pub mod rules_help;
 pub mod tier_tree;

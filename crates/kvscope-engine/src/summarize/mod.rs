@@ -169,7 +169,7 @@ pub fn intake_text(s: &IntakeStatus) -> Option<String> {
     }
 }
 
-/// The fleet bar's memory line: both bounds, and what reaching each dropped.
+/// The page's retention line: both bounds, and what reaching each dropped.
 pub fn memory_text(m: &MemoryUse) -> String {
     let mut s = format!(
         "{} of {} events kept ({}) · raw bytes {} of {}",
