@@ -149,9 +149,26 @@ if sizes:
     md.append("")
     md.append("wasm-opt stays off: it made the longest start-up task 2x longer when measured (index.html says by how much).\n")
 
+# This section's rows of the overview at the top ("At a glance"): bench_report.py keeps them
+# when it rewrites the other tables, as it keeps this section.
+GLANCE = "| 5. Fleet scale |"
+glance_rows = [
+    f"{GLANCE} {short} for {m['soak_seconds']} s: ingested / offered; main-thread tasks ≥ 50 ms from page load on | "
+    f"{ratio:.2f}; {len(m.get('soak_startup_tasks') or []) + m['soak_long_tasks']} |"
+    for short, m, ratio, no_task in glance
+]
+
 section = md
 path = Path("BENCHMARKS.md")
 lines = path.read_text().splitlines() if path.exists() else []
+top = next((i for i, l in enumerate(lines) if l.startswith("## At a glance")), None)
+if top is not None:
+    lines = [l for l in lines if not l.startswith(GLANCE)]
+    # The table runs on from its header; the new rows go after its last.
+    last = next(i for i in range(top, len(lines)) if lines[i].startswith("|"))
+    while last + 1 < len(lines) and lines[last + 1].startswith("|"):
+        last += 1
+    lines[last + 1:last + 1] = glance_rows
 start = next((i for i, l in enumerate(lines) if l.startswith(HEADING)), None)
 if start is None:
     at = next((i for i, l in enumerate(lines) if l.startswith("## Not measured in this run")), len(lines))

@@ -591,6 +591,8 @@ else:
     t4.append("doing, so read the figure with the per-step table below, which counts the long tasks of each step.")
     if 16 in by_w and 64 in by_w:
         t4.append(f"With 64 workers the page ingests {by_w[64] / by_w[16]:.2f}x the frame rate it does with 16.")
+    t4.append("The fleets of issue 8 (64 workers x 300 batches/s of small SGLang events for 10 minutes, 256 x 20,")
+    t4.append("512 sources) are measured by the same bench, with `scripts/bench_fleet.sh`: section 5.")
     t4.append("")
     t4.append("Every step of the run:\n")
     t4.append("| workers | batches/s per worker | offered frames/s | ingested frames/s | ingested / offered | long tasks | longest task | lag notice | passed |")
@@ -646,6 +648,8 @@ for line in old:
         kept.append(line)
 if kept:
     md += kept + [""]
+# ... and their rows of the overview (section 5's, written by bench_fleet_report.py).
+glance += [line for line in old if line.startswith("| 5. ")]
 
 # Overview, placed before the commands.
 for name, (kn, dn, kd, fl, dd, ms, pr) in headline.items():

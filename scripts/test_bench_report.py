@@ -71,7 +71,9 @@ class BenchReportTest(unittest.TestCase):
         make_run(root)
         # A section measured by its own command, in the report being replaced: carried over.
         (root / "BENCHMARKS.md").write_text(
-            "# old\n\n## 1. Decode\nold figures\n\n## Event-plane intake: NATS in\n\n| run | 1 |\n\n## Not measured\n- x\n"
+            "# old\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
+            "| 1. Decode | old row | 1.00x |\n| 5. Fleet scale | 64 x 300 for 600 s | 1.00; 0 |\n\n"
+            "## 1. Decode\nold figures\n\n## Event-plane intake: NATS in\n\n| run | 1 |\n\n## Not measured\n- x\n"
         )
         cls.proc = subprocess.run(
             [sys.executable, str(SCRIPT), "target/bench-run", "target/bench-inputs"],
@@ -109,6 +111,10 @@ class BenchReportTest(unittest.TestCase):
     def test_sections_measured_apart_are_carried_over_and_the_rest_rewritten(self):
         self.assertIn("## Event-plane intake: NATS in\n\n| run | 1 |\n", self.md)
         self.assertNotIn("old figures", self.md)
+        self.assertNotIn("| 1. Decode | old row |", self.md)
+        # Section 5's rows of the overview stay in the overview's table, before the commands.
+        glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
+        self.assertIn("| 5. Fleet scale | 64 x 300 for 600 s | 1.00; 0 |\n", glance)
         self.assertLess(self.md.index("## Event-plane intake"), self.md.index("## Not measured in this run"))
 
     def test_steps_without_logs_are_named_as_not_measured(self):
