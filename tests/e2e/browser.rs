@@ -334,13 +334,20 @@ async fn the_incident_view_at_64_sources() {
     assert_headline_matches_check(&b, &legacy, false).await;
     let strip = b.js("return document.querySelector('[data-testid=\"data-quality\"]').dataset.completeness").await;
     assert_eq!(strip.as_str(), Some("complete"), "a loopback demo loses nothing");
-    // The toolbar stays on one line: one horizontal line crosses every item of the fleet bar.
+    // The toolbar stays on one line: one horizontal line crosses every item of the fleet bar's
+    // first line. Its notes (here the recording) wrap below it, each whole inside the window.
     let bar = b
-        .js("const r = Array.from(document.querySelectorAll('.fleet-bar > *')).filter(e => e.offsetParent && e.offsetWidth > 0) \
+        .js("const r = Array.from(document.querySelectorAll('.bar-line > *')).filter(e => e.offsetParent && e.offsetWidth > 0) \
                .map(e => { const b = e.getBoundingClientRect(); return {what: e.className || e.tagName, top: b.top, bottom: b.bottom}; }); \
-             return {one_line: Math.max(...r.map(x => x.top)) < Math.min(...r.map(x => x.bottom)), items: r};")
+             const notes = Array.from(document.querySelectorAll('.bar-notes > *')).filter(e => e.offsetParent && e.offsetWidth > 0) \
+               .map(e => { const b = e.getBoundingClientRect(); return {what: e.dataset.testid, left: b.left, right: b.right, text: e.textContent}; }); \
+             return {one_line: Math.max(...r.map(x => x.top)) < Math.min(...r.map(x => x.bottom)), items: r, notes, width: window.innerWidth};")
         .await;
     assert_eq!(bar["one_line"].as_bool(), Some(true), "the fleet bar wrapped onto a second line: {bar}");
+    let notes = bar["notes"].as_array().cloned().unwrap_or_default();
+    assert!(notes.iter().any(|n| n["what"] == "recording"), "the recording is a note of the bar: {bar}");
+    let width = bar["width"].as_f64().unwrap_or(0.0);
+    assert!(notes.iter().all(|n| n["right"].as_f64().is_some_and(|r| r <= width)), "a note runs past the window's edge: {bar}");
     screenshots(&b, "fleet64").await;
     b.assert_no_errors().await;
     b.close().await;

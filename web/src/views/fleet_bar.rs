@@ -1,4 +1,5 @@
-//! The fleet bar: connection, sources, events/s, policy A and B, block size, pause.
+//! The fleet bar: connection, sources, events/s, policy A and B, block size, pause on one line;
+//! below it, only while there are any, its notes (catching up, intake, lag, recording, pause).
 
 use kvscope_engine_protocol::Side;
 use kvscope_engine_protocol::view::ConnState;
@@ -59,84 +60,95 @@ pub fn FleetBar() -> impl IntoView {
     let defaults_note = move || fleet.read(Part::Meta, |p| p.meta.defaults_note.clone());
     view! {
         <header class="fleet-bar" role="banner">
-            <h1>"kvscope"</h1>
-            <span class="conn" data-testid="conn-state" aria-live="polite">
-                <span class=conn_class aria-hidden="true"></span>
-                {conn_label}
-            </span>
-            <span class="origin" data-testid="origin">{move || fleet.read(Part::Bar, |p| p.bar.origin.clone())}</span>
-            <span class="stat" data-testid="sources">{move || fleet.read(Part::Bar, |p| p.bar.sources.clone())}</span>
-            <span class="stat" data-testid="rate">{move || fleet.read(Part::Bar, |p| p.bar.rate.clone())}</span>
-            {policy_select(Side::A)}
-            {policy_select(Side::B)}
-            <label class="field" for="block-size" title=defaults_note>
-                <span>"Block size"</span>
-                <input
-                    id="block-size"
-                    data-testid="block-size"
-                    type="number"
-                    min="1"
-                    step="1"
-                    prop:value=move || block_size().to_string()
-                    on:change=move |ev| {
-                        let v = event_target_value(&ev).trim().parse::<u32>().ok().filter(|&n| n > 0);
-                        fleet.update_settings(|s| s.block_size = v);
-                    }
-                />
-                <span class="unit">"tokens"</span>
-            </label>
-            <button
-                data-testid="pause"
-                aria-pressed=move || fleet.paused.get().to_string()
-                on:click=move |_| fleet.paused.update(|p| *p = !*p)
-            >
-                {move || if fleet.paused.get() { "Resume" } else { "Pause" }}
-            </button>
-            <span class="error" role="alert" data-testid="config-error">
-                {move || fleet.read(Part::Meta, |p| p.meta.config_error.clone())}
-            </span>
-            {move || {
-                fleet.read(Part::Bar, |p| p.bar.catching_up).map(|(done, total)| {
-                    view! {
-                        <span class="stat catching-up" data-testid="catching-up" data-done=done.to_string() data-total=total.to_string()>
-                            {format!(
-                                "catching up: {} of {} frames of the server's history",
-                                super::thousands(done),
-                                super::thousands(total)
-                            )}
-                        </span>
-                    }
-                })
-            }}
-            {move || {
-                fleet.read(Part::Bar, |p| p.bar.intake.clone()).map(|line| {
-                    let dropped = line.dropped_messages > 0;
-                    view! {
-                        <span
-                            class="stat intake"
-                            class:lagged=dropped
-                            data-testid="intake"
-                            data-queued-bytes=line.queued_bytes.to_string()
-                            data-dropped=line.dropped_messages.to_string()
-                        >
-                            {line.text}
-                        </span>
-                    }
-                })
-            }}
-            <span class="lagged" data-testid="lagged" hidden=move || fleet.read(Part::Bar, |p| p.bar.lagged.is_none())>
-                {move || fleet.read(Part::Bar, |p| p.bar.lagged.clone()).unwrap_or_default()}
-            </span>
-            <span
-                data-testid="recording"
-                class:lagged=move || fleet.read(Part::Bar, |p| p.bar.recording.as_ref().is_some_and(|r| r.1))
-                hidden=move || fleet.read(Part::Bar, |p| p.bar.recording.is_none())
-            >
-                {move || fleet.read(Part::Bar, |p| p.bar.recording.as_ref().map(|r| r.0.clone())).unwrap_or_default()}
-            </span>
-            <span class="paused-note" hidden=move || !fleet.paused.get()>
-                "paused: still receiving, views frozen"
-            </span>
+            <div class="bar-line">
+                <h1>"kvscope"</h1>
+                <span class="conn" data-testid="conn-state" aria-live="polite">
+                    <span class=conn_class aria-hidden="true"></span>
+                    {conn_label}
+                </span>
+                <span class="origin" data-testid="origin">{move || fleet.read(Part::Bar, |p| p.bar.origin.clone())}</span>
+                <span class="stat" data-testid="sources">{move || fleet.read(Part::Bar, |p| p.bar.sources.clone())}</span>
+                <span class="stat" data-testid="rate">{move || fleet.read(Part::Bar, |p| p.bar.rate.clone())}</span>
+                {policy_select(Side::A)}
+                {policy_select(Side::B)}
+                <label class="field" for="block-size" title=defaults_note>
+                    <span>"Block size"</span>
+                    <input
+                        id="block-size"
+                        data-testid="block-size"
+                        type="number"
+                        min="1"
+                        step="1"
+                        prop:value=move || block_size().to_string()
+                        on:change=move |ev| {
+                            let v = event_target_value(&ev).trim().parse::<u32>().ok().filter(|&n| n > 0);
+                            fleet.update_settings(|s| s.block_size = v);
+                        }
+                    />
+                    <span class="unit">"tokens"</span>
+                </label>
+                <button
+                    data-testid="pause"
+                    aria-pressed=move || fleet.paused.get().to_string()
+                    on:click=move |_| fleet.paused.update(|p| *p = !*p)
+                >
+                    {move || if fleet.paused.get() { "Resume" } else { "Pause" }}
+                </button>
+            </div>
+            // Notes wrap on a line of their own, only when there is one: cut off at the bar's
+            // edge, a warning would say nothing.
+            <div class="bar-notes">
+                <span
+                    class="error"
+                    role="alert"
+                    data-testid="config-error"
+                    hidden=move || fleet.read(Part::Meta, |p| p.meta.config_error.is_empty())
+                >
+                    {move || fleet.read(Part::Meta, |p| p.meta.config_error.clone())}
+                </span>
+                {move || {
+                    fleet.read(Part::Bar, |p| p.bar.catching_up).map(|(done, total)| {
+                        view! {
+                            <span class="stat catching-up" data-testid="catching-up" data-done=done.to_string() data-total=total.to_string()>
+                                {format!(
+                                    "catching up: {} of {} frames of the server's history",
+                                    super::thousands(done),
+                                    super::thousands(total)
+                                )}
+                            </span>
+                        }
+                    })
+                }}
+                {move || {
+                    fleet.read(Part::Bar, |p| p.bar.intake.clone()).map(|line| {
+                        let dropped = line.dropped_messages > 0;
+                        view! {
+                            <span
+                                class="stat intake"
+                                class:lagged=dropped
+                                data-testid="intake"
+                                data-queued-bytes=line.queued_bytes.to_string()
+                                data-dropped=line.dropped_messages.to_string()
+                            >
+                                {line.text}
+                            </span>
+                        }
+                    })
+                }}
+                <span class="lagged" data-testid="lagged" hidden=move || fleet.read(Part::Bar, |p| p.bar.lagged.is_none())>
+                    {move || fleet.read(Part::Bar, |p| p.bar.lagged.clone()).unwrap_or_default()}
+                </span>
+                <span
+                    data-testid="recording"
+                    class:lagged=move || fleet.read(Part::Bar, |p| p.bar.recording.as_ref().is_some_and(|r| r.1))
+                    hidden=move || fleet.read(Part::Bar, |p| p.bar.recording.is_none())
+                >
+                    {move || fleet.read(Part::Bar, |p| p.bar.recording.as_ref().map(|r| r.0.clone())).unwrap_or_default()}
+                </span>
+                <span class="paused-note" hidden=move || !fleet.paused.get()>
+                    "paused: still receiving, views frozen"
+                </span>
+            </div>
         </header>
     }
 }
