@@ -7,7 +7,9 @@
 //! Fed one record at a time, in capture order, with each engine source's running totals before
 //! and after the record: the source whose fatal count first leaves 0 is where the indexer exits.
 
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 
 /// One engine source's running totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,14 +50,11 @@ impl FleetExit {
     /// verdict's sentence), then per source the events and fatal events after it.
     /// `first_fatal` is the exit source's first fatal `(seq, event_index, text)`; `keys` and
     /// `finals` every engine source's key and final totals, in source order.
-    pub fn to_json(&self, keys: &[String], finals: &[Totals], first_fatal: impl Fn(usize) -> Option<(u64, u32, String)>) -> Value {
-        let Some(e) = &self.exit else {
-            return json!({ "first_fatal": null, "events_after_first_fatal": 0, "fatal_after_first_fatal": 0, "per_source": {} });
-        };
+    pub fn report(&self, keys: &[String], finals: &[Totals], first_fatal: impl Fn(usize) -> Option<(u64, u32, String)>) -> FleetReport {
+        let Some(e) = &self.exit else { return FleetReport::default() };
         let first = first_fatal(e.source);
         let first_index = first.as_ref().map_or(0, |f| u64::from(f.1));
-        let mut per_source = serde_json::Map::new();
-        let (mut events_after, mut fatal_after) = (0, 0);
+        let mut report = FleetReport::default();
         for (i, (key, fin)) in keys.iter().zip(finals).enumerate() {
             let at = e.at_exit.get(i).copied().unwrap_or_default();
             let (events, fatal) = if i == e.source {
@@ -64,29 +63,53 @@ impl FleetExit {
             } else {
                 (fin.events.saturating_sub(at.events), fin.fatal.saturating_sub(at.fatal))
             };
-            events_after += events;
-            fatal_after += fatal;
-            per_source.insert(key.clone(), json!({ "events": events, "fatal": fatal }));
+            report.events_after_first_fatal += events;
+            report.fatal_after_first_fatal += fatal;
+            report.per_source.insert(key.clone(), After { events, fatal });
         }
-        json!({
-            "first_fatal": {
-                "source": keys.get(e.source),
-                "seq": first.as_ref().map(|f| f.0),
-                "event_index": first.as_ref().map(|f| f.1),
-                "recv_time_nanos": e.recv_time_nanos,
-                "utc": kvscope_protocol::time::utc(e.recv_time_nanos),
-                "error": first.map(|f| f.2),
-            },
-            "events_after_first_fatal": events_after,
-            "fatal_after_first_fatal": fatal_after,
-            "per_source": per_source,
-        })
+        report.first_fatal = Some(FirstFatal {
+            source: keys.get(e.source).cloned(),
+            seq: first.as_ref().map(|f| f.0),
+            event_index: first.as_ref().map(|f| f.1),
+            recv_time_nanos: e.recv_time_nanos,
+            utc: kvscope_protocol::time::utc(e.recv_time_nanos),
+            error: first.map(|f| f.2),
+        });
+        report
     }
+}
+
+/// Where the fleet's indexer stops, and what comes after (`check --json`'s `"fleet"`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FleetReport {
+    pub first_fatal: Option<FirstFatal>,
+    pub events_after_first_fatal: u64,
+    pub fatal_after_first_fatal: u64,
+    pub per_source: BTreeMap<String, After>,
+}
+
+/// The fleet's first fatal event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FirstFatal {
+    pub source: Option<String>,
+    pub seq: Option<u64>,
+    pub event_index: Option<u32>,
+    pub recv_time_nanos: u64,
+    pub utc: String,
+    pub error: Option<String>,
+}
+
+/// A source's events and fatal events after the fleet's first fatal one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct After {
+    pub events: u64,
+    pub fatal: u64,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_first_fatal_in_arrival_order_is_the_exit_and_what_follows_is_counted() {
@@ -98,7 +121,7 @@ mod tests {
         // Later source 1 meets 3 fatal events in 6 more.
         f.record(1, 30, t(5, 0), t(11, 3), || vec![t(4, 2), t(11, 3)]);
         let keys = ["0:0".to_owned(), "1:0".to_owned()];
-        let j = f.to_json(&keys, &[t(4, 2), t(11, 3)], |_| Some((7, 2, "fatal".into())));
+        let j = serde_json::to_value(f.report(&keys, &[t(4, 2), t(11, 3)], |_| Some((7, 2, "fatal".into())))).unwrap();
         assert_eq!(j["first_fatal"]["source"], "0:0");
         assert_eq!(j["first_fatal"]["seq"], 7);
         assert_eq!(j["first_fatal"]["recv_time_nanos"], 20);
@@ -112,7 +135,7 @@ mod tests {
     #[test]
     fn no_fatal_is_no_exit() {
         let f = FleetExit::default();
-        let j = f.to_json(&["0:0".to_owned()], &[Totals { events: 3, fatal: 0 }], |_| None);
+        let j = serde_json::to_value(f.report(&["0:0".to_owned()], &[Totals { events: 3, fatal: 0 }], |_| None)).unwrap();
         assert!(j["first_fatal"].is_null());
     }
 }

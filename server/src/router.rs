@@ -30,8 +30,7 @@ pub const DEFAULT_RELAY_POLICY: &str = "dynamo-1.6.1";
 
 /// The relay of an engine source, when its worker id is a decimal u64.
 pub fn relay_config(worker_id: &str, dp_rank: u32, kv_block_size: u32, policy: Policy) -> Option<RelayConfig> {
-    let id = worker_id.parse::<u64>().ok()?;
-    Some(RelayConfig { worker_id: id, dp_rank, kv_block_size, policy })
+    RelayConfig::for_source(worker_id, dp_rank, kv_block_size, policy)
 }
 
 /// Why a source has no router counts, for `check`'s notes.
@@ -61,20 +60,10 @@ pub fn table_line(key: &str, c: &RouterCounts) -> String {
     if c.engine_decode_errors > 0 {
         line.push_str(&format!(", {} engine payloads not predicted (decode errors)", c.engine_decode_errors));
     }
-    if !c.dropped_by_policy.is_empty() {
-        let dropped: Vec<String> = c.dropped_by_policy.iter().map(|(l, n)| format!("{} {n}", l.as_str())).collect();
-        line.push_str(&format!("; dropped by the relay: {}", dropped.join(", ")));
+    if let Some(dropped) = c.dropped_by_relay(|n| n.to_string()) {
+        line.push_str(&format!("; {dropped}"));
     }
     line
-}
-
-/// Whether a report shows anything but matches (for `check --fail-on-router-mismatch`).
-pub fn has_mismatch(report: &RouterReport) -> bool {
-    let t = &report.totals;
-    t.missing + t.unexpected + t.mismatched + t.overflowed_expected + t.overflowed_received > 0
-        || !report.unknown_workers.is_empty()
-        || report.unattributed_decode_errors > 0
-        || report.publishers.iter().any(|p| p.decode_errors > 0)
 }
 
 /// What the live reconciler is fed.

@@ -9,7 +9,8 @@
 //!   plane's four frames ([`split_zmq_plane`]);
 //! - [`event`]: the `RouterEvent` array inside an envelope ([`decode_router_events`]);
 //! - [`predict`]: what the relay publishes for an engine batch under a kvscope-normalize
-//!   [`kvscope_normalize::Policy`] ([`Predictor`], one per source);
+//!   [`kvscope_normalize::Policy`] ([`Predictor`], one per source), through the relay's
+//!   publisher stage ([`outbox`]) or as the standalone indexer's listener applies it ([`Feed`]);
 //! - [`reconcile`]: predictions against receptions, per `(worker_id, dp_rank)`, with bounded
 //!   queues and serializable counts ([`Reconciler`], [`RouterReport`], [`RouterCounts`]).
 //!
@@ -21,6 +22,7 @@
 
 pub mod error;
 pub mod event;
+pub mod outbox;
 pub mod plane;
 pub mod predict;
 pub mod reconcile;
@@ -28,7 +30,7 @@ pub mod reconcile;
 pub use error::{PlaneError, ZmqFrameError};
 pub use event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData, decode_router_events};
 pub use plane::{Envelope, EnvelopeForm, KV_EVENTS_TOPIC, ZMQ_ENVELOPE_VERSION, ZmqPlaneMessage, decode_envelope, split_zmq_plane};
-pub use predict::{EngineEventRef, Predicted, Prediction, Predictor, RelayConfig, predict, tokens_hash, tokens_hash_seed};
+pub use predict::{EngineEventRef, Feed, Predicted, Prediction, Predictor, RelayConfig, predict, tokens_hash, tokens_hash_seed};
 pub use reconcile::{
     Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler, ReconcilerConfig, RouterCounts,
     RouterReport, RouterSourceId, SourceReport, UnknownWorker, differing_fields,

@@ -1,8 +1,10 @@
 //! What Dynamo's relay publishes for an engine batch, predicted under a kvscope policy.
 //!
 //! The relay (`KvEventPublisher` of ai-dynamo-runtime 1.6.1) decodes each engine batch, runs
-//! Dynamo's normalizer on each event and publishes one `RouterEvent` per event it keeps. This
-//! module does not model that normalizer a second time: kvscope-normalize's policies already do
+//! Dynamo's normalizer on each event, turns each event it keeps into a `RouterEvent` and passes
+//! them through its publisher stage ([`crate::outbox`]: coalescing, removal refcounts, event
+//! ids); Dynamo's standalone indexer applies the same RouterEvents one by one, with no publisher
+//! stage ([`Feed`]). This module does not model that normalizer a second time: kvscope-normalize's policies already do
 //! ([`Policy::DYNAMO_1_6_1`] reproduces 1.6.1: whole-batch rejection, exact mediums with unknown
 //! ones skipped, a store at another block size applied with no blocks, ...). A [`Predictor`]
 //! runs a [`Normalizer`] per source and turns each verdict into what the relay sends:
@@ -12,14 +14,15 @@
 //!   token ids as little-endian u32, seeded with 1337 plus the LoRA name's and cache namespace's
 //!   salts; SGLang bigram pages hash `block_size + 1` tokens per block, as Dynamo's EAGLE window);
 //! - a remove verdict: `removed` of every hash on the tier; a self-referencing store: an empty
-//!   `removed` on its tier (Dynamo's no-op); a clear: `cleared` (tier `device`);
+//!   `removed` on its tier (Dynamo's no-op, which the relay's publisher stage never sends); a
+//!   clear: `cleared` (tier `device`);
 //! - every other verdict (a skip, or a fatal one under a policy that has them): nothing, noted as
 //!   [`Predicted::Dropped`] with the rule's label, so a UI can say "dropped by rule Z".
 //!
 //! Hashes are u64 bit patterns as kvscope-wire reads them (a negative i64 bit-cast; a bin's last
 //! 8 bytes, though under `dynamo-1.6.1` a batch with a bin hash is rejected whole). `event_id`
-//! is the relay's counter: 1 for the first published event of the predictor's life, +1 per
-//! published event. Multimodal blocks (`block_mm_infos`) are hashed without their mm hashes,
+//! is the relay's counter (1 for the first published event of the predictor's life, +1 per
+//! published event), or the batch's seq for the standalone indexer's listener. Multimodal blocks (`block_mm_infos`) are hashed without their mm hashes,
 //! since kvscope-wire does not keep them: such a block's predicted `tokens_hash` differs.
 
 use kvscope_normalize::rules::own_namespace;
@@ -30,6 +33,7 @@ use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData};
+use crate::outbox::{Kept, Outbox, Sent};
 
 /// Dynamo's XXH3 seed for block hashes (`dynamo_tokens::CHAIN_XXH3_SEED`).
 pub const TOKENS_HASH_SEED: u64 = 1337;
@@ -37,23 +41,63 @@ pub const TOKENS_HASH_SEED: u64 = 1337;
 /// What Dynamo's `residency_domain` says for a worker-local event.
 pub const RESIDENCY_WORKER: &str = "worker";
 
+/// Which of Dynamo's components turns the normalizer's output into `RouterEvent`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Feed {
+    /// The relay (`KvEventPublisher`, dynamo-llm 1.6.1): a batch with no `dp_rank` is rank 0,
+    /// whatever the relay's own rank; then its publisher stage ([`crate::outbox`]): adjacent
+    /// compatible events coalesced, removals held back while other copies are stored, ids
+    /// counting the events sent from 1. What the event plane carries.
+    Relay,
+    /// The standalone indexer's ZMQ listener (`services/indexer/listener.rs`): one RouterEvent
+    /// per kept event, applied in order, a batch with no `dp_rank` at the listener's rank, the
+    /// event id the batch's seq. What `python -m dynamo.indexer` applies to its index.
+    Listener,
+}
+
 /// How the relay of one engine source was started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RelayConfig {
     /// `KvEventPublisher(worker_id=...)`: the number RouterEvents carry.
     pub worker_id: u64,
-    /// The relay's `dp_rank`, used when a batch names none.
+    /// The relay's (or listener's) `dp_rank`: the engine source's rank.
     pub dp_rank: u32,
     /// The relay's `kv_block_size`.
     pub kv_block_size: u32,
     /// Which normalizer the relay runs (`dynamo-1.6.1` for Dynamo 1.6.1's relay).
     pub policy: Policy,
+    pub feed: Feed,
 }
 
 impl RelayConfig {
     /// A Dynamo 1.6.1 relay.
     pub fn dynamo_1_6_1(worker_id: u64, dp_rank: u32, kv_block_size: u32) -> RelayConfig {
-        RelayConfig { worker_id, dp_rank, kv_block_size, policy: Policy::DYNAMO_1_6_1 }
+        RelayConfig { worker_id, dp_rank, kv_block_size, policy: Policy::DYNAMO_1_6_1, feed: Feed::Relay }
+    }
+
+    /// A relay of `policy` for this engine source (what `--relay-policy` predicts).
+    pub fn relay(worker_id: u64, dp_rank: u32, kv_block_size: u32, policy: Policy) -> RelayConfig {
+        RelayConfig { worker_id, dp_rank, kv_block_size, policy, feed: Feed::Relay }
+    }
+
+    /// The relay of a kvscope engine source, when its worker id is a decimal u64: Dynamo names
+    /// a worker by its u64 `worker_id`, so a source named otherwise has no RouterEvents to be
+    /// matched with. The one place that rule is written.
+    pub fn for_source(worker_id: &str, dp_rank: u32, kv_block_size: u32, policy: Policy) -> Option<RelayConfig> {
+        Some(RelayConfig::relay(worker_id.parse().ok()?, dp_rank, kv_block_size, policy))
+    }
+
+    /// An indexer's own ZMQ listener running `policy` on this engine source.
+    pub fn listener(worker_id: u64, dp_rank: u32, kv_block_size: u32, policy: Policy) -> RelayConfig {
+        RelayConfig { worker_id, dp_rank, kv_block_size, policy, feed: Feed::Listener }
+    }
+
+    /// The rank a batch's RouterEvents carry.
+    pub fn rank_of(&self, batch_rank: Option<u32>) -> u32 {
+        match self.feed {
+            Feed::Relay => batch_rank.unwrap_or(0),
+            Feed::Listener => batch_rank.unwrap_or(self.dp_rank),
+        }
     }
 }
 
@@ -70,14 +114,38 @@ pub struct EngineEventRef {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Predicted {
-    /// It publishes this RouterEvent.
+    /// It publishes this RouterEvent (grown by the events coalesced into it).
     Publish(RouterEvent),
+    /// Its blocks or removed hashes go into the RouterEvent published for this earlier event of
+    /// the batch (the relay coalesces adjacent compatible events).
+    Coalesced { into: EngineEventRef },
     /// It publishes nothing: the rule with this label dropped the event.
     Dropped {
         label: VerdictLabel,
         /// The verdict in words ("medium \"cpu\" is in no row (exact match) -> skip unknown_medium").
         sentence: String,
     },
+    /// A removal the relay does not send: each hash it names is still stored by other copies
+    /// on this tier, as far as the relay counted (or it names none).
+    HeldBack,
+}
+
+impl Predicted {
+    /// What the relay's publisher stage did, in words, for the outcomes that are its own
+    /// (coalescing, a removal held back); `None` for the others, which a verdict explains.
+    pub fn relay_note(&self) -> Option<String> {
+        match self {
+            Predicted::Coalesced { into } => {
+                Some(format!("coalesced by the relay into the RouterEvent published for event {} of this batch", into.event_index))
+            }
+            Predicted::HeldBack => Some(
+                "held back by the relay: every block it removes is still stored by another copy on this tier, as the relay \
+                 counts stores per block (or it removes none)"
+                    .to_owned(),
+            ),
+            Predicted::Publish(_) | Predicted::Dropped { .. } => None,
+        }
+    }
 }
 
 /// One engine event's prediction.
@@ -88,23 +156,24 @@ pub struct Prediction {
 }
 
 impl Prediction {
-    /// The RouterEvent, when the relay publishes one.
+    /// The RouterEvent, when the relay publishes one for this event.
     pub fn router_event(&self) -> Option<&RouterEvent> {
         match &self.outcome {
             Predicted::Publish(e) => Some(e),
-            Predicted::Dropped { .. } => None,
+            _ => None,
         }
     }
 }
 
 /// One source's relay, predicted: the normalizer state (learned groups, namespaces, warning
-/// budget) and the event-id counter live as long as the relay's listener would.
+/// budget), the publisher stage's counts and the event-id counter live as long as the relay's
+/// listener would.
 #[derive(Clone, Debug)]
 pub struct Predictor {
     config: RelayConfig,
     normalizer: Normalizer,
     source: SourceId,
-    next_event_id: u64,
+    outbox: Outbox,
     verdicts: Vec<Verdict>,
 }
 
@@ -112,7 +181,7 @@ impl Predictor {
     pub fn new(config: RelayConfig) -> Predictor {
         let mut normalizer = Normalizer::new(config.kv_block_size, config.policy);
         let source = normalizer.source(&config.worker_id.to_string(), config.dp_rank);
-        Predictor { config, normalizer, source, next_event_id: 1, verdicts: Vec::new() }
+        Predictor { config, normalizer, source, outbox: Outbox::default(), verdicts: Vec::new() }
     }
 
     pub fn config(&self) -> &RelayConfig {
@@ -122,6 +191,11 @@ impl Predictor {
     /// The normalizer the predictions come from (counters, learned groups).
     pub fn normalizer(&self) -> &Normalizer {
         &self.normalizer
+    }
+
+    /// The verdicts of the last batch predicted.
+    pub fn verdicts(&self) -> &[Verdict] {
+        &self.verdicts
     }
 
     /// Predicts one engine batch (the payload frame, published under `seq`): one prediction per
@@ -137,27 +211,58 @@ impl Predictor {
     pub fn predict_into(&mut self, seq: u64, payload: &[u8], out: &mut Vec<Prediction>) -> Result<(), DecodeError> {
         self.verdicts.clear();
         let batch = self.normalizer.push_payload(self.source, seq, payload, &mut self.verdicts)?;
+        let first = out.len();
         out.reserve(batch.events.len());
         let verdicts = std::mem::take(&mut self.verdicts);
-        for (verdict, event) in verdicts.iter().zip(&batch.events) {
+        // Kept events, and per kept event the prediction it fills and its verdict's index.
+        let mut kept = Vec::new();
+        let mut slots = Vec::new();
+        for (v, (verdict, event)) in verdicts.iter().zip(&batch.events).enumerate() {
             let origin = EngineEventRef { seq, event_index: verdict.event_index };
-            let outcome = match self.router_event(payload, &batch, event, verdict) {
-                Some(e) => Predicted::Publish(e),
-                None => Predicted::Dropped { label: verdict.label(), sentence: verdict.to_string() },
-            };
-            out.push(Prediction { origin, outcome });
+            match self.kept_event(payload, &batch, event, verdict) {
+                Some(k) => {
+                    slots.push((out.len(), v));
+                    kept.push(k);
+                    out.push(Prediction { origin, outcome: Predicted::HeldBack });
+                }
+                None => out.push(Prediction { origin, outcome: dropped(verdict) }),
+            }
+        }
+        match self.config.feed {
+            Feed::Relay => {
+                for (&(slot, v), sent) in slots.iter().zip(self.outbox.send_batch(kept)) {
+                    out[slot].outcome = match sent {
+                        Sent::Event(e) => Predicted::Publish(e),
+                        Sent::Coalesced { into } => Predicted::Coalesced { into: out[slots[into as usize].0].origin },
+                        // The empty removal a self-referencing store becomes is never sent.
+                        Sent::RemovalHeldBack if verdicts[v].kind == VerdictKind::Apply(Apply::NoOpRemove) => dropped(&verdicts[v]),
+                        Sent::RemovalHeldBack => Predicted::HeldBack,
+                    };
+                }
+            }
+            Feed::Listener => {
+                for ((slot, _), mut k) in slots.into_iter().zip(kept) {
+                    k.event.event.event_id = seq;
+                    out[slot].outcome = Predicted::Publish(k.event);
+                }
+            }
         }
         self.verdicts = verdicts;
+        debug_assert!(out[first..].iter().all(|p| p.origin.seq == seq));
         Ok(())
     }
 
-    fn router_event(&mut self, payload: &[u8], batch: &EventBatch, event: &KvEvent, verdict: &Verdict) -> Option<RouterEvent> {
+    /// The RouterEvent an applied verdict becomes on its own (Dynamo's `convert_event`), before
+    /// the publisher stage; `None` for every other verdict.
+    fn kept_event(&self, payload: &[u8], batch: &EventBatch, event: &KvEvent, verdict: &Verdict) -> Option<Kept> {
         let VerdictKind::Apply(apply) = verdict.kind else { return None };
-        let dp_rank = batch.dp_rank.unwrap_or(self.config.dp_rank);
+        let dp_rank = self.config.rank_of(batch.dp_rank);
         let tier = PlaneTier::from(verdict.tier.unwrap_or(kvscope_normalize::StorageTier::Device));
+        let mut session_id = None;
         let data = match (apply, event) {
             (Apply::Store { blocks }, KvEvent::BlockStored(s)) => {
                 let namespace = self.namespace(s, dp_rank);
+                session_id = s.session_id.as_deref().map(str::to_owned);
                 EventData::Stored(StoredData {
                     parent_hash: s.parent_block_hash.map(|h| h.0),
                     start_position: None,
@@ -172,14 +277,13 @@ impl Predictor {
             // A verdict that does not fit its event: no preset makes one.
             _ => return None,
         };
-        let event_id = self.next_event_id;
-        self.next_event_id += 1;
-        Some(RouterEvent {
+        let event = RouterEvent {
             worker_id: self.config.worker_id,
             storage_tier: if matches!(data, EventData::Cleared) { PlaneTier::Device } else { tier },
             residency_domain: Some(RESIDENCY_WORKER.to_owned()),
-            event: KvCacheEvent { event_id, data, dp_rank },
-        })
+            event: KvCacheEvent { event_id: 0, data, dp_rank },
+        };
+        Some(Kept { event, session_id })
     }
 
     /// The store's cache namespace as Dynamo hashes it: its own, or the one it inherited from
@@ -197,9 +301,13 @@ impl Predictor {
     }
 }
 
+fn dropped(verdict: &Verdict) -> Predicted {
+    Predicted::Dropped { label: verdict.label(), sentence: verdict.to_string() }
+}
+
 /// Predicts one batch with a fresh relay (no learned state, event ids from 1).
 pub fn predict(payload: &[u8], worker_id: u64, dp_rank: u32, kv_block_size: u32, policy: Policy) -> Result<Vec<Prediction>, DecodeError> {
-    Predictor::new(RelayConfig { worker_id, dp_rank, kv_block_size, policy }).predict(0, payload)
+    Predictor::new(RelayConfig::relay(worker_id, dp_rank, kv_block_size, policy)).predict(0, payload)
 }
 
 /// Dynamo's block-hash seed: 1337, plus XXH3 of the LoRA name (seed 0) and of the namespace

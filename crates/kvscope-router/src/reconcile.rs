@@ -9,8 +9,12 @@
 //!
 //! # Alignment
 //!
-//! Per source, i.e. per `(worker_id, dp_rank)`, the relay publishes in engine order, so the
-//! expected queue `E` and the received queue `R` are aligned front to front:
+//! Events are aligned per `(worker_id, dp_rank)`, the key the router itself files them under:
+//! a prediction by the rank its RouterEvent carries (a batch that names another rank than its
+//! socket's is the router's event for that rank), a reception by its own. Each key is a lane,
+//! owned by the engine source at that key, or else by the first source whose predictions name
+//! it; a source's counts are those of the lanes it owns. Per lane the relay publishes in engine
+//! order, so the expected queue `E` and the received queue `R` are aligned front to front:
 //!
 //! 1. `E[0] == R[0]` (every compared field equal): `matched`, both popped.
 //! 2. Otherwise the first exact pair `E[i] == R[j]` within the lookahead (`i, j <=`
@@ -23,8 +27,10 @@
 //!    (`mismatched`, with the fields that differ); otherwise wait for more input.
 //!
 //! At [`Reconciler::finish`] what is left is `missing` and `unexpected`. RouterEvents naming a
-//! `(worker_id, dp_rank)` that no source has are counted per pair in
-//! [`RouterReport::unknown_workers`] (and in the totals' `received` and `unexpected`).
+//! `(worker_id, dp_rank)` that no source has (and no prediction named) wait in a lane of their
+//! own, in case the engine stream is behind, and are counted per pair in
+//! [`RouterReport::unknown_workers`] (and in the totals' `received` and `unexpected`); at most
+//! [`MAX_UNOWNED_LANES`] such pairs are kept, the rest only counted.
 //! `event_id` and `residency_domain` are not compared beyond [`MismatchField::Other`]'s
 //! `residency_domain` and `start_position`: the event id is the relay's own counter.
 //!
@@ -188,6 +194,12 @@ pub struct RouterCounts {
     pub mismatched_fields: MismatchCounts,
     /// Engine events the policy drops (publishes nothing for), by the rule's label.
     pub dropped_by_policy: BTreeMap<VerdictLabel, u64>,
+    /// Engine events the relay coalesced into the RouterEvent of an earlier event of their
+    /// batch (counted once, in `expected`, with it).
+    pub coalesced: u64,
+    /// Removals the relay held back: every hash they named is still stored by another copy,
+    /// as the relay counts (or they named none).
+    pub held_back: u64,
     /// Predictions still waiting for the plane (report before `finish()`).
     pub pending_expected: u64,
     /// Receptions still waiting for the engine stream.
@@ -197,6 +209,9 @@ pub struct RouterCounts {
     pub overflowed_expected: u64,
     /// Receptions given up unaligned because `max_pending` was reached.
     pub overflowed_received: u64,
+    /// Envelopes that did not decode, from the publishers that delivered this source's
+    /// RouterEvents (what the source may have lost on the plane side).
+    pub plane_decode_errors: u64,
 }
 
 impl RouterCounts {
@@ -213,6 +228,17 @@ impl RouterCounts {
         ]
     }
 
+    /// "dropped by the relay: unknown_medium 3, …, held back 2": what the relay publishes
+    /// nothing for, by rule, and the removals it holds back; `None` when it dropped nothing.
+    /// `number` formats a count (the page groups digits, the CLI does not).
+    pub fn dropped_by_relay(&self, number: impl Fn(u64) -> String) -> Option<String> {
+        let mut parts: Vec<String> = self.dropped_by_policy.iter().map(|(l, n)| format!("{} {}", l.as_str(), number(*n))).collect();
+        if self.held_back > 0 {
+            parts.push(format!("held back {}", number(self.held_back)));
+        }
+        (!parts.is_empty()).then(|| format!("dropped by the relay: {}", parts.join(", ")))
+    }
+
     /// Adds `other` to these counts (for totals).
     pub fn merge(&mut self, o: &RouterCounts) {
         self.engine_batches += o.engine_batches;
@@ -227,13 +253,20 @@ impl RouterCounts {
         for (label, n) in &o.dropped_by_policy {
             *self.dropped_by_policy.entry(*label).or_default() += n;
         }
+        self.coalesced += o.coalesced;
+        self.held_back += o.held_back;
         self.pending_expected += o.pending_expected;
         self.pending_received += o.pending_received;
         self.overflowed_expected += o.overflowed_expected;
         self.overflowed_received += o.overflowed_received;
+        self.plane_decode_errors += o.plane_decode_errors;
     }
 
-    /// True when everything predicted arrived as predicted and nothing else did.
+    /// The one rule for a source's router view: clean when nothing is missing, unexpected or
+    /// mismatched (overflowed counts as unaligned, so as either) and neither side had a
+    /// decode error: not the engine stream, nor a publisher that delivered its events. Events
+    /// for unknown workers make the fleet's view unclean ([`RouterReport::is_clean`]), not any
+    /// one source's.
     pub fn is_clean(&self) -> bool {
         self.missing == 0
             && self.unexpected == 0
@@ -241,6 +274,7 @@ impl RouterCounts {
             && self.overflowed_expected == 0
             && self.overflowed_received == 0
             && self.engine_decode_errors == 0
+            && self.plane_decode_errors == 0
     }
 }
 
@@ -334,7 +368,22 @@ pub struct RouterReport {
     pub first_errors: Vec<String>,
 }
 
+impl RouterReport {
+    /// The fleet's router view is clean when every source's is ([`RouterCounts::is_clean`]),
+    /// no RouterEvent named an unknown worker, and no plane message failed to decode.
+    pub fn is_clean(&self) -> bool {
+        self.sources.iter().all(|s| s.router.is_clean())
+            && self.unknown_workers.is_empty()
+            && self.unattributed_decode_errors == 0
+            && self.publishers.iter().all(|p| p.decode_errors == 0)
+    }
+}
+
 const FIRST_ERRORS_KEPT: usize = 8;
+
+/// Keys no source has that are kept as lanes, waiting for a prediction; beyond them, unknown
+/// workers' events are only counted.
+pub const MAX_UNOWNED_LANES: usize = 256;
 
 #[derive(Clone, Debug)]
 struct Expected {
@@ -362,14 +411,13 @@ impl Received {
     }
 }
 
+/// An engine source: its relay's prediction and the counts that are its own (batches, decode
+/// errors, drops); alignment counts live in its lanes.
 #[derive(Clone, Debug)]
 struct Source {
     name: String,
     predictor: Predictor,
-    expected: VecDeque<Expected>,
-    received: VecDeque<Received>,
     counts: RouterCounts,
-    differences: Vec<Difference>,
 }
 
 impl Source {
@@ -377,7 +425,26 @@ impl Source {
         let c = self.predictor.config();
         (c.worker_id, c.dp_rank)
     }
+}
 
+/// One `(worker_id, dp_rank)` as the router files it: predictions and receptions aligned.
+#[derive(Clone, Debug, Default)]
+struct Lane {
+    /// The source whose counts these are; `None` while no source has or predicted this key
+    /// (an unknown worker, so far).
+    owner: Option<usize>,
+    expected: VecDeque<Expected>,
+    received: VecDeque<Received>,
+    counts: RouterCounts,
+    differences: Vec<Difference>,
+    /// The publishers that delivered to this lane (their decode errors are its plane side's).
+    publishers: Vec<u64>,
+}
+
+/// Publishers remembered per lane: a worker's rank is one relay, a few after restarts.
+const PUBLISHERS_PER_LANE: usize = 8;
+
+impl Lane {
     fn note(&mut self, kept: usize, d: impl FnOnce() -> Difference) {
         if self.differences.len() < kept {
             self.differences.push(d());
@@ -484,6 +551,7 @@ impl Source {
 pub struct Reconciler {
     config: ReconcilerConfig,
     sources: Vec<Source>,
+    lanes: BTreeMap<(u64, u32), Lane>,
     publishers: BTreeMap<u64, PublisherCounts>,
     unknown: BTreeMap<(u64, u32), u64>,
     unattributed_decode_errors: u64,
@@ -496,6 +564,7 @@ impl Reconciler {
         Reconciler {
             config,
             sources: Vec::new(),
+            lanes: BTreeMap::new(),
             publishers: BTreeMap::new(),
             unknown: BTreeMap::new(),
             unattributed_decode_errors: 0,
@@ -515,20 +584,18 @@ impl Reconciler {
         } else if self.policy != relay.policy.name && !self.policy.contains(relay.policy.name) {
             self.policy = format!("{},{}", self.policy, relay.policy.name);
         }
-        self.sources.push(Source {
-            name: name.to_owned(),
-            predictor: Predictor::new(relay),
-            expected: VecDeque::new(),
-            received: VecDeque::new(),
-            counts: RouterCounts::default(),
-            differences: Vec::new(),
-        });
-        RouterSourceId(self.sources.len() as u32 - 1)
+        let index = self.sources.len();
+        self.sources.push(Source { name: name.to_owned(), predictor: Predictor::new(relay), counts: RouterCounts::default() });
+        let lane = self.lanes.entry((relay.worker_id, relay.dp_rank)).or_default();
+        // A lane that received events before its source was added (or that another source's
+        // predictions opened) is this source's from now on.
+        lane.owner = Some(index);
+        RouterSourceId(index as u32)
     }
 
     /// The source a `(worker_id, dp_rank)` belongs to.
     pub fn find_source(&self, worker_id: u64, dp_rank: u32) -> Option<RouterSourceId> {
-        self.sources.iter().position(|s| s.key() == (worker_id, dp_rank)).map(|i| RouterSourceId(i as u32))
+        self.lanes.get(&(worker_id, dp_rank))?.owner.map(|i| RouterSourceId(i as u32))
     }
 
     /// Feeds one engine batch of a source (published under `seq`) and returns what the relay
@@ -539,7 +606,8 @@ impl Reconciler {
     /// If `id` did not come from this reconciler.
     pub fn push_engine(&mut self, id: RouterSourceId, seq: u64, payload: &[u8]) -> Result<Vec<Prediction>, DecodeError> {
         let cfg = self.config;
-        let source = &mut self.sources[id.0 as usize];
+        let index = id.0 as usize;
+        let source = &mut self.sources[index];
         let predictions = match source.predictor.predict(seq, payload) {
             Ok(p) => p,
             Err(e) => {
@@ -548,16 +616,29 @@ impl Reconciler {
             }
         };
         source.counts.engine_batches += 1;
+        let mut touched = Vec::new();
         for p in &predictions {
             match &p.outcome {
                 Predicted::Publish(event) => {
-                    source.counts.expected += 1;
-                    source.expected.push_back(Expected { origin: p.origin, event: event.clone() });
+                    let key = (event.worker_id, event.event.dp_rank);
+                    let lane = self.lanes.entry(key).or_default();
+                    lane.owner.get_or_insert(index);
+                    lane.counts.expected += 1;
+                    lane.expected.push_back(Expected { origin: p.origin, event: event.clone() });
+                    if !touched.contains(&key) {
+                        touched.push(key);
+                    }
                 }
                 Predicted::Dropped { label, .. } => *source.counts.dropped_by_policy.entry(*label).or_default() += 1,
+                Predicted::Coalesced { .. } => source.counts.coalesced += 1,
+                Predicted::HeldBack => source.counts.held_back += 1,
             }
         }
-        source.align(&cfg, false);
+        for key in touched {
+            if let Some(lane) = self.lanes.get_mut(&key) {
+                lane.align(&cfg, false);
+            }
+        }
         Ok(predictions)
     }
 
@@ -596,21 +677,29 @@ impl Reconciler {
         let mut touched = Vec::new();
         for (i, event) in events.into_iter().enumerate() {
             let key = (event.worker_id, event.event.dp_rank);
-            match self.sources.iter().position(|s| s.key() == key) {
-                Some(s) => {
-                    let source = &mut self.sources[s];
-                    source.counts.received += 1;
-                    let at = PlaneEventRef { publisher_id: env.publisher_id, sequence: env.sequence, index: i as u32 };
-                    source.received.push_back(Received { at, event });
-                    if !touched.contains(&s) {
-                        touched.push(s);
-                    }
+            let unowned = self.lanes.values().filter(|l| l.owner.is_none()).count();
+            let lane = match self.lanes.get_mut(&key) {
+                Some(lane) => lane,
+                None if unowned < MAX_UNOWNED_LANES => self.lanes.entry(key).or_default(),
+                None => {
+                    *self.unknown.entry(key).or_default() += 1;
+                    continue;
                 }
-                None => *self.unknown.entry(key).or_default() += 1,
+            };
+            lane.counts.received += 1;
+            if !lane.publishers.contains(&env.publisher_id) && lane.publishers.len() < PUBLISHERS_PER_LANE {
+                lane.publishers.push(env.publisher_id);
+            }
+            let at = PlaneEventRef { publisher_id: env.publisher_id, sequence: env.sequence, index: i as u32 };
+            lane.received.push_back(Received { at, event });
+            if !touched.contains(&key) {
+                touched.push(key);
             }
         }
-        for s in touched {
-            self.sources[s].align(&cfg, false);
+        for key in touched {
+            if let Some(lane) = self.lanes.get_mut(&key) {
+                lane.align(&cfg, false);
+            }
         }
         Ok(())
     }
@@ -665,28 +754,51 @@ impl Reconciler {
     /// No more input: everything still pending becomes `missing` or `unexpected`.
     pub fn finish(&mut self) {
         let cfg = self.config;
-        for s in &mut self.sources {
-            s.align(&cfg, true);
+        for lane in self.lanes.values_mut().filter(|l| l.owner.is_some()) {
+            lane.align(&cfg, true);
         }
     }
 
     /// The counts so far (call [`Reconciler::finish`] first for final ones).
     pub fn report(&self) -> RouterReport {
-        let mut totals = RouterCounts::default();
-        let sources: Vec<SourceReport> = self
+        let kept = self.config.details_kept;
+        let mut sources: Vec<SourceReport> = self
             .sources
             .iter()
             .map(|s| {
-                let mut router = s.counts.clone();
-                router.pending_expected = s.expected.len() as u64;
-                router.pending_received = s.received.len() as u64;
-                totals.merge(&router);
                 let (worker_id, dp_rank) = s.key();
-                SourceReport { source: s.name.clone(), worker_id, dp_rank, router, differences: s.differences.clone() }
+                SourceReport { source: s.name.clone(), worker_id, dp_rank, router: s.counts.clone(), differences: Vec::new() }
             })
             .collect();
+        let mut unknown = self.unknown.clone();
+        let mut publishers: Vec<Vec<u64>> = vec![Vec::new(); sources.len()];
+        for (&key, lane) in &self.lanes {
+            let Some(owner) = lane.owner else {
+                if lane.counts.received > 0 {
+                    *unknown.entry(key).or_default() += lane.counts.received;
+                }
+                continue;
+            };
+            let report = &mut sources[owner];
+            let mut counts = lane.counts.clone();
+            counts.pending_expected = lane.expected.len() as u64;
+            counts.pending_received = lane.received.len() as u64;
+            report.router.merge(&counts);
+            for id in &lane.publishers {
+                if !publishers[owner].contains(id) {
+                    publishers[owner].push(*id);
+                }
+            }
+            let room = kept.saturating_sub(report.differences.len());
+            report.differences.extend(lane.differences.iter().take(room).cloned());
+        }
+        let mut totals = RouterCounts::default();
+        for (s, ids) in sources.iter_mut().zip(&publishers) {
+            s.router.plane_decode_errors = ids.iter().filter_map(|id| self.publishers.get(id)).map(|p| p.decode_errors).sum();
+            totals.merge(&s.router);
+        }
         let unknown_workers: Vec<UnknownWorker> =
-            self.unknown.iter().map(|(&(worker_id, dp_rank), &events)| UnknownWorker { worker_id, dp_rank, events }).collect();
+            unknown.iter().map(|(&(worker_id, dp_rank), &events)| UnknownWorker { worker_id, dp_rank, events }).collect();
         for u in &unknown_workers {
             totals.received += u.events;
             totals.unexpected += u.events;

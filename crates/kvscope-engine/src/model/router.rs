@@ -21,6 +21,15 @@ pub enum RelayMark {
     Publishes,
     /// It publishes nothing: this rule drops it.
     Drops(VerdictLabel),
+    /// A removal it holds back: other copies of its blocks are still stored.
+    HeldBack,
+}
+
+impl RelayMark {
+    /// Whether the router misses this event (drawn as a drop).
+    pub fn is_drop(self) -> bool {
+        !matches!(self, RelayMark::Publishes)
+    }
 }
 
 /// One engine source's router lane, oldest first, parallel vectors like [`super::timeline::Lane`].
@@ -30,7 +39,7 @@ pub struct RouterLane {
     pub mark: Chunked<RelayMark>,
     /// The model's event id of the engine event.
     pub event_id: Chunked<u64>,
-    /// The times of the [`RelayMark::Drops`] marks alone (rare), so that a dense window finds
+    /// The times of the drop marks ([`RelayMark::is_drop`]) alone (rare), so that a dense window finds
     /// them without scanning every publish.
     pub drop_times: Chunked<f64>,
     /// Per engine seq, the model's id of its first event (the latest run's, across restarts):
@@ -44,7 +53,7 @@ impl RouterLane {
         self.time_ms.push(time_ms);
         self.mark.push(mark);
         self.event_id.push(event_id);
-        if matches!(mark, RelayMark::Drops(_)) {
+        if mark.is_drop() {
             self.drop_times.push(time_ms);
         }
     }
@@ -108,10 +117,7 @@ impl RouterSide {
             if s.kind != proto::SourceKind::Engine {
                 continue;
             }
-            // Dynamo names an engine by its worker id in decimal; a source named otherwise has
-            // no RouterEvents to be matched with.
-            if let Ok(worker) = s.worker_id.parse::<u64>() {
-                let relay = RelayConfig { worker_id: worker, dp_rank: s.dp_rank, kv_block_size: block_size, policy };
+            if let Some(relay) = RelayConfig::for_source(&s.worker_id, s.dp_rank, block_size, policy) {
                 ids[i] = Some(reconciler.add_source(&s.key, relay));
             }
         }
@@ -131,8 +137,9 @@ impl RouterSide {
         self.lanes[i].frames.insert(seq, first_event_id);
         for p in predictions {
             let mark = match p.outcome {
-                Predicted::Publish(_) => RelayMark::Publishes,
+                Predicted::Publish(_) | Predicted::Coalesced { .. } => RelayMark::Publishes,
                 Predicted::Dropped { label, .. } => RelayMark::Drops(label),
+                Predicted::HeldBack => RelayMark::HeldBack,
             };
             self.lanes[i].push(time_ms, mark, first_event_id + u64::from(p.origin.event_index));
         }
@@ -194,10 +201,7 @@ pub fn router_columns(lane: &RouterLane, t0: f64, t1: f64, width_px: usize) -> V
     let range = lane.range(t0, t1);
     if range.len() <= super::timeline::MARKS_PER_COLUMN_TO_SCAN * width_px {
         for i in range {
-            let v = match lane.mark[i] {
-                RelayMark::Publishes => 1,
-                RelayMark::Drops(_) => 2,
-            };
+            let v = if lane.mark[i].is_drop() { 2 } else { 1 };
             let x = column(lane.time_ms[i]);
             out[x] = out[x].max(v);
         }
@@ -261,7 +265,7 @@ mod tests {
         let mut scanned = vec![0u8; width];
         for i in lane.range(t0, t1) {
             let x = (((lane.time_ms[i] - t0) * scale) as usize).min(width - 1);
-            scanned[x] = scanned[x].max(if matches!(lane.mark[i], RelayMark::Drops(_)) { 2 } else { 1 });
+            scanned[x] = scanned[x].max(if lane.mark[i].is_drop() { 2 } else { 1 });
         }
         assert_eq!(drawn, scanned);
         assert!(drawn.contains(&0) && drawn.contains(&2));
@@ -276,6 +280,8 @@ pub struct RouterDetail {
     /// `None` when the relay publishes nothing; then `dropped` says why.
     pub published: Option<kvscope_router::RouterEvent>,
     pub dropped: Option<(VerdictLabel, String)>,
+    /// What the relay's publisher stage did with it, in words, when it coalesced or held it back.
+    pub relay_note: Option<String>,
     /// What the reconciliation recorded for it: `None` when it kept no difference (matched, or
     /// past the differences kept), else the difference kind and the fields.
     pub difference: Option<String>,
@@ -295,10 +301,13 @@ impl super::Model {
         let src = self.source(loc.source)?;
         let worker = src.worker_id.parse::<u64>().ok()?;
         let predictions = kvscope_router::predict(frame.payload()?, worker, src.dp_rank, self.config.block_size, router.policy).ok()?;
-        let p = predictions.into_iter().find(|p| p.origin.event_index == loc.index)?;
-        let (published, dropped) = match p.outcome {
-            Predicted::Publish(e) => (Some(e), None),
-            Predicted::Dropped { label, sentence } => (None, Some((label, sentence))),
+        let p = predictions.iter().find(|p| p.origin.event_index == loc.index)?;
+        let relay_note = p.outcome.relay_note();
+        let (published, dropped) = match &p.outcome {
+            Predicted::Publish(e) => (Some(e.clone()), None),
+            Predicted::Coalesced { into } => (predictions.iter().find(|q| q.origin == *into).and_then(|q| q.router_event().cloned()), None),
+            Predicted::Dropped { label, sentence } => (None, Some((*label, sentence.clone()))),
+            Predicted::HeldBack => (None, None),
         };
         let diff = router.source_report(router.report(), loc.source).and_then(|s| {
             s.differences.iter().find(|d| d.origin.is_some_and(|o| o.seq == frame.seq && o.event_index == loc.index)).cloned()
@@ -311,7 +320,14 @@ impl super::Model {
                 format!("{:?} ({})", d.kind, fields.join(", ")).to_lowercase()
             }
         });
-        Some(RouterDetail { policy: router.policy.name, published, dropped, difference, received: diff.and_then(|d| d.received) })
+        Some(RouterDetail {
+            policy: router.policy.name,
+            published,
+            dropped,
+            relay_note,
+            difference,
+            received: diff.and_then(|d| d.received),
+        })
     }
 }
 

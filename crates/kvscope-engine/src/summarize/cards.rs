@@ -109,12 +109,11 @@ pub fn router_row(m: &Model, index: u32) -> RouterRow {
     let Some(s) = router.source_report(report, index) else { return RouterRow::NotMatched };
     let c = &s.router;
     let cells = c.alignment().into_iter().chain([("pending", c.pending_expected)]);
-    let dropped: Vec<String> = c.dropped_by_policy.iter().map(|(l, n)| format!("{l} {}", thousands(*n))).collect();
     RouterRow::Counts {
         policy: router.policy.name.to_owned(),
         clean: c.is_clean(),
         cells: cells.map(|(k, n)| (k.to_owned(), n)).collect(),
-        dropped: (!dropped.is_empty()).then(|| format!("· dropped by the relay: {}", dropped.join(", "))),
+        dropped: c.dropped_by_relay(thousands).map(|d| format!("· {d}")),
     }
 }
 

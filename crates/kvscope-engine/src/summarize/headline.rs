@@ -86,14 +86,22 @@ pub fn router_lines(m: &Model) -> Vec<String> {
             ));
         }
         let c = &s.router;
-        if c.missing + c.unexpected + c.mismatched > 0 {
-            out.push(format!(
+        if !c.is_clean() {
+            let mut line = format!(
                 "the router's view of {} differs from what its relay should have published: {} missing, {} unexpected, {} mismatched",
                 s.source,
                 thousands(c.missing),
                 thousands(c.unexpected),
                 thousands(c.mismatched)
-            ));
+            );
+            for (n, what) in
+                [(c.engine_decode_errors, "engine payloads not decoded"), (c.plane_decode_errors, "plane messages not decoded")]
+            {
+                if n > 0 {
+                    line.push_str(&format!(", {} {what}", thousands(n)));
+                }
+            }
+            out.push(line);
         }
     }
     if routine > 0 {

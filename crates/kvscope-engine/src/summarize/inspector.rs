@@ -70,11 +70,14 @@ fn detail_view(m: &Model, d: &EventDetail) -> Inspector {
 /// dropped it (only with an event plane).
 fn router_lines(m: &Model, id: u64) -> Option<RouterLines> {
     let r = m.router_detail(id)?;
-    let became = match (&r.published, &r.dropped) {
+    let mut became = match (&r.published, &r.dropped) {
         (Some(e), _) => format!("became: {}", crate::model::router::describe(e)),
         (None, Some((label, sentence))) => format!("became nothing: {}'s relay drops it ({label}): {sentence}", r.policy),
         (None, None) => "became nothing".to_owned(),
     };
+    if let Some(note) = &r.relay_note {
+        became.push_str(&format!(" ({note})"));
+    }
     let arrived = match (&r.difference, &r.published) {
         (Some(d), _) => format!("on the event plane: {d}"),
         (None, Some(_)) => "on the event plane: no difference recorded for it".to_owned(),

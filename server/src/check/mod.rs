@@ -1,0 +1,238 @@
+//! `kvscope check`: run the native normalizer over a capture, print a table per source (or
+//! JSON), exit 3 when any verdict is fatal, so a rollout pipeline can gate on it.
+//!
+//! When the capture holds event-plane sources, the engine streams are also reconciled with what
+//! Dynamo's relays published ([`crate::router`]): each engine source gets a `"router"` object
+//! (kvscope-router's `RouterCounts`, `null` when its worker id is not Dynamo's decimal
+//! `worker_id`), `totals.router` sums them, and the top-level `"router"` holds the relay policy,
+//! the per-publisher counts, the unknown workers and the first plane decode errors. Without an
+//! event-plane source every `"router"` is `null`.
+//!
+//! Frames go through the same [`crate::stream::Pipeline`] as on the live server, so gaps,
+//! restarts and errors are counted the same way; verdicts come from `kvscope-normalize`, the
+//! crate the dashboard runs too.
+
+use std::path::Path;
+
+use bytes::Bytes;
+use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
+use kvscope_router::{Reconciler, ReconcilerConfig, RouterReport, RouterSourceId};
+
+use kvscope_protocol as proto;
+
+mod report;
+mod table;
+
+pub use report::{CheckReport, FatalSummary, PlaneReport, RouterSection, SourceCounts, SourceReport, Totals};
+pub use table::render as table;
+
+use crate::capture;
+use crate::classify::Classifier;
+use crate::exit::{self, FleetExit};
+use crate::plane::PlanePipeline;
+use crate::stream::{NoOutput, Output, Pipeline, StreamOptions};
+
+/// What a check runs under.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckOptions {
+    /// The indexer's block size, also the predicted relay's `kv_block_size`.
+    pub block_size: u32,
+    /// The indexer's normalizer policy (fatal verdicts, skip notes).
+    pub policy: Policy,
+    /// The policy Dynamo's relay is predicted to run (`--relay-policy`).
+    pub relay_policy: Policy,
+    pub stream: StreamOptions,
+}
+
+/// Keeps the engine batches a pipeline relays (seq, payload), for the reconciler.
+#[derive(Debug, Default)]
+struct Relayed(Vec<(u64, Vec<u8>)>);
+
+impl Output for Relayed {
+    fn frame(&mut self, f: &proto::Frame, _: &[Bytes]) {
+        self.0.push((f.seq, f.payload.clone()));
+    }
+    fn frame_error(&mut self, _: &proto::FrameError, _: &[Bytes]) {}
+    fn status(&mut self, _: &proto::SourceStatus) {}
+}
+
+enum Fed {
+    Engine(Box<Pipeline<Relayed>>, Option<RouterSourceId>),
+    Plane(Box<PlanePipeline<NoOutput>>),
+}
+
+/// Checks a capture under one block size and policy.
+pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
+    let options = opts.stream;
+    let mut reader = capture::open(path)?;
+    let infos = reader.header().sources.clone();
+    let any_plane = infos.iter().any(|i| i.kind == proto::SourceKind::EventPlane);
+    let mut reconciler = any_plane.then(|| Reconciler::new(ReconcilerConfig::default()));
+    let mut pipelines: Vec<Fed> = infos
+        .iter()
+        .map(|info| match info.kind {
+            proto::SourceKind::Engine => {
+                let classifier = Classifier::new(&info.worker_id, info.dp_rank, opts.block_size, &[opts.policy], None);
+                let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
+                let id = reconciler.as_mut().zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
+                Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id)
+            }
+            proto::SourceKind::EventPlane => Fed::Plane(Box::new(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))),
+        })
+        .collect();
+    let mut stray = 0u64;
+    let mut fleet_exit = FleetExit::default();
+    while let Some(record) = reader.next_record().map_err(|e| e.with_path(&path.display().to_string()).to_string())? {
+        let frames: Vec<Bytes> = record.frames.into_iter().map(|f| Bytes::from(f.into_vec())).collect();
+        let i = record.source as usize;
+        let Some(fed) = pipelines.get_mut(i) else {
+            stray += 1;
+            continue;
+        };
+        let before = totals_of(fed);
+        match fed {
+            Fed::Engine(p, id) => {
+                p.capture_record(frames, record.recv_time_nanos, record.replayed);
+                for (seq, payload) in p.output.0.drain(..) {
+                    if let (Some(r), Some(id)) = (reconciler.as_mut(), *id) {
+                        // A payload that does not decode is counted (engine_decode_errors).
+                        let _ = r.push_engine(id, seq, &payload);
+                    }
+                }
+            }
+            Fed::Plane(p) => {
+                if let (Some(env), Some(r)) = (p.message(frames, record.recv_time_nanos), reconciler.as_mut()) {
+                    // A payload that does not decode is counted on its publisher.
+                    let _ = r.push_envelope(&env);
+                }
+            }
+        }
+        let after = totals_of(&pipelines[i]);
+        fleet_exit.record(i, record.recv_time_nanos, before, after, || pipelines.iter().map(totals_of).collect());
+    }
+    if stray > 0 {
+        return Err(format!(
+            "{}: {stray} records name a source the header does not list ({} sources); the file is corrupt",
+            path.display(),
+            infos.len()
+        ));
+    }
+    let router: Option<RouterReport> = reconciler.map(|mut r| {
+        r.finish();
+        r.report()
+    });
+
+    let mut sources = Vec::new();
+    let mut event_planes = Vec::new();
+    let mut totals = Totals::default();
+    for (info, fed) in infos.iter().zip(&pipelines) {
+        let (p, router_id) = match fed {
+            Fed::Engine(p, id) => (p, *id),
+            Fed::Plane(p) => {
+                event_planes.push(plane_report(info, p));
+                continue;
+            }
+        };
+        let Some(classifier) = p.classifier() else {
+            return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
+        };
+        let reconciled = router.as_ref().zip(router_id).and_then(|(r, id)| r.sources.get(id.0 as usize));
+        let source = source_report(info, p.counters(), classifier, reconciled);
+        totals.add(&source);
+        sources.push(source);
+    }
+    totals.router = router.as_ref().map(|r| r.totals.clone());
+    let keys: Vec<String> = infos.iter().map(|i| i.key.clone()).collect();
+    let finals: Vec<exit::Totals> = pipelines.iter().map(totals_of).collect();
+    let fleet = fleet_exit.report(&keys, &finals, |i| {
+        let Fed::Engine(p, _) = pipelines.get(i)? else { return None };
+        let (normalizer, id) = p.classifier()?.normalizer(0);
+        normalizer.counters(id).first_fatal.as_ref().map(|l| (l.seq, l.event_index, l.text.clone()))
+    });
+    Ok(CheckReport {
+        file: path.display().to_string(),
+        block_size: opts.block_size,
+        policy: opts.policy.name,
+        sources,
+        event_planes,
+        router: router.map(|r| RouterSection {
+            relay_policy: opts.relay_policy.name,
+            kv_block_size: opts.block_size,
+            clean: r.is_clean(),
+            publishers: r.publishers,
+            unknown_workers: r.unknown_workers,
+            unattributed_decode_errors: r.unattributed_decode_errors,
+            first_errors: r.first_errors,
+        }),
+        totals,
+        fleet,
+        truncated: reader.truncated().map(|t| format!("{}: {t}", path.display())),
+    })
+}
+
+/// One engine source's part of the report, from its stream counters and its normalizer.
+fn source_report(
+    info: &proto::SourceInfo,
+    sc: &proto::SourceCounters,
+    classifier: &Classifier,
+    reconciled: Option<&kvscope_router::SourceReport>,
+) -> SourceReport {
+    let (normalizer, id) = classifier.normalizer(0);
+    let c = normalizer.counters(id);
+    let applied_under = |tier| VerdictLabel::ALL.iter().filter(|l| l.outcome() == Outcome::Apply).map(|l| c.verdicts(tier, *l)).sum();
+    let first = c.first_fatal.as_ref();
+    SourceReport {
+        worker_id: info.worker_id.clone(),
+        dp_rank: info.dp_rank,
+        key: info.key.clone(),
+        counts: SourceCounts {
+            frames: sc.frames,
+            events: c.total_events(),
+            frame_errors: sc.frame_errors,
+            decode_errors: sc.decode_errors,
+            gaps: sc.gaps,
+            lost_frames: sc.lost_frames,
+            replayed_frames: sc.replayed_frames,
+            restarts: sc.restarts,
+            applied: StorageTier::ALL.iter().map(|&t| (t.label(), applied_under(Some(t)))).collect(),
+            applied_without_tier: applied_under(None),
+            skipped: VerdictLabel::ALL
+                .iter()
+                .filter(|l| l.outcome() == Outcome::Skip)
+                .map(|&l| (l, c.verdicts_by_label(l)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+        },
+        fatal: FatalSummary { count: c.fatal_count, first_seq: first.map(|l| l.seq), first_error: first.map(|l| l.text.clone()) },
+        router: reconciled.map(|s| s.router.clone()),
+        router_differences: reconciled.map(|s| s.differences.clone()),
+    }
+}
+
+/// An engine source's running event and fatal totals (zero for an event plane).
+fn totals_of(p: &Fed) -> exit::Totals {
+    let Fed::Engine(p, _) = p else { return exit::Totals::default() };
+    let Some(c) = p.classifier() else { return exit::Totals::default() };
+    let (normalizer, id) = c.normalizer(0);
+    let counters = normalizer.counters(id);
+    exit::Totals { events: counters.total_events(), fatal: counters.fatal_count }
+}
+
+/// An event-plane source's counters (what arrived, per publisher gaps, undecodable envelopes).
+fn plane_report(info: &proto::SourceInfo, p: &PlanePipeline<NoOutput>) -> PlaneReport {
+    let c = p.counters();
+    PlaneReport {
+        key: info.key.clone(),
+        url: info.event_plane.as_ref().map(|e| e.url.clone()),
+        subject: info.event_plane.as_ref().and_then(|e| e.subject.clone()),
+        frames: c.frames,
+        publishers: p.num_publishers(),
+        frame_errors: c.frame_errors,
+        gaps: c.gaps,
+        lost_frames: c.lost_frames,
+        restarts: c.restarts,
+    }
+}
+
+#[cfg(test)]
+mod tests;

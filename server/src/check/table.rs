@@ -1,0 +1,103 @@
+//! `kvscope check`'s table, rendered from the typed report alone.
+
+use kvscope_normalize::{Outcome, VerdictLabel};
+
+use super::report::CheckReport;
+
+const HEADER: [&str; 12] =
+    ["source", "frames", "events", "f.err", "d.err", "gaps", "restarts", "device", "host", "disk", "external", "fatal"];
+
+fn row(cells: [String; 12], last: &str) -> String {
+    let [a, b, c, d, e, f, g, h, i, j, k, l] = cells;
+    format!("{a:<12} {b:>8} {c:>8} {d:>6} {e:>6} {f:>5} {g:>8} {h:>8} {i:>8} {j:>8} {k:>8} {l:>8}  {last}\n")
+}
+
+/// The table: one row per engine source, then the router's lines, the notes (skips, first
+/// fatal errors), the verdict, the event planes and the fleet's exit.
+pub fn render(r: &CheckReport) -> String {
+    let mut table = row(HEADER.map(str::to_owned), "first fatal");
+    let mut notes = Vec::new();
+    let mut router_lines = Vec::new();
+    for s in &r.sources {
+        match &s.router {
+            Some(c) => router_lines.push(crate::router::table_line(&s.key, c)),
+            None if r.router.is_some() => notes.push(crate::router::not_reconciled_note(&s.key, &s.worker_id)),
+            None => {}
+        }
+        let c = &s.counts;
+        let a = |t: &str| c.applied.get(t).copied().unwrap_or(0).to_string();
+        table.push_str(&row(
+            [
+                s.key.clone(),
+                c.frames.to_string(),
+                c.events.to_string(),
+                c.frame_errors.to_string(),
+                c.decode_errors.to_string(),
+                c.gaps.to_string(),
+                c.restarts.to_string(),
+                a("device"),
+                a("host_pinned"),
+                a("disk"),
+                a("external"),
+                s.fatal.count.to_string(),
+            ],
+            &s.fatal.first_seq.map_or("-".to_owned(), |seq| format!("seq {seq}")),
+        ));
+        for label in VerdictLabel::ALL.into_iter().filter(|l| l.outcome() == Outcome::Skip) {
+            if let Some(&n) = c.skipped.get(&label) {
+                notes.push(format!("  {}: {}", s.key, label.summary(n)));
+            }
+        }
+        if let Some(text) = &s.fatal.first_error {
+            notes.push(format!("  {text}"));
+        }
+    }
+    for block in [router_lines, notes] {
+        if !block.is_empty() {
+            table.push('\n');
+            table.push_str(&block.join("\n"));
+            table.push('\n');
+        }
+    }
+    let (policy, block_size) = (r.policy, r.block_size);
+    table.push_str(&if r.fatal() {
+        format!("\nFATAL under policy {policy} at block size {block_size}: an indexer with this configuration would stop.\n")
+    } else {
+        format!("\nno fatal verdict under policy {policy} at block size {block_size}.\n")
+    });
+    for p in &r.event_planes {
+        table.push_str(&format!(
+            "event plane {}: {} messages from {} publisher(s), {} frame errors, {} gaps ({} lost), {} restarts\n",
+            p.key, p.frames, p.publishers, p.frame_errors, p.gaps, p.lost_frames, p.restarts,
+        ));
+    }
+    if let Some(first) = &r.fleet.first_fatal {
+        let seq = first.seq.map_or("null".to_owned(), |s| s.to_string());
+        table.push_str(&format!(
+            "the router's indexer (one for every source) exits at {} seq {seq} ({}); {} later events would stop a restarted one again, {} events arrive after it\n",
+            first.source.as_deref().unwrap_or("?"),
+            first.utc,
+            r.fleet.fatal_after_first_fatal,
+            r.fleet.events_after_first_fatal,
+        ));
+    }
+    if let Some(router) = &r.router {
+        for u in &router.unknown_workers {
+            table.push_str(&format!(
+                "event plane: {} RouterEvents for worker {} dp_rank {}, which no engine source has (unknown worker)\n",
+                u.events, u.worker_id, u.dp_rank
+            ));
+        }
+        let decode_errors: u64 = router.publishers.iter().map(|p| p.decode_errors).sum::<u64>() + router.unattributed_decode_errors;
+        if decode_errors > 0 {
+            table.push_str(&format!("event plane: {decode_errors} messages whose RouterEvents did not decode\n"));
+        }
+        table.push_str(&format!(
+            "router reconciled under relay policy {} at kv_block_size {}{}\n",
+            router.relay_policy,
+            router.kv_block_size,
+            if router.clean { "" } else { ": the router's view differs from what the relays should have published" }
+        ));
+    }
+    table
+}
