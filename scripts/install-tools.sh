@@ -1,8 +1,26 @@
 #!/usr/bin/env bash
-# Installs everything kvscope's build and tests need on a fresh Debian 12 machine.
-# Idempotent: each step checks for the pinned version first. Nothing is downloaded
-# from GitHub: every tool comes from crates.io, Debian or PyPI (see docs/toolchain.md).
+# Installs what kvscope needs on a fresh Debian 12 machine, for one of two jobs:
+#
+#   scripts/install-tools.sh demo   the dashboard and the server: the wasm32 target, trunk and
+#                                   wasm-bindgen-cli (what scripts/demo.sh needs, nothing more)
+#   scripts/install-tools.sh test   all of demo's, then what the tests add: clippy, rustfmt,
+#                                   wasm-pack, cargo-fuzz, Debian's chromium, chromium-driver,
+#                                   prometheus, nats-server and etcd-server (and nodejs if no
+#                                   node is on PATH), and the real peers' virtualenv (the default)
+#
+# Idempotent: each step checks for the pinned version first and says what it does and about how
+# long it takes on 2 cores. Nothing is downloaded from GitHub: every tool comes from crates.io,
+# Debian or PyPI (see docs/toolchain.md).
 set -euo pipefail
+
+job=test
+for arg in "$@"; do
+  case "$arg" in
+    demo | test) job=$arg ;;
+    --no-trunk) ;; # kept for old callers; trunk is part of both jobs
+    *) echo "usage: scripts/install-tools.sh [demo|test]" >&2; exit 2 ;;
+  esac
+done
 
 # Versions are pinned: newer trunk/wasm-pack need a newer rustc than 1.95, and
 # wasm-bindgen-cli must equal the wasm-bindgen crate in Cargo.lock.
@@ -13,92 +31,104 @@ CARGO_FUZZ_VERSION=0.13.2
 WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/[^0-9.]/,""); print; exit}' "$(dirname "$0")/../Cargo.lock" 2>/dev/null || true)
 WASM_BINDGEN_VERSION=${WASM_BINDGEN_VERSION:-0.2.130}
 
-want_trunk=1
-for arg in "$@"; do
-  case "$arg" in
-    --no-trunk) want_trunk=0 ;;
-  esac
-done
-
 log() { printf '[install-tools] %s\n' "$*" >&2; }
 
-rustup target list --installed | grep -qx wasm32-unknown-unknown \
-  || { log "adding rust target wasm32-unknown-unknown"; rustup target add wasm32-unknown-unknown; }
-
-cargo clippy --version >/dev/null 2>&1 \
-  || { log "adding rust component clippy"; rustup component add clippy; }
-
-cargo fmt --version >/dev/null 2>&1 \
-  || { log "adding rust component rustfmt"; rustup component add rustfmt; }
+# The tools are built for this machine only: no link-time optimisation, parallel codegen and no
+# debug info make their cold builds about twice as fast (trunk: 12 min 42 s with its own
+# `lto = "fat"`, `codegen-units = 1`; see BENCHMARKS.md, "First run"), and none of them does
+# work where that shows. Cargo's config profiles take precedence over a package's own.
+tool_install() {
+  CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_DEBUG=0 \
+    cargo install "$@"
+}
 
 have_version() { command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -q "$2"; }
 
-have_version wasm-bindgen "$WASM_BINDGEN_VERSION" || {
-  log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
-  # Without --locked: the CLI's own lockfile names a crate version the registry lacks.
-  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
-}
-have_version wasm-pack "$WASM_PACK_VERSION" || {
-  log "installing wasm-pack $WASM_PACK_VERSION"
-  cargo install --locked wasm-pack --version "$WASM_PACK_VERSION" --force
-}
-have_version cargo-fuzz "$CARGO_FUZZ_VERSION" || {
-  log "installing cargo-fuzz $CARGO_FUZZ_VERSION"
-  cargo install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" --force
-}
-if [ "$want_trunk" = 1 ]; then
-  have_version trunk "$TRUNK_VERSION" || {
-    log "installing trunk $TRUNK_VERSION"
-    cargo install --locked trunk --version "$TRUNK_VERSION" --force
+rust_for_demo() {
+  rustup target list --installed | grep -qx wasm32-unknown-unknown \
+    || { log "adding rust target wasm32-unknown-unknown (seconds)"; rustup target add wasm32-unknown-unknown; }
+  have_version wasm-bindgen "$WASM_BINDGEN_VERSION" || {
+    log "building wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 4 min on 2 cores)"
+    # Without --locked: the CLI's own lockfile names a crate version the registry lacks.
+    tool_install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
   }
-fi
-
-# Debian's packages: the browser and its driver for the page tests, Prometheus (promtool and
-# the server) for the /metrics tests.
-missing=()
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
-command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
-# A real NATS server for the event-plane tests (server/tests/it/event_plane.rs).
-[ -x /usr/sbin/nats-server ] || command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]} from Debian"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-
-# The real peers' Python side, in a virtualenv of its own (scripts/peers/README.md):
-# vLLM's publisher needs pyzmq and msgspec.
-PEERS=${KVSCOPE_PEERS:-$HOME/.cache/kvscope/peers}
-VENV="$PEERS/venv"
-[ -x "$VENV/bin/python" ] || { log "creating the peers' virtualenv in $VENV"; python3 -m venv "$VENV"; }
-"$VENV/bin/python" -c 'import zmq, msgspec' 2>/dev/null || {
-  log "installing pyzmq and msgspec into $VENV"
-  "$VENV/bin/python" -m pip install --quiet 'pyzmq>=26,<28' 'msgspec==0.23.0'
+  have_version trunk "$TRUNK_VERSION" || {
+    log "building trunk $TRUNK_VERSION (about 7 min on 2 cores)"
+    # No default features: `update_check` asks GitHub for releases, and `rustls` is for
+    # downloads the build never makes (wasm-bindgen and wasm-opt come from PATH).
+    tool_install --locked trunk --version "$TRUNK_VERSION" --no-default-features --force
+  }
 }
 
-# NVIDIA Dynamo's own KV-event relay (KvEventPublisher), for the event-plane tests; a 75 MB
-# wheel that pulls only pydantic and uvloop.
-DYNAMO_RUNTIME_VERSION=1.6.1
-"$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('ai-dynamo-runtime') != '$DYNAMO_RUNTIME_VERSION')" 2>/dev/null || {
-  log "installing ai-dynamo-runtime==$DYNAMO_RUNTIME_VERSION into $VENV"
-  "$VENV/bin/python" -m pip install --quiet "ai-dynamo-runtime==$DYNAMO_RUNTIME_VERSION"
+rust_for_tests() {
+  cargo clippy --version >/dev/null 2>&1 || { log "adding rust component clippy"; rustup component add clippy; }
+  cargo fmt --version >/dev/null 2>&1 || { log "adding rust component rustfmt"; rustup component add rustfmt; }
+  have_version wasm-pack "$WASM_PACK_VERSION" || {
+    log "building wasm-pack $WASM_PACK_VERSION (about 3 min on 2 cores)"
+    tool_install --locked wasm-pack --version "$WASM_PACK_VERSION" --force
+  }
+  have_version cargo-fuzz "$CARGO_FUZZ_VERSION" || {
+    log "building cargo-fuzz $CARGO_FUZZ_VERSION (about 1 min on 2 cores)"
+    tool_install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" --force
+  }
 }
 
-# vLLM's own publisher: only vllm/distributed/kv_events.py of the release wheel is used.
-VLLM_VERSION=0.33.0
-VLLM_DIR="$PEERS/vllm-$VLLM_VERSION"
-[ -f "$VLLM_DIR/vllm/distributed/kv_events.py" ] || {
-  log "fetching vllm==$VLLM_VERSION (wheel, no dependencies) for its kv_events.py"
-  wheels=$(mktemp -d)
-  "$VENV/bin/python" -m pip download --quiet --no-deps "vllm==$VLLM_VERSION" -d "$wheels"
-  mkdir -p "$VLLM_DIR"
-  "$VENV/bin/python" - "$wheels"/vllm-*.whl "$VLLM_DIR" <<'PY'
+debian_for_tests() {
+  # The browser and its driver for the page tests, Prometheus (promtool and the server) for the
+  # /metrics tests, a real NATS server for the event-plane tests, etcd for Dynamo's discovery.
+  local missing=()
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+  command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+  [ -x /usr/sbin/nats-server ] || command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]} from Debian (about 1 min)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+peers_for_tests() {
+  # The real peers' Python side, in a virtualenv of its own: vLLM's publisher needs pyzmq and
+  # msgspec; NVIDIA Dynamo's runtime brings its relay (KvEventPublisher) and its standalone
+  # indexer (python -m dynamo.indexer), a 75 MB wheel that pulls only pydantic and uvloop.
+  local peers=${KVSCOPE_PEERS:-$HOME/.cache/kvscope/peers}
+  local venv="$peers/venv"
+  [ -x "$venv/bin/python" ] || { log "creating the peers' virtualenv in $venv"; python3 -m venv "$venv"; }
+  "$venv/bin/python" -c 'import zmq, msgspec' 2>/dev/null || {
+    log "installing pyzmq and msgspec into $venv (seconds)"
+    "$venv/bin/python" -m pip install --quiet 'pyzmq>=26,<28' 'msgspec==0.23.0'
+  }
+  local dynamo=1.6.1
+  "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('ai-dynamo-runtime') != '$dynamo')" 2>/dev/null || {
+    log "installing ai-dynamo-runtime==$dynamo into $venv (under a minute)"
+    "$venv/bin/python" -m pip install --quiet "ai-dynamo-runtime==$dynamo"
+  }
+  # vLLM's own publisher: only vllm/distributed/kv_events.py of the release wheel is used.
+  local vllm=0.33.0
+  local dir="$peers/vllm-$vllm"
+  [ -f "$dir/vllm/distributed/kv_events.py" ] || {
+    log "fetching vllm==$vllm (a 336 MB wheel, no dependencies) for its kv_events.py"
+    local wheels
+    wheels=$(mktemp -d)
+    "$venv/bin/python" -m pip download --quiet --no-deps "vllm==$vllm" -d "$wheels"
+    mkdir -p "$dir"
+    "$venv/bin/python" - "$wheels"/vllm-*.whl "$dir" <<'PY'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
     z.extract("vllm/distributed/kv_events.py", sys.argv[2])
 PY
-  rm -rf "$wheels"
+    rm -rf "$wheels"
+  }
 }
-log "tools ready"
+
+rust_for_demo
+if [ "$job" = test ]; then
+  rust_for_tests
+  debian_for_tests
+  peers_for_tests
+fi
+log "tools ready for the $job"

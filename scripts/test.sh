@@ -49,7 +49,7 @@ if [ "$(free_gib)" -lt "$NEED_GIB" ]; then
 fi
 
 step "installing tools (pinned; skipped when present)"
-scripts/install-tools.sh
+scripts/install-tools.sh test
 export PATH="$HOME/.cargo/bin:$PATH"
 
 step "building the dashboard (trunk, release)"
