@@ -30,8 +30,10 @@ mkdir -p target
 : >"$RESULTS"
 run() { "$@" 2>&1 | tee -a "$RESULTS"; }
 total() {
-  # cargo test and wasm-bindgen-test both print "test result: ok. N passed; M failed; ...".
+  # cargo test and wasm-bindgen-test both print "test result: ok. N passed; M failed; ..."; the
+  # Node test of the JS package prints "N passed, M failed" alone on a line.
   awk '/test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+       /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
        END { printf "%d passed, %d failed\n", p, f }' "$RESULTS"
 }
 
@@ -84,6 +86,13 @@ export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-300}
 
 step "normalizer vectors and corpus in headless Chromium (wasm-pack)"
 run wasm-pack test --headless --chrome --release crates/kvscope-wasm
+
+step "the JS package: wasm-pack build --target web and --target nodejs (offline), then Node classifies the Kimi-K3 stream"
+js_pkg="$PWD/target/js-pkg"
+wasm-pack build crates/kvscope-wasm --release --target web --out-dir "$js_pkg/web"
+wasm-pack build crates/kvscope-wasm --release --target nodejs --out-dir "$js_pkg/nodejs"
+test -f "$js_pkg/web/kvscope_wasm.js" && test -f "$js_pkg/web/kvscope_wasm_bg.wasm"
+run node crates/kvscope-wasm/tests/node/classify_kimi_k3.cjs "$js_pkg/nodejs" tests/fixtures/kv-events
 
 if [ -d web/tests ]; then
   step "dashboard component tests in headless Chromium (wasm-pack)"

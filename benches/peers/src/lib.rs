@@ -16,4 +16,6 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod dynamo;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod dynamo_index;
 pub mod inputs;

@@ -7,6 +7,8 @@
 //!   it too, both file it on the same storage tier; where they differ by design the case is
 //!   named and asserted.
 //! - `preset`: kvscope's `dynamo-1.6.1` preset gives Dynamo's verdict for every corpus event.
+//! - `index`: kvscope-index's model of Dynamo's index holds and scores what Dynamo's own index
+//!   does, on random event streams.
 //! - `rules`: each rule of docs/dynamo-1.6.1.md asserted against Dynamo itself on a hand-built
 //!   payload, so the document stays true when the crate version changes.
 //!
@@ -18,6 +20,8 @@
 mod common;
 #[path = "differential/decode.rs"]
 mod decode;
+#[path = "differential/index.rs"]
+mod index;
 #[path = "differential/preset.rs"]
 mod preset;
 #[path = "differential/rules/mod.rs"]

@@ -1,0 +1,635 @@
+//! The device tier of Dynamo 1.6.1's index: its compressed radix tree
+//! (`ConcurrentRadixTreeCompressed`, dynamo-kv-router 1.6.1), modelled single-threaded.
+//!
+//! What the real tree does, and so what this one does (docs/dynamo-1.6.1-index.md has each rule
+//! with the source lines and the run of the real indexer that confirmed it):
+//!
+//! - **Shape.** One tree for every worker. A node holds an *edge*, a run of blocks as
+//!   `(tokens_hash, block_hash)` pairs, and its children keyed by the first `tokens_hash` of
+//!   their edges. Coverage is per worker and rank: *full* (the whole edge) or a *cutoff* `k`
+//!   (the edge's first `k` blocks).
+//! - **Keys.** Descending (stores and scoring) compares `tokens_hash` only; a store's parent
+//!   and a removal's hashes are found through the worker's own `block_hash -> node` lookup. So
+//!   a parent held by another worker or rank is unknown, and a second worker storing the same
+//!   tokens under other block hashes lands on the first writer's node.
+//! - **Stores.** A parent unknown to the worker (or no longer covered by it) drops the whole
+//!   store (`ParentBlockNotFound`). A parent at an edge's tail inserts below it, extending the
+//!   leaf in place when the node never had children; a parent mid-edge reuses the edge's suffix
+//!   when the store repeats it, or splits the edge.
+//! - **Removals** cut the worker's coverage at the removed block: the later blocks of the same
+//!   edge go with it, and when no worker fully covers the node any more its children are cut
+//!   off for everyone (they stay in the workers' lookups, so stores under them are accepted and
+//!   never seen).
+//! - **Clears** take the worker and rank's coverage off every node, cutting off the children of
+//!   nodes left with no full worker.
+//! - **Scoring** (`find_matches`) walks the request's `tokens_hash`es from the root; a worker
+//!   drops out at the depth where its coverage ends. Where a node has no cutoff workers and as
+//!   many full workers as are still active, the walk does not check who they are (an overcount
+//!   the real tree has too).
+//!
+//! Not modelled: the thread pool (the real lookups are per thread lane and repaired lazily,
+//! which only matters when a split and a cut-off meet workers of different lanes), the 5-minute
+//! sweep of empty leaves (tests and short captures never reach it), anchors, TTLs and
+//! approximate LRU (off in the standalone indexer).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::{StoreError, WorkerKey};
+
+type NodeId = u32;
+const ROOT: NodeId = 0;
+
+/// One `(tokens_hash, block_hash)` of an edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub tokens_hash: u64,
+    pub block_hash: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Node {
+    edge: Vec<Block>,
+    edge_index: HashMap<u64, usize>,
+    full: Vec<WorkerKey>,
+    cutoffs: BTreeMap<WorkerKey, usize>,
+    children: HashMap<u64, NodeId>,
+    /// Set once the node has had a child; never unset (the real tree's "sticky internal").
+    internal: bool,
+}
+
+impl Node {
+    fn for_blocks(blocks: &[Block], worker: WorkerKey) -> Node {
+        let mut n = Node { edge: blocks.to_vec(), full: vec![worker], ..Node::default() };
+        n.reindex();
+        n
+    }
+
+    fn reindex(&mut self) {
+        self.edge_index = self.edge.iter().enumerate().map(|(i, b)| (b.block_hash, i)).collect();
+    }
+
+    fn is_full(&self, w: WorkerKey) -> bool {
+        self.full.contains(&w)
+    }
+
+    fn cutoff(&self, w: WorkerKey) -> usize {
+        if self.is_full(w) { self.edge.len() } else { self.cutoffs.get(&w).copied().unwrap_or(0) }
+    }
+
+    fn covers_pos(&self, w: WorkerKey, pos: usize) -> bool {
+        self.is_full(w) || self.cutoffs.get(&w).is_some_and(|&c| pos < c)
+    }
+
+    fn has_workers(&self) -> bool {
+        !self.full.is_empty() || !self.cutoffs.is_empty()
+    }
+
+    fn tail_is(&self, hash: u64) -> bool {
+        self.edge.last().is_some_and(|b| b.block_hash == hash)
+    }
+
+    fn promote(&mut self, w: WorkerKey) -> bool {
+        if self.is_full(w) {
+            return false;
+        }
+        self.cutoffs.remove(&w);
+        self.full.push(w);
+        true
+    }
+
+    fn cover_prefix(&mut self, w: WorkerKey, cutoff: usize) {
+        if cutoff == 0 {
+            return;
+        }
+        if cutoff >= self.edge.len() {
+            self.promote(w);
+            return;
+        }
+        if self.is_full(w) {
+            return;
+        }
+        let c = self.cutoffs.entry(w).or_insert(0);
+        *c = (*c).max(cutoff);
+    }
+
+    /// The store's blocks repeat the edge after `pos` (tokens and block hashes).
+    fn suffix_matches(&self, pos: usize, blocks: &[Block]) -> bool {
+        let suffix = &self.edge[pos + 1..];
+        blocks.len() <= suffix.len() && suffix.iter().zip(blocks).all(|(e, b)| e == b)
+    }
+
+    /// The store's blocks start with the whole edge after `pos` and go on: how many repeat it.
+    fn store_starts_with_suffix(&self, pos: usize, blocks: &[Block]) -> Option<usize> {
+        let suffix = &self.edge[pos + 1..];
+        (blocks.len() > suffix.len() && suffix.iter().zip(blocks).all(|(e, b)| e == b)).then_some(suffix.len())
+    }
+
+    fn append_to_leaf(&mut self, w: WorkerKey, blocks: &[Block]) {
+        let old = self.edge.len();
+        for other in std::mem::take(&mut self.full) {
+            if other == w {
+                self.full.push(w);
+            } else {
+                self.cutoffs.insert(other, old);
+            }
+        }
+        self.promote(w);
+        for (i, b) in blocks.iter().enumerate() {
+            self.edge.push(*b);
+            self.edge_index.insert(b.block_hash, old + i);
+        }
+    }
+}
+
+/// What a walk of a request's tokens hashes scores, per worker: matched blocks.
+pub type Scores = BTreeMap<WorkerKey, u32>;
+
+/// The device tier's tree and every worker's lookup.
+#[derive(Clone, Debug)]
+pub struct DeviceTree {
+    nodes: Vec<Node>,
+    lookup: HashMap<WorkerKey, HashMap<u64, NodeId>>,
+}
+
+impl Default for DeviceTree {
+    fn default() -> Self {
+        DeviceTree { nodes: vec![Node::default()], lookup: HashMap::new() }
+    }
+}
+
+enum ParentPlan {
+    InsertFrom,
+    Done,
+    /// The parent's edge was split; insert below its (new) tail.
+    SplitThenInsert,
+}
+
+enum ChildPlan {
+    Descend(NodeId),
+    Interior,
+    Missing,
+    Stale(u64),
+}
+
+impl DeviceTree {
+    fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[id as usize]
+    }
+
+    fn alloc(&mut self, n: Node) -> NodeId {
+        self.nodes.push(n);
+        (self.nodes.len() - 1) as NodeId
+    }
+
+    /// Nodes ever made (cut-off ones included: the real tree keeps them while a lookup does).
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Heap bytes, roughly: nodes, their edges and indexes, and the lookups.
+    pub fn approx_bytes(&self) -> usize {
+        let per_node = std::mem::size_of::<Node>();
+        let nodes: usize = self
+            .nodes
+            .iter()
+            .map(|n| per_node + n.edge.capacity() * 16 + n.edge_index.capacity() * 17 + n.children.capacity() * 13 + n.full.capacity() * 16)
+            .sum();
+        let lookups: usize = self.lookup.values().map(|l| l.capacity() * 13).sum();
+        nodes + lookups
+    }
+
+    /// `resolve_lookup`: the worker's node for `hash`, searched for below the looked-up node
+    /// when a split moved it (and the lookups that pointed there repaired).
+    fn resolve(&mut self, w: WorkerKey, hash: u64, toward_tail: bool) -> Option<NodeId> {
+        let node = *self.lookup.get(&w)?.get(&hash)?;
+        if self.node(node).edge_index.contains_key(&hash) {
+            return Some(node);
+        }
+        let found = self.find_in_subtree(node, hash)?;
+        self.repair(hash, found, toward_tail);
+        Some(found)
+    }
+
+    fn find_in_subtree(&self, start: NodeId, hash: u64) -> Option<NodeId> {
+        let mut queue: VecDeque<NodeId> = self.node(start).children.values().copied().collect();
+        while let Some(n) = queue.pop_front() {
+            if self.node(n).edge_index.contains_key(&hash) {
+                return Some(n);
+            }
+            queue.extend(self.node(n).children.values().copied());
+        }
+        None
+    }
+
+    fn repair(&mut self, hash: u64, node: NodeId, toward_tail: bool) {
+        let n = &self.nodes[node as usize];
+        let Some(&pos) = n.edge_index.get(&hash) else { return };
+        for (&w, lookup) in self.lookup.iter_mut() {
+            let cutoff = n.cutoff(w).min(n.edge.len());
+            let range = if toward_tail { if pos < cutoff { pos..cutoff } else { 0..0 } } else { 0..pos.min(cutoff) };
+            for b in &n.edge[range] {
+                if let Some(entry) = lookup.get_mut(&b.block_hash) {
+                    *entry = node;
+                }
+            }
+        }
+    }
+
+    fn map_blocks(&mut self, w: WorkerKey, blocks: &[Block], node: NodeId) {
+        let lookup = self.lookup.entry(w).or_default();
+        for b in blocks {
+            lookup.insert(b.block_hash, node);
+        }
+    }
+
+    /// Splits `id`'s edge before `pos`: the node keeps the prefix, a new child the rest (with
+    /// the node's children), and every lookup of a moved block follows it.
+    fn split(&mut self, id: NodeId, pos: usize) -> NodeId {
+        let n = self.node_mut(id);
+        let suffix_edge = n.edge.split_off(pos);
+        let first_tokens = suffix_edge[0].tokens_hash;
+        for b in &suffix_edge {
+            n.edge_index.remove(&b.block_hash);
+        }
+        let suffix_full = n.full.clone();
+        let mut suffix_cutoffs = BTreeMap::new();
+        let mut promote = Vec::new();
+        for (&w, &c) in &n.cutoffs {
+            if c >= pos {
+                promote.push(w);
+                if c - pos > 0 {
+                    suffix_cutoffs.insert(w, c - pos);
+                }
+            }
+        }
+        for w in promote {
+            n.cutoffs.remove(&w);
+            n.full.push(w);
+        }
+        let children = std::mem::take(&mut n.children);
+        let mut suffix = Node {
+            edge: suffix_edge,
+            full: suffix_full,
+            cutoffs: suffix_cutoffs,
+            internal: !children.is_empty(),
+            children,
+            ..Node::default()
+        };
+        suffix.reindex();
+        let sid = self.alloc(suffix);
+        let n = self.node_mut(id);
+        n.children.insert(first_tokens, sid);
+        n.internal = true;
+        // `apply_split_lookup`: every worker covering the suffix finds its blocks there.
+        let s = &self.nodes[sid as usize];
+        let moved: Vec<(WorkerKey, Vec<u64>)> = s
+            .full
+            .iter()
+            .map(|&w| (w, s.edge.iter().map(|b| b.block_hash).collect()))
+            .chain(s.cutoffs.iter().map(|(&w, &c)| (w, s.edge[..c].iter().map(|b| b.block_hash).collect())))
+            .collect();
+        for (w, hashes) in moved {
+            if let Some(lookup) = self.lookup.get_mut(&w) {
+                for h in hashes {
+                    lookup.insert(h, sid);
+                }
+            }
+        }
+        sid
+    }
+
+    /// `plan_store_parent_edge` + `apply_store_parent_edge_plan` on the node holding `parent`.
+    fn at_parent(&mut self, w: WorkerKey, id: NodeId, parent: u64, blocks: &[Block]) -> Option<ParentPlan> {
+        let n = self.node(id);
+        let &pos = n.edge_index.get(&parent)?;
+        if n.tail_is(parent) {
+            return Some(ParentPlan::InsertFrom);
+        }
+        if n.suffix_matches(pos, blocks) {
+            self.node_mut(id).cover_prefix(w, pos + 1 + blocks.len());
+            self.map_blocks(w, blocks, id);
+            return Some(ParentPlan::Done);
+        }
+        if !n.internal
+            && let Some(k) = n.store_starts_with_suffix(pos, blocks)
+        {
+            self.node_mut(id).append_to_leaf(w, &blocks[k..]);
+            self.map_blocks(w, blocks, id);
+            return Some(ParentPlan::Done);
+        }
+        self.split(id, pos + 1);
+        Some(ParentPlan::SplitThenInsert)
+    }
+
+    /// Applies a store of `blocks` below `parent` (`None`: from the root) for worker `w`.
+    pub fn store(&mut self, w: WorkerKey, parent: Option<u64>, blocks: &[Block]) -> Result<(), StoreError> {
+        self.lookup.entry(w).or_default();
+        let (mut cur, mut last) = (ROOT, None);
+        if let Some(p) = parent {
+            let Some(node) = self.resolve(w, p, true) else { return Err(StoreError::ParentNotFound) };
+            let n = self.node(node);
+            if let Some(&pos) = n.edge_index.get(&p)
+                && !n.covers_pos(w, pos)
+            {
+                if let Some(l) = self.lookup.get_mut(&w) {
+                    l.remove(&p);
+                }
+                return Err(StoreError::ParentNotCovered);
+            }
+            match self.at_parent(w, node, p, blocks) {
+                Some(ParentPlan::Done) => return Ok(()),
+                Some(ParentPlan::InsertFrom | ParentPlan::SplitThenInsert) | None => {}
+            }
+            cur = node;
+            last = Some(p);
+        }
+        let mut remaining = blocks;
+        while let Some(first) = remaining.first() {
+            let plan = {
+                let n = self.node(cur);
+                match last {
+                    Some(h) if !n.tail_is(h) && n.edge_index.contains_key(&h) => ChildPlan::Interior,
+                    Some(h) if !n.tail_is(h) => ChildPlan::Stale(h),
+                    _ => match n.children.get(&first.tokens_hash) {
+                        Some(&c) => ChildPlan::Descend(c),
+                        None => ChildPlan::Missing,
+                    },
+                }
+            };
+            let child = match plan {
+                ChildPlan::Stale(h) => {
+                    cur = self.resolve(w, h, true).ok_or(StoreError::StaleParent)?;
+                    continue;
+                }
+                ChildPlan::Descend(c) => c,
+                ChildPlan::Interior | ChildPlan::Missing => {
+                    if let Some(h) = last {
+                        match self.at_parent(w, cur, h, remaining) {
+                            Some(ParentPlan::Done) => return Ok(()),
+                            Some(ParentPlan::SplitThenInsert) => continue,
+                            Some(ParentPlan::InsertFrom) | None => {}
+                        }
+                        let n = self.node(cur);
+                        if !n.internal && !n.edge.is_empty() && n.tail_is(h) && n.covers_pos(w, n.edge.len() - 1) {
+                            self.node_mut(cur).append_to_leaf(w, remaining);
+                            self.map_blocks(w, remaining, cur);
+                            return Ok(());
+                        }
+                    }
+                    let id = self.alloc(Node::for_blocks(remaining, w));
+                    let n = self.node_mut(cur);
+                    n.children.insert(first.tokens_hash, id);
+                    n.internal = true;
+                    self.map_blocks(w, remaining, id);
+                    return Ok(());
+                }
+            };
+            // `insert_into_child`.
+            let c = self.node(child);
+            let match_len = c.edge.iter().zip(remaining).take_while(|(e, b)| e.tokens_hash == b.tokens_hash).count();
+            let edge_len = c.edge.len();
+            if match_len < edge_len {
+                if match_len == remaining.len() {
+                    self.node_mut(child).cover_prefix(w, match_len);
+                    self.map_blocks(w, remaining, child);
+                    return Ok(());
+                }
+                let tail = &remaining[match_len..];
+                self.split(child, match_len);
+                let t = self.alloc(Node::for_blocks(tail, w));
+                let n = self.node_mut(child);
+                n.promote(w);
+                n.children.insert(tail[0].tokens_hash, t);
+                self.map_blocks(w, &remaining[..match_len], child);
+                self.map_blocks(w, tail, t);
+                return Ok(());
+            }
+            self.node_mut(child).promote(w);
+            self.map_blocks(w, &remaining[..edge_len], child);
+            last = Some(remaining[edge_len - 1].block_hash);
+            remaining = &remaining[edge_len..];
+            cur = child;
+        }
+        Ok(())
+    }
+
+    /// Applies a removal of `hashes` for worker `w` (unknown hashes are skipped).
+    pub fn remove(&mut self, w: WorkerKey, hashes: &[u64]) {
+        if !self.lookup.contains_key(&w) {
+            return;
+        }
+        let mut i = 0;
+        while let Some(&h) = hashes.get(i) {
+            match self.resolve(w, h, false) {
+                Some(node) => {
+                    let n = self.node(node);
+                    let end = i + 1 + hashes[i + 1..].iter().take_while(|x| n.edge_index.contains_key(x)).count();
+                    self.remove_group(w, node, &hashes[i..end]);
+                    i = end;
+                }
+                None => {
+                    self.unlook(w, h);
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    fn unlook(&mut self, w: WorkerKey, h: u64) {
+        if let Some(l) = self.lookup.get_mut(&w) {
+            l.remove(&h);
+        }
+    }
+
+    /// `remove_worker_for_hashes` on one node: the worker's coverage ends at the earliest of
+    /// `hashes`; a node left with no full worker loses its children.
+    fn remove_at(&mut self, w: WorkerKey, node: NodeId, hashes: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
+        let n = self.node_mut(node);
+        let mut min: Option<usize> = None;
+        let mut unmatched = Vec::new();
+        for h in hashes {
+            match n.edge_index.get(h) {
+                Some(&p) => min = Some(min.map_or(p, |m| m.min(p))),
+                None => unmatched.push(*h),
+            }
+        }
+        let pos = min?;
+        let cutoff = n.cutoff(w);
+        let stale = if pos >= cutoff {
+            vec![n.edge[pos].block_hash]
+        } else {
+            let stale = n.edge[pos..cutoff].iter().map(|b| b.block_hash).collect();
+            n.full.retain(|&f| f != w);
+            if pos == 0 {
+                n.cutoffs.remove(&w);
+            } else {
+                n.cutoffs.insert(w, pos);
+            }
+            stale
+        };
+        if n.full.is_empty() {
+            n.children.clear();
+        }
+        Some((stale, unmatched))
+    }
+
+    fn remove_group(&mut self, w: WorkerKey, node: NodeId, hashes: &[u64]) {
+        match self.remove_at(w, node, hashes) {
+            Some((stale, unmatched)) => {
+                for h in stale {
+                    self.unlook(w, h);
+                }
+                for h in unmatched {
+                    self.remove_one(w, h);
+                }
+            }
+            None => {
+                for &h in hashes {
+                    self.remove_one(w, h);
+                }
+            }
+        }
+    }
+
+    fn remove_one(&mut self, w: WorkerKey, h: u64) {
+        let Some(mut node) = self.resolve(w, h, false) else {
+            self.unlook(w, h);
+            return;
+        };
+        loop {
+            if let Some((stale, _)) = self.remove_at(w, node, &[h]) {
+                for s in stale {
+                    self.unlook(w, s);
+                }
+                return;
+            }
+            match self.find_in_subtree(node, h) {
+                Some(found) => {
+                    self.repair(h, found, false);
+                    node = found;
+                }
+                None => {
+                    self.unlook(w, h);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Takes every worker `matches` accepts off the tree (a clear of one rank, or a worker's
+    /// removal), cutting off the children of nodes left with no full worker.
+    pub fn erase(&mut self, matches: impl Fn(WorkerKey) -> bool) {
+        self.lookup.retain(|&w, _| !matches(w));
+        let mut queue: VecDeque<NodeId> = self.node(ROOT).children.values().copied().collect();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = queue.pop_front() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let n = self.node_mut(id);
+            let before = n.full.len() + n.cutoffs.len();
+            n.full.retain(|&w| !matches(w));
+            n.cutoffs.retain(|&w, _| !matches(w));
+            let removed = before != n.full.len() + n.cutoffs.len();
+            let children: Vec<NodeId> = n.children.values().copied().collect();
+            if removed && n.full.is_empty() {
+                n.children.clear();
+            }
+            queue.extend(children);
+        }
+    }
+
+    /// The blocks `/dump` lists for each worker: those it covers on nodes still reachable from
+    /// the root (through children that have workers or children of their own).
+    pub fn dump(&self) -> BTreeMap<WorkerKey, Vec<(Option<u64>, Block)>> {
+        let mut out: BTreeMap<WorkerKey, Vec<(Option<u64>, Block)>> = BTreeMap::new();
+        let mut queue: VecDeque<(NodeId, Option<u64>)> = VecDeque::from([(ROOT, None)]);
+        while let Some((id, parent)) = queue.pop_front() {
+            let n = self.node(id);
+            for &w in &n.full {
+                out.entry(w).or_default().extend(n.edge.iter().scan(parent, |p, b| Some((p.replace(b.block_hash), *b))));
+            }
+            for (&w, &c) in &n.cutoffs {
+                out.entry(w)
+                    .or_default()
+                    .extend(n.edge[..c].iter().scan(parent, |p, b| Some((p.replace(b.block_hash), *b))));
+            }
+            let tail = n.edge.last().map(|b| b.block_hash).or(parent);
+            for &c in n.children.values() {
+                let child = self.node(c);
+                if child.has_workers() || !child.children.is_empty() {
+                    queue.push_back((c, tail));
+                }
+            }
+        }
+        out
+    }
+
+    /// `find_matches`: per worker, the blocks of `tokens` (a request's tokens hashes, from the
+    /// root) the index would score.
+    pub fn find_matches(&self, tokens: &[u64]) -> Scores {
+        let mut scores = Scores::new();
+        let Some(mut next) = tokens.first().and_then(|t| self.node(ROOT).children.get(t).copied()) else { return scores };
+        let mut active: Vec<WorkerKey> = Vec::new();
+        let (mut depth, mut pos, mut first) = (0u32, 0usize, true);
+        loop {
+            let n = self.node(next);
+            let walk = n.edge.len().min(tokens.len() - pos);
+            let matched = 1 + (1..walk).take_while(|&i| n.edge[i].tokens_hash == tokens[pos + i]).count();
+            if first {
+                active = n.full.clone();
+                for (&w, &c) in &n.cutoffs {
+                    let k = c.min(matched);
+                    if k > 0 {
+                        scores.insert(w, k as u32);
+                    }
+                }
+                first = false;
+            } else if !n.cutoffs.is_empty() {
+                active.retain(|w| {
+                    if n.full.contains(w) {
+                        return true;
+                    }
+                    let k = n.cutoffs.get(w).map_or(0, |&c| c.min(matched));
+                    scores.insert(*w, depth + k as u32);
+                    false
+                });
+            } else if n.full.len() != active.len() {
+                active.retain(|w| {
+                    let keep = n.full.contains(w);
+                    if !keep {
+                        scores.insert(*w, depth);
+                    }
+                    keep
+                });
+            }
+            // (Otherwise the real walk checks nobody: as many full workers as active ones.)
+            if active.is_empty() {
+                break;
+            }
+            depth += matched as u32;
+            if matched < n.edge.len() || pos + matched >= tokens.len() {
+                break;
+            }
+            pos += matched;
+            match n.children.get(&tokens[pos]) {
+                Some(&c) => next = c,
+                None => break,
+            }
+        }
+        for w in active {
+            scores.insert(w, depth);
+        }
+        scores
+    }
+
+    /// Whether the worker's lookup still maps `hash` (a block the tree may hold where no walk
+    /// reaches it).
+    pub fn looked_up(&self, w: WorkerKey, hash: u64) -> bool {
+        self.lookup.get(&w).is_some_and(|l| l.contains_key(&hash))
+    }
+}

@@ -1,0 +1,15 @@
+//! What a KV router's index holds, modelled per router, and how it differs from what the
+//! engines hold.
+//!
+//! - [`dynamo`]: Dynamo 1.6.1's index (its standalone indexer and its router), fed
+//!   `RouterEvent`s: the device tier's compressed radix tree and the lower tiers' continuation
+//!   edges, with the rules of the real one (a store whose parent it does not hold is dropped
+//!   whole; a removal cuts the rest of its edge; scoring walks tokens hashes from the root).
+//!
+//! What it is not: a normalizer (which events reach the index is kvscope-normalize's verdict
+//! and kvscope-router's prediction of the relay), nor any I/O (it builds for
+//! `wasm32-unknown-unknown`; callers bring the events).
+
+pub mod dynamo;
+
+pub use dynamo::{DynamoIndex, StoreError, WorkerKey};
