@@ -6,10 +6,21 @@
 //!   edges, with the rules of the real one (a store whose parent it does not hold is dropped
 //!   whole; a removal cuts the rest of its edge; scoring walks tokens hashes from the root).
 //!
+//! - [`model`]: an [`IndexModel`] per policy, fed engine batches as that router's indexer is
+//!   fed them, beside the engines' [`truth`]; its [`IndexReport`] gives, per source and tier,
+//!   the blocks both hold, those only the engine holds and those only the router scores, each by
+//!   [`cause`], and the prefix tokens the router sees.
+//!
 //! What it is not: a normalizer (which events reach the index is kvscope-normalize's verdict
 //! and kvscope-router's prediction of the relay), nor any I/O (it builds for
 //! `wasm32-unknown-unknown`; callers bring the events).
 
+pub mod cause;
 pub mod dynamo;
+pub mod model;
+pub mod truth;
 
+pub use cause::{Missing, OrphanRoot, Stale};
 pub use dynamo::{DynamoIndex, StoreError, WorkerKey};
+pub use model::{ExitAt, IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSourceId, SourceIndex, TierCounts, worker_number};
+pub use truth::{Truth, TruthBlock};

@@ -261,6 +261,18 @@ impl Policy {
         log_style: LogStyle::Dynamo161,
     };
 
+    /// Not an indexer: what the engine itself holds, the truth an index is compared with
+    /// (kvscope-index). `fixed`'s medium table and group filter (a non-main attention group's
+    /// blocks are no prefix cache a router scores), but every store applied with every hash,
+    /// whatever its block size or tier. Not in [`Policy::PRESETS`]: no one runs it.
+    pub const ENGINE: Policy = Policy {
+        name: "engine",
+        about: "what the engine holds: fixed's medium table and group filter, every store applied with every hash",
+        offload_block_size_skip: false,
+        block_size_check: BlockSizeCheck::NeverFatal,
+        ..Policy::FIXED
+    };
+
     /// Every preset, in the order the UI lists them.
     pub const PRESETS: &'static [Policy] = &[Policy::FIXED, Policy::LEGACY, Policy::DYNAMO_1_6_1];
 

@@ -55,6 +55,9 @@ struct Node {
     children: HashMap<u64, NodeId>,
     /// Set once the node has had a child; never unset (the real tree's "sticky internal").
     internal: bool,
+    /// The node it was made under (the real tree keeps no such link; the model uses it to tell
+    /// a block's node still reachable from the root from one that was cut off).
+    parent: NodeId,
 }
 
 impl Node {
@@ -380,7 +383,7 @@ impl DeviceTree {
                             return Ok(());
                         }
                     }
-                    let id = self.alloc(Node::for_blocks(remaining, w));
+                    let id = self.alloc(Node { parent: cur, ..Node::for_blocks(remaining, w) });
                     let n = self.node_mut(cur);
                     n.children.insert(first.tokens_hash, id);
                     n.internal = true;
@@ -400,7 +403,7 @@ impl DeviceTree {
                 }
                 let tail = &remaining[match_len..];
                 self.split(child, match_len);
-                let t = self.alloc(Node::for_blocks(tail, w));
+                let t = self.alloc(Node { parent: child, ..Node::for_blocks(tail, w) });
                 let n = self.node_mut(child);
                 n.promote(w);
                 n.children.insert(tail[0].tokens_hash, t);
@@ -554,9 +557,7 @@ impl DeviceTree {
                 out.entry(w).or_default().extend(n.edge.iter().scan(parent, |p, b| Some((p.replace(b.block_hash), *b))));
             }
             for (&w, &c) in &n.cutoffs {
-                out.entry(w)
-                    .or_default()
-                    .extend(n.edge[..c].iter().scan(parent, |p, b| Some((p.replace(b.block_hash), *b))));
+                out.entry(w).or_default().extend(n.edge[..c].iter().scan(parent, |p, b| Some((p.replace(b.block_hash), *b))));
             }
             let tail = n.edge.last().map(|b| b.block_hash).or(parent);
             for &c in n.children.values() {
@@ -627,9 +628,24 @@ impl DeviceTree {
         scores
     }
 
-    /// Whether the worker's lookup still maps `hash` (a block the tree may hold where no walk
-    /// reaches it).
-    pub fn looked_up(&self, w: WorkerKey, hash: u64) -> bool {
-        self.lookup.get(&w).is_some_and(|l| l.contains_key(&hash))
+    /// Whether the worker holds `hash` where the root reaches it: what `/dump` lists for it.
+    pub fn holds(&self, w: WorkerKey, hash: u64) -> bool {
+        let Some(&node) = self.lookup.get(&w).and_then(|l| l.get(&hash)) else { return false };
+        let n = self.node(node);
+        let Some(&pos) = n.edge_index.get(&hash) else { return false };
+        n.covers_pos(w, pos) && self.reachable(node)
+    }
+
+    /// The node hangs from the root through children links, none of them cut.
+    fn reachable(&self, mut id: NodeId) -> bool {
+        while id != ROOT {
+            let n = self.node(id);
+            let Some(first) = n.edge.first() else { return false };
+            if self.node(n.parent).children.get(&first.tokens_hash) != Some(&id) {
+                return false;
+            }
+            id = n.parent;
+        }
+        true
     }
 }

@@ -1,0 +1,601 @@
+//! A router's index under one policy, fed as that router's indexer is fed, beside what the
+//! engines hold, with the cause of every difference.
+//!
+//! Per engine source, two predictions of each batch ([`kvscope_router::Predictor`] with the
+//! standalone indexer's listener feed):
+//!
+//! - under [`Policy::ENGINE`], what the engine itself holds: applied to the [`Truth`];
+//! - under the policy, what the indexer applies: fed to a [`DynamoIndex`], through the listener's
+//!   own rules. It never gets frames only kvscope's replay recovered (an indexer reading
+//!   `--workers` has no replay); it drops a batch whose seq is at or below the last one it
+//!   applied (an engine restart restarts the count, the index keeps its blocks); and under a
+//!   policy with fatal verdicts it exits on the first one and restarts empty, its listeners
+//!   joining late.
+//!
+//! As each event is applied, a block the engine holds and the index does not gets its
+//! [`Missing`] cause, and one the index holds after the engine evicted it its [`Stale`] cause;
+//! [`IndexModel::report`] compares the two block sets per worker, rank and tier and scores every
+//! chain the engine holds from its root as Dynamo's `find_matches` does.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
+use kvscope_router::{EventData, Predicted, Prediction, Predictor, RelayConfig, RouterEvent};
+use kvscope_wire::DecodeError;
+use serde::Serialize;
+
+use crate::cause::{Missing, OrphanRoot, Stale};
+use crate::dynamo::{Block, DynamoIndex, StoreError, WorkerKey, storage_tier};
+use crate::truth::Truth;
+
+/// What an [`IndexModel`] models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexConfig {
+    /// The indexer's `--block-size`.
+    pub block_size: u32,
+    /// The normalizer the indexer runs.
+    pub policy: Policy,
+    /// Blocks the engines' truth may hold, and nodes the index may make, before either stops
+    /// growing (and the report says so).
+    pub max_blocks: usize,
+}
+
+impl IndexConfig {
+    /// Blocks kept by default: a few hundred MB at most.
+    pub const DEFAULT_MAX_BLOCKS: usize = 2_000_000;
+
+    pub fn new(block_size: u32, policy: Policy) -> IndexConfig {
+        IndexConfig { block_size, policy, max_blocks: IndexConfig::DEFAULT_MAX_BLOCKS }
+    }
+}
+
+/// Index of a source in an [`IndexModel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IndexSourceId(pub u32);
+
+#[derive(Clone, Debug)]
+struct Source {
+    key: String,
+    worker_id: u64,
+    dp_rank: u32,
+    /// The indexer's listener: its normalizer (reset when the indexer restarts) and cursor.
+    listener: Predictor,
+    watermark: Option<u64>,
+    listened: bool,
+    joined_late: bool,
+    lost_frames: bool,
+    /// What the engine holds.
+    engine: Predictor,
+    last_seq: Option<u64>,
+    restarted: bool,
+    /// Every rank this source's batches named.
+    ranks: Vec<u32>,
+}
+
+impl Source {
+    fn keys(&self) -> impl Iterator<Item = WorkerKey> + '_ {
+        self.ranks.iter().map(|&r| (self.worker_id, r))
+    }
+}
+
+type BlockKey = (WorkerKey, StorageTier, u64);
+
+/// The index under one policy and the engines' truth.
+#[derive(Clone, Debug)]
+pub struct IndexModel {
+    config: IndexConfig,
+    index: DynamoIndex,
+    truth: Truth,
+    sources: Vec<Source>,
+    missing: HashMap<BlockKey, Missing>,
+    stale: HashMap<BlockKey, Stale>,
+    /// Why a worker's remaining router-only blocks are stale, when no event said more.
+    stale_fallback: HashMap<WorkerKey, Stale>,
+    exits: u64,
+    first_exit: Option<(String, u64)>,
+    refused_blocks: u64,
+    decode_errors: u64,
+}
+
+/// A Dynamo worker id for a kvscope worker id: the number itself when it is one (as Dynamo
+/// names workers), otherwise a stable hash of the name (only this model uses it).
+pub fn worker_number(worker_id: &str) -> u64 {
+    worker_id
+        .parse()
+        .unwrap_or_else(|_| worker_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)))
+}
+
+impl IndexModel {
+    pub fn new(config: IndexConfig) -> IndexModel {
+        IndexModel {
+            config,
+            index: DynamoIndex::new(),
+            truth: Truth::default(),
+            sources: Vec::new(),
+            missing: HashMap::new(),
+            stale: HashMap::new(),
+            stale_fallback: HashMap::new(),
+            exits: 0,
+            first_exit: None,
+            refused_blocks: 0,
+            decode_errors: 0,
+        }
+    }
+
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    pub fn index(&self) -> &DynamoIndex {
+        &self.index
+    }
+
+    pub fn truth(&self) -> &Truth {
+        &self.truth
+    }
+
+    fn listener(&self, worker_id: u64, dp_rank: u32) -> Predictor {
+        Predictor::new(RelayConfig::listener(worker_id, dp_rank, self.config.block_size, self.config.policy))
+    }
+
+    /// Adds an engine source (`key` as kvscope names it, `worker_id` as `--workers` does).
+    pub fn add_source(&mut self, key: &str, worker_id: &str, dp_rank: u32) -> IndexSourceId {
+        let worker = worker_number(worker_id);
+        let engine = Predictor::new(RelayConfig::listener(worker, dp_rank, self.config.block_size, Policy::ENGINE));
+        self.sources.push(Source {
+            key: key.to_owned(),
+            worker_id: worker,
+            dp_rank,
+            listener: self.listener(worker, dp_rank),
+            watermark: None,
+            listened: false,
+            joined_late: false,
+            lost_frames: false,
+            engine,
+            last_seq: None,
+            restarted: false,
+            ranks: vec![dp_rank],
+        });
+        IndexSourceId(self.sources.len() as u32 - 1)
+    }
+
+    /// One engine batch of a source, in relay order (`replayed`: it came from the engine's
+    /// replay socket). A payload that does not decode is counted and returned.
+    ///
+    /// # Panics
+    /// If `id` did not come from this model.
+    pub fn push(&mut self, id: IndexSourceId, seq: u64, payload: &[u8], replayed: bool) -> Result<(), DecodeError> {
+        let i = id.0 as usize;
+        let engine = match self.sources[i].engine.predict(seq, payload) {
+            Ok(p) => p,
+            Err(e) => {
+                self.decode_errors += 1;
+                return Err(e);
+            }
+        };
+        let s = &mut self.sources[i];
+        if s.last_seq.is_some_and(|l| seq < l) && !replayed {
+            s.restarted = true;
+            let keys: Vec<WorkerKey> = s.keys().collect();
+            for w in keys {
+                self.truth.clear(w);
+                self.missing.retain(|k, _| k.0 != w);
+                self.stale_fallback.insert(w, Stale::EngineRestarted);
+            }
+        }
+        let s = &mut self.sources[i];
+        s.last_seq = Some(seq);
+        // What the indexer's listener does with the frame.
+        let listened = if replayed {
+            Err(Missing::NotReceived)
+        } else if s.watermark.is_some_and(|w| seq <= w) {
+            Err(Missing::StaleSeq)
+        } else {
+            if !s.listened && seq > 0 {
+                s.joined_late = true;
+            }
+            if s.watermark.is_some_and(|w| seq > w + 1) {
+                s.lost_frames = true;
+            }
+            s.listened = true;
+            Ok(s.listener.predict(seq, payload).unwrap_or_default())
+        };
+        let decoded = listened.as_ref().is_ok_and(|p| {
+            !p.iter().all(|p| matches!(&p.outcome, Predicted::Dropped { label, .. } if *label == VerdictLabel::BatchDecodeRejected))
+        });
+        if decoded {
+            self.sources[i].watermark = Some(seq);
+        }
+        let mut exited = false;
+        for (n, truth) in engine.iter().enumerate() {
+            let policy = match &listened {
+                Ok(p) if !exited => p.get(n).map(Ok).unwrap_or(Err(Missing::NotReceived)),
+                Ok(_) => Err(Missing::IndexerExited),
+                Err(m) => Err(*m),
+            };
+            if let Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) = policy
+                && label.outcome() == Outcome::Fatal
+            {
+                self.exit(i, seq);
+                exited = true;
+            }
+            self.apply_event(i, truth, policy);
+        }
+        Ok(())
+    }
+
+    /// The indexer exits on a fatal verdict and restarts with nothing: an empty index, fresh
+    /// normalizers, listeners that join late.
+    fn exit(&mut self, source: usize, seq: u64) {
+        self.exits += 1;
+        if self.first_exit.is_none() {
+            self.first_exit = Some((self.sources[source].key.clone(), seq));
+        }
+        self.index = DynamoIndex::new();
+        self.stale.clear();
+        self.stale_fallback.clear();
+        for ((w, tier), set) in self.truth.sets() {
+            for &h in set.keys() {
+                self.missing.insert((*w, *tier, h), Missing::IndexerExited);
+            }
+        }
+        for i in 0..self.sources.len() {
+            let (w, r) = (self.sources[i].worker_id, self.sources[i].dp_rank);
+            let listener = self.listener(w, r);
+            let s = &mut self.sources[i];
+            s.listener = listener;
+            s.watermark = None;
+            s.listened = false;
+        }
+    }
+
+    /// Where the chain of a store whose parent the index lacks first broke.
+    fn orphan_root(&self, source: usize, w: WorkerKey, tier: StorageTier, parent: u64) -> OrphanRoot {
+        if let Some(m) = self.missing.get(&(w, tier, parent)) {
+            return m.as_orphan_root();
+        }
+        if self.truth.holds(w, tier, parent) {
+            return OrphanRoot::AfterCutOff;
+        }
+        let s = &self.sources[source];
+        if s.lost_frames {
+            OrphanRoot::LostFrames
+        } else if s.restarted {
+            OrphanRoot::EngineRestarted
+        } else if s.joined_late {
+            OrphanRoot::LateJoin
+        } else if self.exits > 0 {
+            OrphanRoot::IndexerExited
+        } else {
+            OrphanRoot::NeverAnnounced
+        }
+    }
+
+    fn holds(&self, w: WorkerKey, tier: StorageTier, h: u64) -> bool {
+        match tier {
+            StorageTier::Device => self.index.device().holds(w, h),
+            _ => self.index.lower(tier).is_some_and(|t| t.holds(w, h)),
+        }
+    }
+
+    /// One engine event: the truth's change, the index's, and the causes of what now differs.
+    fn apply_event(&mut self, source: usize, truth: &Prediction, policy: Result<&Prediction, Missing>) {
+        let Some(t) = truth.router_event() else {
+            // The engine's own filter (a non-main group, an ignored event): no prefix block.
+            self.apply_index(source, policy);
+            return;
+        };
+        let w = (t.worker_id, t.event.dp_rank);
+        if !self.sources[source].ranks.contains(&w.1) {
+            self.sources[source].ranks.push(w.1);
+        }
+        let Some(tier) = storage_tier(&t.storage_tier) else { return };
+        match &t.event.data {
+            EventData::Stored(s) => {
+                if self.truth.len() + s.blocks.len() > self.config.max_blocks {
+                    self.refused_blocks += s.blocks.len() as u64;
+                    return;
+                }
+                let blocks: Vec<Block> = s.blocks.iter().map(|b| Block { tokens_hash: b.tokens_hash, block_hash: b.block_hash }).collect();
+                self.truth.store(w, tier, s.parent_hash, &blocks);
+                let applied = self.apply_index(source, policy);
+                for (k, b) in blocks.iter().enumerate() {
+                    let key = (w, tier, b.block_hash);
+                    if self.holds(w, tier, b.block_hash) {
+                        self.missing.remove(&key);
+                        continue;
+                    }
+                    let cause = match (&applied, policy) {
+                        (_, Err(m)) => m,
+                        (_, Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. })) => Missing::Dropped(*label),
+                        (Some((_, Err(StoreError::ParentNotFound | StoreError::ParentNotCovered))), _) => {
+                            let parent = if k == 0 { s.parent_hash } else { Some(blocks[k - 1].block_hash) };
+                            match parent {
+                                Some(p) if k == 0 => Missing::Orphan(self.orphan_root(source, w, tier, p)),
+                                // A later block of a dropped store: an orphan of the same break.
+                                _ => match self.missing.get(&(w, tier, blocks[0].block_hash)) {
+                                    Some(m) => *m,
+                                    None => Missing::Orphan(OrphanRoot::NeverAnnounced),
+                                },
+                            }
+                        }
+                        (Some((_, Err(StoreError::StaleParent))), _) => Missing::ForeignEdge,
+                        (Some((e, Ok(()))), _) if !published(e, b.block_hash) => Missing::NotPublished,
+                        _ => Missing::CutOff,
+                    };
+                    self.missing.insert(key, cause);
+                }
+            }
+            EventData::Removed(r) => {
+                let held_before: Vec<bool> = r.block_hashes.iter().map(|&h| self.holds(w, tier, h)).collect();
+                self.apply_index(source, policy);
+                let removed = self.truth.remove(w, tier, &r.block_hashes);
+                for (h, still_held) in removed {
+                    let key = (w, tier, h);
+                    let was_held = r.block_hashes.iter().position(|&x| x == h).is_some_and(|i| held_before[i]);
+                    if still_held {
+                        if was_held && !self.holds(w, tier, h) {
+                            self.missing.insert(key, Missing::RemovedWhileHeld);
+                        }
+                        continue;
+                    }
+                    self.missing.remove(&key);
+                    if self.holds(w, tier, h) {
+                        let cause = match policy {
+                            Err(_) => Stale::RemovalStaleSeq,
+                            Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) => Stale::RemovalDropped(*label),
+                            Ok(Prediction { outcome: Predicted::HeldBack, .. }) => Stale::RemovalHeldBack,
+                            Ok(_) => Stale::Unremovable,
+                        };
+                        self.stale.insert(key, cause);
+                    }
+                }
+            }
+            EventData::Cleared => {
+                self.truth.clear(w);
+                self.missing.retain(|k, _| k.0 != w);
+                let cleared = matches!(self.apply_index(source, policy), Some((_, Ok(()))));
+                if !cleared {
+                    let cause = match policy {
+                        Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) => Stale::RemovalDropped(*label),
+                        _ => Stale::RemovalStaleSeq,
+                    };
+                    self.stale_fallback.insert(w, cause);
+                } else {
+                    self.stale_fallback.remove(&w);
+                }
+            }
+        }
+        self.stale.retain(|&(sw, st, h), _| sw != w || st != tier || !self.truth.holds(sw, st, h));
+    }
+
+    /// Applies the indexer's event, if it has one; returns it with the index's answer.
+    fn apply_index<'a>(
+        &mut self,
+        _source: usize,
+        policy: Result<&'a Prediction, Missing>,
+    ) -> Option<(&'a RouterEvent, Result<(), StoreError>)> {
+        let e = policy.ok()?.router_event()?;
+        if matches!(e.event.data, EventData::Stored(_)) && self.index.device().nodes() >= self.config.max_blocks {
+            self.refused_blocks += 1;
+            return None;
+        }
+        let r = self.index.apply(e);
+        Some((e, r))
+    }
+
+    /// Every source's and tier's comparison, and the fleet's.
+    pub fn report(&self) -> IndexReport {
+        let bs = u64::from(self.config.block_size);
+        let index = self.index.block_sets();
+        let mut owner: HashMap<WorkerKey, usize> = HashMap::new();
+        for (i, s) in self.sources.iter().enumerate() {
+            owner.insert((s.worker_id, s.dp_rank), i);
+        }
+        for (i, s) in self.sources.iter().enumerate() {
+            for k in s.keys() {
+                owner.entry(k).or_insert(i);
+            }
+        }
+        let mut per_source: Vec<IndexCounts> = vec![IndexCounts::default(); self.sources.len()];
+        let mut keys: Vec<(WorkerKey, StorageTier)> = self.truth.sets().map(|(k, _)| *k).chain(index.keys().copied()).collect();
+        keys.sort();
+        keys.dedup();
+        let empty = Default::default();
+        for (w, tier) in keys {
+            let Some(&src) = owner.get(&w) else { continue };
+            let truth = self.truth.set(w, tier);
+            let held = index.get(&(w, tier)).unwrap_or(&empty);
+            let mut t = TierCounts { engine_blocks: truth.len() as u64, router_blocks: held.len() as u64, ..TierCounts::default() };
+            for h in truth.keys() {
+                if held.contains(h) {
+                    t.both += 1;
+                } else {
+                    let cause = self.missing.get(&(w, tier, *h)).copied().unwrap_or(Missing::CutOff);
+                    *t.engine_only.entry(cause.label()).or_default() += 1;
+                }
+            }
+            for h in held.iter().filter(|h| !truth.contains_key(h)) {
+                let cause = self.stale.get(&(w, tier, *h)).or(self.stale_fallback.get(&w)).copied().unwrap_or(Stale::NeverAnnounced);
+                *t.router_only.entry(cause.label()).or_default() += 1;
+            }
+            let c = &mut per_source[src];
+            if tier == StorageTier::Device {
+                c.engine_prefix_tokens += truth.len() as u64 * bs;
+                c.visible_prefix_tokens += self.visible_blocks(w, &truth) * bs;
+                c.phantom_tokens += held.iter().filter(|h| !truth.contains_key(h)).count() as u64 * bs;
+            }
+            c.add_tier(tier, &t);
+        }
+        let mut totals = IndexCounts::default();
+        let sources = self
+            .sources
+            .iter()
+            .zip(per_source)
+            .map(|(s, counts)| {
+                totals.merge(&counts);
+                SourceIndex { key: s.key.clone(), counts }
+            })
+            .collect();
+        IndexReport {
+            policy: self.config.policy.name,
+            block_size: self.config.block_size,
+            sources,
+            totals,
+            indexer_exits: self.exits,
+            first_exit: self.first_exit.clone().map(|(source, seq)| ExitAt { source, seq }),
+            refused_blocks: self.refused_blocks,
+            decode_errors: self.decode_errors,
+        }
+    }
+
+    /// Of the worker's device blocks, those a request for their chain would be scored for: the
+    /// chains from the engine's roots, walked as Dynamo's `find_matches` walks them (a chain
+    /// that starts below a block the engine never announced scores nothing).
+    fn visible_blocks(&self, w: WorkerKey, truth: &BTreeMap<u64, crate::truth::TruthBlock>) -> u64 {
+        let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
+        let mut roots = Vec::new();
+        for (&h, b) in truth {
+            match b.parent {
+                None => roots.push(h),
+                Some(p) if truth.contains_key(&p) => children.entry(p).or_default().push(h),
+                Some(_) => {}
+            }
+        }
+        let mut visible = 0u64;
+        // Depth-first, one find_matches per leaf; a block is visible when some chain through it
+        // scores past it (each block lies on one chain from its root, so counting per leaf and
+        // keeping the deepest score per block is exact).
+        let mut scored: HashMap<u64, bool> = HashMap::new();
+        let mut stack: Vec<(u64, Vec<u64>, Vec<u64>)> = roots.into_iter().map(|r| (r, Vec::new(), Vec::new())).collect();
+        while let Some((h, mut hashes, mut tokens)) = stack.pop() {
+            hashes.push(h);
+            tokens.push(truth[&h].tokens_hash);
+            match children.get(&h) {
+                Some(kids) => {
+                    for &k in kids {
+                        stack.push((k, hashes.clone(), tokens.clone()));
+                    }
+                }
+                None => {
+                    let depth = self.index.find_matches(&tokens).get(&w).copied().unwrap_or(0) as usize;
+                    for (i, b) in hashes.iter().enumerate() {
+                        let v = scored.entry(*b).or_insert(false);
+                        *v |= i < depth;
+                    }
+                }
+            }
+        }
+        visible += scored.values().filter(|v| **v).count() as u64;
+        visible
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.index.approx_bytes() + self.truth.approx_bytes() + (self.missing.capacity() + self.stale.capacity()) * 40
+    }
+}
+
+fn published(e: &RouterEvent, h: u64) -> bool {
+    matches!(&e.event.data, EventData::Stored(s) if s.blocks.iter().any(|b| b.block_hash == h))
+}
+
+/// One tier's comparison.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TierCounts {
+    /// Blocks the engine holds.
+    pub engine_blocks: u64,
+    /// Blocks the router's index holds (what its `/dump` lists).
+    pub router_blocks: u64,
+    pub both: u64,
+    /// Blocks the engine holds that the router cannot score, by cause ([`Missing::label`]).
+    pub engine_only: BTreeMap<String, u64>,
+    /// Blocks the router scores that the engine no longer holds, by cause ([`Stale::label`]).
+    pub router_only: BTreeMap<String, u64>,
+}
+
+impl TierCounts {
+    fn merge(&mut self, o: &TierCounts) {
+        self.engine_blocks += o.engine_blocks;
+        self.router_blocks += o.router_blocks;
+        self.both += o.both;
+        for (k, n) in &o.engine_only {
+            *self.engine_only.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &o.router_only {
+            *self.router_only.entry(k.clone()).or_default() += n;
+        }
+    }
+}
+
+/// A source's (or the fleet's) index against its engine: `check --json`'s `"index"` object.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IndexCounts {
+    #[serde(flatten)]
+    pub blocks: TierCounts,
+    /// Device-tier tokens the engine holds in its prefix cache.
+    pub engine_prefix_tokens: u64,
+    /// Of those, the tokens a router's `find_matches` would score: the blocks of the engine's
+    /// chains, from their roots, that the index holds without a break above them.
+    pub visible_prefix_tokens: u64,
+    /// Device-tier tokens the router would score that the engine no longer holds.
+    pub phantom_tokens: u64,
+    /// The same counts per tier (`device`, `host_pinned`, `disk`, `external`).
+    pub tiers: BTreeMap<&'static str, TierCounts>,
+}
+
+impl IndexCounts {
+    fn add_tier(&mut self, tier: StorageTier, t: &TierCounts) {
+        self.blocks.merge(t);
+        self.tiers.entry(tier.label()).or_default().merge(t);
+    }
+
+    pub fn merge(&mut self, o: &IndexCounts) {
+        self.blocks.merge(&o.blocks);
+        self.engine_prefix_tokens += o.engine_prefix_tokens;
+        self.visible_prefix_tokens += o.visible_prefix_tokens;
+        self.phantom_tokens += o.phantom_tokens;
+        for (k, t) in &o.tiers {
+            self.tiers.entry(k).or_default().merge(t);
+        }
+    }
+
+    /// The share of the engine's cached prefix tokens the router sees (1 when it holds none).
+    pub fn visible_share(&self) -> f64 {
+        if self.engine_prefix_tokens == 0 { 1.0 } else { self.visible_prefix_tokens as f64 / self.engine_prefix_tokens as f64 }
+    }
+
+    /// The index and the engine hold the same blocks everywhere.
+    pub fn is_aligned(&self) -> bool {
+        self.blocks.engine_only.is_empty() && self.blocks.router_only.is_empty()
+    }
+}
+
+/// One engine source's comparison.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceIndex {
+    pub key: String,
+    pub counts: IndexCounts,
+}
+
+/// Where the indexer first exited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExitAt {
+    pub source: String,
+    pub seq: u64,
+}
+
+/// Everything an [`IndexModel`] compared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IndexReport {
+    pub policy: &'static str,
+    pub block_size: u32,
+    pub sources: Vec<SourceIndex>,
+    pub totals: IndexCounts,
+    /// Times the indexer exited on a fatal verdict (and restarted empty).
+    pub indexer_exits: u64,
+    pub first_exit: Option<ExitAt>,
+    /// Blocks not modelled because [`IndexConfig::max_blocks`] was reached.
+    pub refused_blocks: u64,
+    /// Engine payloads that did not decode (nothing modelled for them).
+    pub decode_errors: u64,
+}
