@@ -22,5 +22,7 @@ pub mod truth;
 
 pub use cause::{Missing, OrphanRoot, Stale};
 pub use dynamo::{DynamoIndex, StoreError, WorkerKey};
-pub use model::{ExitAt, IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSourceId, SourceIndex, TierCounts, worker_number};
+pub use model::{
+    ExitAt, IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSourceId, SourceIndex, TierCounts, percent, worker_number,
+};
 pub use truth::{Truth, TruthBlock};

@@ -568,6 +568,38 @@ impl IndexCounts {
     pub fn is_aligned(&self) -> bool {
         self.blocks.engine_only.is_empty() && self.blocks.router_only.is_empty()
     }
+
+    /// "the router sees 1,024 of 2,048 cached prefix tokens (50%), 0 phantom": the cost, in
+    /// the router's terms. `number` formats a count (the page groups digits).
+    pub fn cost_words(&self, number: impl Fn(u64) -> String) -> String {
+        format!(
+            "the router sees {} of {} cached prefix tokens ({}), {} phantom",
+            number(self.visible_prefix_tokens),
+            number(self.engine_prefix_tokens),
+            percent(self.visible_share()),
+            number(self.phantom_tokens)
+        )
+    }
+
+    /// "engine 23 blocks, router 16, both 16; engine only: orphan:late_join 7; router only:
+    /// removal_dropped:unknown_medium 2": the blocks, by cause.
+    pub fn blocks_words(&self, number: impl Fn(u64) -> String) -> String {
+        let b = &self.blocks;
+        let mut out = format!("engine {} blocks, router {}, both {}", number(b.engine_blocks), number(b.router_blocks), number(b.both));
+        for (name, causes) in [("engine only", &b.engine_only), ("router only", &b.router_only)] {
+            if !causes.is_empty() {
+                let parts: Vec<String> = causes.iter().map(|(c, n)| format!("{c} {}", number(*n))).collect();
+                out.push_str(&format!("; {name}: {}", parts.join(", ")));
+            }
+        }
+        out
+    }
+}
+
+/// "50%", "3%", "0.4%": a share as the page and the CLI print it.
+pub fn percent(share: f64) -> String {
+    let p = share * 100.0;
+    if p > 0.0 && p < 1.0 { format!("{p:.1}%") } else { format!("{p:.0}%") }
 }
 
 /// One engine source's comparison.

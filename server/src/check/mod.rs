@@ -15,6 +15,7 @@
 use std::path::Path;
 
 use bytes::Bytes;
+use kvscope_index::{IndexConfig, IndexCounts, IndexModel, IndexSourceId};
 use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_router::{Reconciler, ReconcilerConfig, RouterReport, RouterSourceId};
 
@@ -23,7 +24,7 @@ use kvscope_protocol as proto;
 mod report;
 mod table;
 
-pub use report::{CheckReport, FatalSummary, PlaneReport, RouterSection, SourceCounts, SourceReport, Totals};
+pub use report::{CheckReport, FatalSummary, IndexSection, PlaneReport, RouterSection, SourceCounts, SourceReport, Totals};
 pub use table::render as table;
 
 use crate::capture;
@@ -44,20 +45,21 @@ pub struct CheckOptions {
     pub stream: StreamOptions,
 }
 
-/// Keeps the engine batches a pipeline relays (seq, payload), for the reconciler.
+/// Keeps the engine batches a pipeline relays (seq, payload, replayed), for the reconciler and
+/// the index model.
 #[derive(Debug, Default)]
-struct Relayed(Vec<(u64, Vec<u8>)>);
+struct Relayed(Vec<(u64, Vec<u8>, bool)>);
 
 impl Output for Relayed {
     fn frame(&mut self, f: &proto::Frame, _: &[Bytes]) {
-        self.0.push((f.seq, f.payload.clone()));
+        self.0.push((f.seq, f.payload.clone(), f.replayed));
     }
     fn frame_error(&mut self, _: &proto::FrameError, _: &[Bytes]) {}
     fn status(&mut self, _: &proto::SourceStatus) {}
 }
 
 enum Fed {
-    Engine(Box<Pipeline<Relayed>>, Option<RouterSourceId>),
+    Engine(Box<Pipeline<Relayed>>, Option<RouterSourceId>, IndexSourceId),
     Plane(Box<PlanePipeline<NoOutput>>),
 }
 
@@ -68,6 +70,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let infos = reader.header().sources.clone();
     let any_plane = infos.iter().any(|i| i.kind == proto::SourceKind::EventPlane);
     let mut reconciler = any_plane.then(|| Reconciler::new(ReconcilerConfig::default()));
+    let mut index = IndexModel::new(IndexConfig::new(opts.block_size, opts.policy));
     let mut pipelines: Vec<Fed> = infos
         .iter()
         .map(|info| match info.kind {
@@ -75,7 +78,8 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                 let classifier = Classifier::new(&info.worker_id, info.dp_rank, opts.block_size, &[opts.policy], None);
                 let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
                 let id = reconciler.as_mut().zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
-                Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id)
+                let indexed = index.add_source(&info.key, &info.worker_id, info.dp_rank);
+                Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id, indexed)
             }
             proto::SourceKind::EventPlane => Fed::Plane(Box::new(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))),
         })
@@ -91,13 +95,15 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
         };
         let before = totals_of(fed);
         match fed {
-            Fed::Engine(p, id) => {
+            Fed::Engine(p, id, indexed) => {
                 p.capture_record(frames, record.recv_time_nanos, record.replayed);
-                for (seq, payload) in p.output.0.drain(..) {
+                for (seq, payload, replayed) in p.output.0.drain(..) {
                     if let (Some(r), Some(id)) = (reconciler.as_mut(), *id) {
                         // A payload that does not decode is counted (engine_decode_errors).
                         let _ = r.push_engine(id, seq, &payload);
                     }
+                    // Counted by the model too (it has nothing to apply).
+                    let _ = index.push(*indexed, seq, &payload, replayed);
                 }
             }
             Fed::Plane(p) => {
@@ -122,12 +128,13 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
         r.report()
     });
 
+    let index = index.report();
     let mut sources = Vec::new();
     let mut event_planes = Vec::new();
     let mut totals = Totals::default();
     for (info, fed) in infos.iter().zip(&pipelines) {
-        let (p, router_id) = match fed {
-            Fed::Engine(p, id) => (p, *id),
+        let (p, router_id, indexed) = match fed {
+            Fed::Engine(p, id, indexed) => (p, *id, *indexed),
             Fed::Plane(p) => {
                 event_planes.push(plane_report(info, p));
                 continue;
@@ -137,15 +144,17 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
             return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
         };
         let reconciled = router.as_ref().zip(router_id).and_then(|(r, id)| r.sources.get(id.0 as usize));
-        let source = source_report(info, p.counters(), classifier, reconciled);
+        let mut source = source_report(info, p.counters(), classifier, reconciled);
+        source.index = index.sources.get(indexed.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
         totals.add(&source);
         sources.push(source);
     }
     totals.router = router.as_ref().map(|r| r.totals.clone());
+    totals.index = index.totals.clone();
     let keys: Vec<String> = infos.iter().map(|i| i.key.clone()).collect();
     let finals: Vec<exit::Totals> = pipelines.iter().map(totals_of).collect();
     let fleet = fleet_exit.report(&keys, &finals, |i| {
-        let Fed::Engine(p, _) = pipelines.get(i)? else { return None };
+        let Fed::Engine(p, ..) = pipelines.get(i)? else { return None };
         let (normalizer, id) = p.classifier()?.normalizer(0);
         normalizer.counters(id).first_fatal.as_ref().map(|l| (l.seq, l.event_index, l.text.clone()))
     });
@@ -167,6 +176,12 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
         totals,
         fleet,
         truncated: reader.truncated().map(|t| format!("{}: {t}", path.display())),
+        index: IndexSection {
+            policy: index.policy,
+            indexer_exits: index.indexer_exits,
+            first_exit: index.first_exit,
+            refused_blocks: index.refused_blocks,
+        },
     })
 }
 
@@ -206,12 +221,13 @@ fn source_report(
         fatal: FatalSummary { count: c.fatal_count, first_seq: first.map(|l| l.seq), first_error: first.map(|l| l.text.clone()) },
         router: reconciled.map(|s| s.router.clone()),
         router_differences: reconciled.map(|s| s.differences.clone()),
+        index: IndexCounts::default(),
     }
 }
 
 /// An engine source's running event and fatal totals (zero for an event plane).
 fn totals_of(p: &Fed) -> exit::Totals {
-    let Fed::Engine(p, _) = p else { return exit::Totals::default() };
+    let Fed::Engine(p, ..) = p else { return exit::Totals::default() };
     let Some(c) = p.classifier() else { return exit::Totals::default() };
     let (normalizer, id) = c.normalizer(0);
     let counters = normalizer.counters(id);

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use kvscope_index::IndexCounts;
 use kvscope_normalize::VerdictLabel;
 use kvscope_router::{Difference, PublisherCounts, RouterCounts, UnknownWorker};
 use serde::Serialize;
@@ -24,6 +25,21 @@ pub struct CheckReport {
     pub fleet: FleetReport,
     /// Why the capture ended early, when it did.
     pub truncated: Option<String>,
+    /// The router's index under `policy` (kvscope-index): how the model ran.
+    pub index: IndexSection,
+}
+
+/// How the index model of the checked policy ran (`"index"` at the top level; the counts are
+/// per source and in the totals).
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexSection {
+    /// The indexer modelled: Dynamo's standalone indexer running this policy's normalizer.
+    pub policy: &'static str,
+    /// Times it exited on a fatal verdict and restarted empty.
+    pub indexer_exits: u64,
+    pub first_exit: Option<kvscope_index::ExitAt>,
+    /// Blocks not modelled: the model's bound was reached.
+    pub refused_blocks: u64,
 }
 
 /// One engine source.
@@ -41,6 +57,8 @@ pub struct SourceReport {
     /// The first differences, when the source was reconciled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router_differences: Option<Vec<Difference>>,
+    /// What the router's index under `policy` holds against what the engine holds.
+    pub index: IndexCounts,
 }
 
 /// What a source and the totals count alike.
@@ -103,6 +121,7 @@ pub struct Totals {
     pub counts: SourceCounts,
     pub fatal: FatalCount,
     pub router: Option<RouterCounts>,
+    pub index: IndexCounts,
 }
 
 impl Totals {
@@ -150,5 +169,11 @@ impl CheckReport {
     /// Whether the reconciliation found anything but matches (`--fail-on-router-mismatch`).
     pub fn router_mismatch(&self) -> bool {
         self.router.as_ref().is_some_and(|r| !r.clean)
+    }
+
+    /// Whether the router's index differs from what the engines hold anywhere
+    /// (`--fail-on-index-divergence`).
+    pub fn index_divergence(&self) -> bool {
+        !self.totals.index.is_aligned()
     }
 }

@@ -18,11 +18,16 @@ pub fn render(r: &CheckReport) -> String {
     let mut table = row(HEADER.map(str::to_owned), "first fatal");
     let mut notes = Vec::new();
     let mut router_lines = Vec::new();
+    let mut index_lines = Vec::new();
     for s in &r.sources {
         match &s.router {
             Some(c) => router_lines.push(crate::router::table_line(&s.key, c)),
             None if r.router.is_some() => notes.push(crate::router::not_reconciled_note(&s.key, &s.worker_id)),
             None => {}
+        }
+        if s.index.blocks.engine_blocks + s.index.blocks.router_blocks > 0 {
+            let n = |n: u64| n.to_string();
+            index_lines.push(format!("  {}: index: {}; {}", s.key, s.index.blocks_words(n), s.index.cost_words(n)));
         }
         let c = &s.counts;
         let a = |t: &str| c.applied.get(t).copied().unwrap_or(0).to_string();
@@ -52,7 +57,7 @@ pub fn render(r: &CheckReport) -> String {
             notes.push(format!("  {text}"));
         }
     }
-    for block in [router_lines, notes] {
+    for block in [router_lines, index_lines, notes] {
         if !block.is_empty() {
             table.push('\n');
             table.push_str(&block.join("\n"));
@@ -79,6 +84,19 @@ pub fn render(r: &CheckReport) -> String {
             first.utc,
             r.fleet.fatal_after_first_fatal,
             r.fleet.events_after_first_fatal,
+        ));
+    }
+    let i = &r.totals.index;
+    table.push_str(&format!(
+        "the router's index under {} (Dynamo 1.6.1's, modelled): {}{}\n",
+        r.index.policy,
+        i.cost_words(|n| n.to_string()),
+        if i.is_aligned() { "; it holds what the engines hold" } else { "; it differs from what the engines hold" },
+    ));
+    if let Some(first) = &r.index.first_exit {
+        table.push_str(&format!(
+            "the indexer exited {} times on fatal verdicts (first at {} seq {}) and restarted with an empty index each time\n",
+            r.index.indexer_exits, first.source, first.seq
         ));
     }
     if let Some(router) = &r.router {

@@ -338,6 +338,12 @@ pub struct CheckArgs {
     /// fatal verdict still exits 3 first.
     #[arg(long)]
     pub fail_on_router_mismatch: bool,
+    /// Exit 5 when the router's index differs from what the engines hold: blocks the router
+    /// cannot score, or blocks it scores that the engines evicted (the modelled index under
+    /// --policy, and any recorded --router-index dump). A fatal verdict still exits 3 first,
+    /// a router mismatch (with --fail-on-router-mismatch) 4.
+    #[arg(long)]
+    pub fail_on_index_divergence: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -9,7 +9,7 @@ use kvscope_normalize::Policy;
 use kvscope_protocol as proto;
 
 use super::args::*;
-use super::{EXIT_FATAL, EXIT_ROUTER_MISMATCH, failure, usage};
+use super::{EXIT_FATAL, EXIT_INDEX_DIVERGENCE, EXIT_ROUTER_MISMATCH, failure, usage};
 use crate::app::{App, AppConfig, Feed};
 use crate::demo::relay::{DEMO_SUBJECT, DemoPlane};
 use crate::demo::{Fleet, FleetOptions, Scenario, payload::Release};
@@ -368,6 +368,8 @@ pub(super) fn check(args: CheckArgs) -> ExitCode {
         ExitCode::from(EXIT_FATAL)
     } else if args.fail_on_router_mismatch && report.router_mismatch() {
         ExitCode::from(EXIT_ROUTER_MISMATCH)
+    } else if args.fail_on_index_divergence && report.index_divergence() {
+        ExitCode::from(EXIT_INDEX_DIVERGENCE)
     } else {
         ExitCode::SUCCESS
     }

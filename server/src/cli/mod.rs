@@ -4,7 +4,9 @@
 //! Exit status: 0 fine, 1 a runtime failure (a port in use, a file that cannot be read), 2 a
 //! usage error (clap's own, and ours: a bad `--workers`, listening beyond loopback without a
 //! token), 3 `check` found a fatal verdict, 4 `check --fail-on-router-mismatch` found the
-//! router's view (the event plane) differing from what the relays should have published.
+//! router's view (the event plane) differing from what the relays should have published, 5
+//! `check --fail-on-index-divergence` found the router's index differing from what the engines
+//! hold.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -22,6 +24,9 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_FATAL: u8 = 3;
 /// Exit status of `check --fail-on-router-mismatch` when the reconciliation is not clean.
 pub const EXIT_ROUTER_MISMATCH: u8 = 4;
+/// Exit status of `check --fail-on-index-divergence` when the router's index (modelled, or read
+/// from a recorded dump) differs from what the engines hold.
+pub const EXIT_INDEX_DIVERGENCE: u8 = 5;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,7 +34,8 @@ pub const EXIT_ROUTER_MISMATCH: u8 = 4;
     version,
     about = "See what LLM engines' KV-cache event streams contain and what a KV router's normalizer does with each event.",
     after_help = "Exit status: 0 fine, 1 runtime failure, 2 usage error, 3 `check` found a fatal verdict,\n\
-                  4 `check --fail-on-router-mismatch` found the event plane differing from the prediction.\n\
+                  4 `check --fail-on-router-mismatch` found the event plane differing from the prediction,\n\
+                  5 `check --fail-on-index-divergence` found the router's index differing from the engines.\n\
                   Logs go to stderr; set KVSCOPE_LOG (e.g. KVSCOPE_LOG=debug) for more."
 )]
 pub struct Cli {
