@@ -21,11 +21,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use kvscope::app::{App, AppConfig, Feed};
-use kvscope::http::HttpConfig;
-use kvscope::intake::IntakeOptions;
 use kvscope::plane::PlaneSource;
 use kvscope::sources::Source;
-use kvscope_normalize::Policy;
 use kvscope_protocol as proto;
 use kvscope_router::{Predictor, RelayConfig};
 use tokio_tungstenite::tungstenite::Message;
@@ -101,22 +98,11 @@ async fn nats_baseline(url: &str, bodies: &[bytes::Bytes]) -> (u64, f64) {
 }
 
 async fn through_kvscope(url: &str, bodies: &[bytes::Bytes]) -> (u64, f64) {
-    let config = AppConfig {
-        sources: vec![Source { worker_id: "42".into(), dp_rank: 0, endpoint: "tcp://127.0.0.1:9".into(), replay_endpoint: None }],
-        planes: vec![PlaneSource::parse(url, None).unwrap()],
-        mode: proto::ServerMode::Live,
-        mode_detail: "bench".into(),
-        block_size: 16,
-        policy_a: Policy::LEGACY,
-        policy_b: Policy::FIXED,
-        relay_policy: Policy::DYNAMO_1_6_1,
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: HttpConfig::loopback(65536),
-        history_bytes: 64 << 20,
-        client_queue_bytes: 64 << 20,
-        record: None,
-        intake: IntakeOptions::default(),
-    };
+    let config = AppConfig::loopback(
+        vec![Source { worker_id: "42".into(), dp_rank: 0, endpoint: "tcp://127.0.0.1:9".into(), replay_endpoint: None }],
+        vec![PlaneSource::parse(url, None).unwrap()],
+        64 << 20,
+    );
     let app = App::start(config, Feed::Live).await.unwrap();
     let key = format!("plane:{url}");
     let connected = app.metrics.connected.get_or_create(&kvscope::metrics::SourceLabels { source: key }).clone();

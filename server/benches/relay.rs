@@ -28,10 +28,7 @@ use futures_util::StreamExt;
 use kvscope::app::{App, AppConfig, Feed};
 use kvscope::demo::engine::Engine;
 use kvscope::demo::payload::{Batch, Hash, Release, Stored, encode_batch};
-use kvscope::http::HttpConfig;
-use kvscope::intake::IntakeOptions;
 use kvscope::sources::Source;
-use kvscope_normalize::Policy;
 use kvscope_protocol as proto;
 use tokio_tungstenite::tungstenite::Message;
 use zeromq::{Socket, SocketRecv, SubSocket};
@@ -154,22 +151,11 @@ async fn raw_zmq(payload: &Bytes, n: u64, rate: f64) -> (Received, f64) {
 /// Through kvscope: XPUB -> server (SUB, classify, relay) -> `clients` WebSockets.
 async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Received>, f64) {
     let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
-    let config = AppConfig {
-        planes: Vec::new(),
-        sources: vec![Source { worker_id: "0".into(), dp_rank: 0, endpoint: engine.endpoint.clone(), replay_endpoint: None }],
-        mode: proto::ServerMode::Live,
-        mode_detail: "bench".into(),
-        block_size: 16,
-        policy_a: Policy::LEGACY,
-        relay_policy: Policy::DYNAMO_1_6_1,
-        policy_b: Policy::FIXED,
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: HttpConfig::loopback(65536),
-        history_bytes: 64 << 20,
-        client_queue_bytes: 16 << 20,
-        record: None,
-        intake: IntakeOptions::default(),
-    };
+    let config = AppConfig::loopback(
+        vec![Source { worker_id: "0".into(), dp_rank: 0, endpoint: engine.endpoint.clone(), replay_endpoint: None }],
+        Vec::new(),
+        16 << 20,
+    );
     let app = App::start(config, Feed::Live).await.unwrap();
     let url = format!("ws://{}/ws", app.addr.unwrap());
     engine.wait_subscribers(1).await;

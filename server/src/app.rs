@@ -21,6 +21,7 @@ use crate::intake::{self, IntakeOptions, RelayOutput};
 use crate::metrics::Metrics;
 use crate::plane::{PlaneKind, PlanePipeline, PlaneSource};
 use crate::relay::{Hub, HubConfig};
+use crate::router_index::{PollOptions, RouterIndexSource};
 use crate::sources::Source;
 use crate::stream::Pipeline;
 use crate::time::unix_nanos;
@@ -47,6 +48,34 @@ pub struct AppConfig {
     /// Capture file and the note for its header.
     pub record: Option<(PathBuf, String)>,
     pub intake: IntakeOptions,
+    /// Real router indexes to read (`--router-index`), and how.
+    pub router_indexes: Vec<RouterIndexSource>,
+    pub router_index_poll: PollOptions,
+}
+
+impl AppConfig {
+    /// A server on a free loopback port with default bounds, for benchmarks: `fixed` beside
+    /// `legacy`, block size 16, no recording, no router index.
+    pub fn loopback(sources: Vec<Source>, planes: Vec<PlaneSource>, client_queue_bytes: usize) -> AppConfig {
+        AppConfig {
+            sources,
+            planes,
+            mode: proto::ServerMode::Live,
+            mode_detail: "bench".into(),
+            block_size: 16,
+            policy_a: Policy::LEGACY,
+            policy_b: Policy::FIXED,
+            relay_policy: Policy::DYNAMO_1_6_1,
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            http: HttpConfig::loopback(65536),
+            history_bytes: 64 << 20,
+            client_queue_bytes,
+            record: None,
+            intake: IntakeOptions::default(),
+            router_indexes: Vec::new(),
+            router_index_poll: PollOptions::default(),
+        }
+    }
 }
 
 /// Where frames come from.
@@ -139,9 +168,14 @@ impl App {
             None => (None, None),
         };
 
+        let first_index = infos.len() as u32;
+        let index_infos: Vec<proto::SourceInfo> =
+            config.router_indexes.iter().enumerate().map(|(i, r)| r.info(first_index + i as u32)).collect();
         let (recorder, writer) = match &config.record {
             Some((path, note)) => {
-                let header = capture::header(infos.clone(), Some(note.clone()));
+                // Router-index reads are in the capture, not in the hello: the page has no use
+                // for whole dumps every few seconds.
+                let header = capture::header(infos.iter().chain(&index_infos).cloned().collect(), Some(note.clone()));
                 let (hub, metrics) = (hub.clone(), metrics.clone());
                 let sink: capture::StatusSink = Arc::new(move |status: &proto::RecordingStatus| {
                     metrics.recording_status(status);
@@ -155,18 +189,34 @@ impl App {
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (done_tx, feed_done) = watch::channel(false);
-        // The live reconciliation, when there is an event plane to reconcile and /metrics to show it.
-        let live = (!config.planes.is_empty() && config.listen.is_some()).then(|| {
-            let engines: Vec<(String, String, u32)> =
-                infos[..num_engines].iter().map(|i| (i.key.clone(), i.worker_id.clone(), i.dp_rank)).collect();
-            crate::router::start_live(&engines, config.block_size, config.relay_policy, metrics.clone(), shutdown_rx.clone())
+        // The router's side live, for /metrics: the reconciliation with an event plane, and the
+        // router's index modelled under each policy (and compared with a real one).
+        let (dumps_tx, dumps_rx) = match config.router_indexes.is_empty() {
+            true => (None, None),
+            false => {
+                let (tx, rx) = tokio::sync::mpsc::channel(4);
+                (Some(tx), Some(rx))
+            }
+        };
+        let live = config.listen.is_some().then(|| {
+            let mut index_policies = policies(config.policy_a, config.policy_b);
+            if !config.router_indexes.is_empty() && !index_policies.contains(&Policy::DYNAMO_1_6_1) {
+                index_policies.push(Policy::DYNAMO_1_6_1);
+            }
+            let live = crate::router::LiveConfig {
+                engines: infos[..num_engines].iter().map(|i| (i.key.clone(), i.worker_id.clone(), i.dp_rank)).collect(),
+                block_size: config.block_size,
+                reconcile: (!config.planes.is_empty()).then_some(config.relay_policy),
+                index_policies,
+                dumps: dumps_rx,
+            };
+            crate::router::start_live(live, metrics.clone(), shutdown_rx.clone())
         });
         let engine_tap = |index: u32| {
             let live = live.as_ref()?;
-            let source = *live.engines.get(&(index as usize))?;
-            Some(crate::router::EngineTap { tap: live.tap.clone(), source })
+            ((index as usize) < num_engines).then(|| crate::router::EngineTap { tap: live.tap.clone(), source: index as usize })
         };
-        let plane_tap = live.as_ref().map(|l| l.tap.clone());
+        let plane_tap = live.as_ref().filter(|_| !config.planes.is_empty()).map(|l| l.tap.clone());
         let make_pipeline = |info: &proto::SourceInfo, source: &Source, recorder: Option<Recorder>| {
             let sm = metrics.source(&info.key);
             let classifier = Classifier::new(
@@ -230,6 +280,22 @@ impl App {
                 tasks.push(tokio::spawn(feed_file(path, speed, pipelines, shutdown_rx.clone(), done_tx)));
             }
         }
+        for (info, source) in index_infos.iter().zip(&config.router_indexes) {
+            let task = crate::router_index::run(
+                source.clone(),
+                info.index,
+                recorder.clone(),
+                metrics.clone(),
+                config.router_index_poll,
+                dumps_tx.clone(),
+                shutdown_rx.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                task.await;
+                Vec::new()
+            }));
+        }
+        drop(dumps_tx);
         drop(recorder);
         let router = live.map(|l| l.task);
         Ok(App { addr, hub, metrics, shutdown, tasks, router, http: http_task, writer, feed_done })
@@ -326,7 +392,12 @@ async fn feed_file(
     // The capture reader is synchronous; it runs on a blocking thread and hands records over.
     let reader = tokio::task::spawn_blocking(move || -> Result<Option<String>, String> {
         let mut reader = capture::open(&reader_path)?;
+        // Reads of a router index are `check`'s to compare; a replay serves the streams.
+        let reads: Vec<bool> = reader.header().sources.iter().map(|s| s.kind == proto::SourceKind::RouterIndex).collect();
         while let Some(record) = reader.next_record().map_err(|e| e.with_path(&reader_path.display().to_string()).to_string())? {
+            if reads.get(record.source as usize).copied().unwrap_or(false) {
+                continue;
+            }
             let frames = record.frames.into_iter().map(|f| Bytes::from(f.into_vec())).collect();
             if tx.blocking_send((record.source, record.recv_time_nanos, record.replayed, frames)).is_err() {
                 break;

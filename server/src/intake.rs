@@ -116,7 +116,7 @@ impl Output for RelayOutput {
                 Some(last) if last.len() == frame.payload.len() => last.clone(),
                 _ => Bytes::copy_from_slice(&frame.payload),
             };
-            r.tap.send(crate::router::Input::Engine { source: r.source, seq: frame.seq, payload });
+            r.tap.send(crate::router::Input::Engine { source: r.source, seq: frame.seq, payload, replayed: frame.replayed });
         }
         let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::Frame(frame)));
         self.hub.publish(bytes, Kind::Frame { source: frame.source, seq: frame.seq });

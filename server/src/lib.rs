@@ -18,6 +18,8 @@
 //! - [`relay`]: the history ring and the per-client bounded queues;
 //! - [`http`]: `/ws`, `/metrics`, `/healthz`, the safe defaults; [`assets`]: the embedded app;
 //! - [`capture`]: `.kvcap` writing and opening; [`check`], [`publish`]: those subcommands;
+//! - [`router`]: the router's side live (reconciliation with the event plane, the index
+//!   models); [`router_index`]: `--router-index` reads of a real index;
 //! - [`demo`]: the simulated fleet; [`app`]: wiring it all for a running server.
 
 pub mod app;
@@ -35,6 +37,7 @@ pub mod plane;
 pub mod publish;
 pub mod relay;
 pub mod router;
+pub mod router_index;
 pub mod rules;
 pub mod sources;
 pub mod stream;

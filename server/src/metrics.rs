@@ -89,6 +89,58 @@ pub struct Metrics {
     pub router_dropped: Family<RouterDroppedLabels, Counter>,
     pub router_unknown_worker_events: Counter,
     pub router_dropped_inputs: Counter,
+    pub index_blocks: Family<IndexBlockLabels, Gauge>,
+    pub index_missing: Family<IndexCauseLabels, Gauge>,
+    pub index_stale: Family<IndexCauseLabels, Gauge>,
+    pub index_prefix_tokens: Family<IndexTokenLabels, Gauge>,
+    pub index_exits: Family<PolicyLabels, Gauge>,
+    pub router_index_polls: Family<PollLabels, Counter>,
+    pub router_index_bytes: Family<UrlLabels, Counter>,
+    pub router_index_real_blocks: Family<IndexBlockLabels, Gauge>,
+    pub router_index_differences: Family<PolicyLabels, Gauge>,
+}
+
+/// `kvscope_index_blocks{source, policy, tier, side="engine|router|both"}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IndexBlockLabels {
+    pub source: String,
+    pub policy: String,
+    pub tier: String,
+    pub side: String,
+}
+
+/// `kvscope_index_engine_only_blocks{source, policy, cause}` and `..._router_only_blocks`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IndexCauseLabels {
+    pub source: String,
+    pub policy: String,
+    pub cause: String,
+}
+
+/// `kvscope_index_prefix_tokens{source, policy, kind="engine|visible|phantom"}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IndexTokenLabels {
+    pub source: String,
+    pub policy: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: String,
+}
+
+/// `kvscope_router_index_polls_total{url, what="workers|dump", result="ok|error kind"}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PollLabels {
+    pub url: String,
+    pub what: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UrlLabels {
+    pub url: String,
 }
 
 /// `kvscope_router_events_total{source="worker:rank", count="expected|received|..."}`.
@@ -161,6 +213,15 @@ impl Metrics {
             router_dropped: Family::default(),
             router_unknown_worker_events: Counter::default(),
             router_dropped_inputs: Counter::default(),
+            index_blocks: Family::default(),
+            index_missing: Family::default(),
+            index_stale: Family::default(),
+            index_prefix_tokens: Family::default(),
+            index_exits: Family::default(),
+            router_index_polls: Family::default(),
+            router_index_bytes: Family::default(),
+            router_index_real_blocks: Family::default(),
+            router_index_differences: Family::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -231,6 +292,48 @@ impl Metrics {
                 "router_dropped_inputs",
                 "Engine batches and envelopes the live reconciler had no room for (its counts then undercount)",
                 m.router_dropped_inputs.clone(),
+            );
+            r.register(
+                "index_blocks",
+                "The router's index (Dynamo 1.6.1's, modelled under a policy) against the engine, per source and tier: \
+                 blocks the engine holds, blocks the index holds, blocks both hold",
+                m.index_blocks.clone(),
+            );
+            r.register(
+                "index_engine_only_blocks",
+                "Blocks the engine holds that the router's index lacks (it cannot score them), by cause",
+                m.index_missing.clone(),
+            );
+            r.register(
+                "index_router_only_blocks",
+                "Blocks the router's index holds that the engine evicted (phantom hits), by cause",
+                m.index_stale.clone(),
+            );
+            r.register(
+                "index_prefix_tokens",
+                "Device-tier prefix tokens: cached by the engine, visible to the router's find_matches, phantom",
+                m.index_prefix_tokens.clone(),
+            );
+            r.register(
+                "index_indexer_exits",
+                "Times the modelled indexer exited on a fatal verdict and restarted empty",
+                m.index_exits.clone(),
+            );
+            r.register(
+                "router_index_polls",
+                "Reads of a real index (--router-index): /workers and /dump, by result (ok, or why not)",
+                m.router_index_polls.clone(),
+            );
+            r.register("router_index_bytes", "Bytes read from a real index's /workers and /dump", m.router_index_bytes.clone());
+            r.register(
+                "router_index_real_blocks",
+                "Blocks the real index (--router-index, its last /dump) holds per source and tier",
+                m.router_index_real_blocks.clone(),
+            );
+            r.register(
+                "router_index_differences",
+                "Blocks on which the real index's last /dump and the model of Dynamo 1.6.1's index disagree",
+                m.router_index_differences.clone(),
             );
         }
         m

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kvscope_index::{IndexConfig, IndexModel, IndexSourceId};
 use kvscope_normalize::Policy;
 use kvscope_router::{Reconciler, ReconcilerConfig, RelayConfig, RouterCounts, RouterReport, RouterSourceId};
 use tokio::sync::{mpsc, watch};
@@ -66,11 +67,11 @@ pub fn table_line(key: &str, c: &RouterCounts) -> String {
     line
 }
 
-/// What the live reconciler is fed.
+/// What the live task is fed.
 #[derive(Debug)]
 pub enum Input {
-    /// An engine batch of a source, as relayed (seq, payload).
-    Engine { source: RouterSourceId, seq: u64, payload: Bytes },
+    /// An engine batch of a source (by its index among the engine sources), as relayed.
+    Engine { source: usize, seq: u64, payload: Bytes, replayed: bool },
     /// A decoded event-plane envelope.
     Plane(kvscope_router::Envelope),
 }
@@ -90,56 +91,89 @@ impl Tap {
     }
 }
 
-/// An engine source's handle on the live reconciler.
+/// An engine source's handle on the live task.
 #[derive(Clone, Debug)]
 pub struct EngineTap {
     pub tap: Tap,
-    pub source: RouterSourceId,
+    /// The source's index among the engine sources.
+    pub source: usize,
 }
 
-/// Inputs queued for the live reconciler before they are counted as dropped.
+/// Inputs queued for the live task before they are counted as dropped.
 const QUEUE: usize = 64 * 1024;
 
 /// How often the live reconciler's counts are exported to /metrics.
 const EXPORT_EVERY: Duration = Duration::from_millis(100);
 
-/// The live reconciler: the engine sources that take part (by index in `sources`), the tap,
-/// and its task.
+/// How often the index models' comparison is exported: a report walks every block.
+const INDEX_EXPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// The live router side: its tap and its task.
 #[derive(Debug)]
 pub struct Live {
     pub tap: Tap,
-    pub engines: HashMap<usize, RouterSourceId>,
     pub task: tokio::task::JoinHandle<()>,
 }
 
-/// Starts the live reconciler over `(key, worker_id, dp_rank)` of every engine source.
-pub fn start_live(
-    sources: &[(String, String, u32)],
-    block_size: u32,
-    policy: Policy,
-    metrics: Arc<Metrics>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Live {
-    let mut reconciler = Reconciler::new(ReconcilerConfig::default());
-    let mut engines = HashMap::new();
-    for (i, (key, worker, rank)) in sources.iter().enumerate() {
-        match relay_config(worker, *rank, block_size, policy) {
-            Some(relay) => {
-                engines.insert(i, reconciler.add_source(key, relay));
-            }
-            None => {
-                tracing::info!(source = %key, "not reconciled with the event plane: worker id {worker:?} is not Dynamo's decimal worker_id")
+/// What the live task runs: the reconciliation with the event plane (with one), the router's
+/// index modelled under each policy, and real dumps to compare with the Dynamo 1.6.1 model.
+#[derive(Debug)]
+pub struct LiveConfig {
+    /// `(key, worker_id, dp_rank)` of every engine source, in order.
+    pub engines: Vec<(String, String, u32)>,
+    pub block_size: u32,
+    /// With an event plane: the relay policy to reconcile under.
+    pub reconcile: Option<Policy>,
+    /// The policies whose index is modelled (policy A and B, and Dynamo 1.6.1's with a real
+    /// index to compare).
+    pub index_policies: Vec<Policy>,
+    /// `/dump` bodies of `--router-index` reads.
+    pub dumps: Option<mpsc::Receiver<Vec<u8>>>,
+}
+
+struct Models {
+    models: Vec<(IndexModel, Vec<IndexSourceId>)>,
+}
+
+/// Starts the live task.
+pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch::Receiver<bool>) -> Live {
+    let mut reconciler = config.reconcile.map(|_| Reconciler::new(ReconcilerConfig::default()));
+    let mut reconciled: HashMap<usize, RouterSourceId> = HashMap::new();
+    if let (Some(r), Some(policy)) = (reconciler.as_mut(), config.reconcile) {
+        for (i, (key, worker, rank)) in config.engines.iter().enumerate() {
+            match relay_config(worker, *rank, config.block_size, policy) {
+                Some(relay) => {
+                    reconciled.insert(i, r.add_source(key, relay));
+                }
+                None => {
+                    tracing::info!(source = %key, "not reconciled with the event plane: worker id {worker:?} is not Dynamo's decimal worker_id")
+                }
             }
         }
     }
+    let mut models = Models {
+        models: config
+            .index_policies
+            .iter()
+            .map(|&p| {
+                let mut m = IndexModel::new(IndexConfig::new(config.block_size, p));
+                let ids = config.engines.iter().map(|(key, worker, rank)| m.add_source(key, worker, *rank)).collect();
+                (m, ids)
+            })
+            .collect(),
+    };
     let (tx, mut rx) = mpsc::channel::<Input>(QUEUE);
     let tap = Tap { tx, metrics: metrics.clone() };
+    let mut dumps = config.dumps;
     let task = tokio::spawn(async move {
         let mut exported = Exported::default();
         let mut tick = tokio::time::interval(EXPORT_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut index_tick = tokio::time::interval(INDEX_EXPORT_EVERY);
+        index_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut buf = Vec::with_capacity(256);
-        let mut dirty = false;
+        let (mut dirty, mut index_dirty) = (false, false);
+        let mut last_dump: Option<Vec<u8>> = None;
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -148,24 +182,110 @@ pub fn start_live(
                         break;
                     }
                     for input in buf.drain(..) {
-                        // Errors are counted by the reconciler (engine decode errors, plane
-                        // payload errors per publisher).
-                        let _ = match input {
-                            Input::Engine { source, seq, payload } => reconciler.push_engine(source, seq, &payload).map(|_| ()).map_err(|_| ()),
-                            Input::Plane(env) => reconciler.push_envelope(&env).map_err(|_| ()),
-                        };
+                        // Errors are counted where they are kept (engine decode errors by the
+                        // reconciler and the models, plane payload errors per publisher).
+                        match input {
+                            Input::Engine { source, seq, payload, replayed } => {
+                                if let (Some(r), Some(&id)) = (reconciler.as_mut(), reconciled.get(&source)) {
+                                    let _ = r.push_engine(id, seq, &payload);
+                                }
+                                for (m, ids) in &mut models.models {
+                                    if let Some(&id) = ids.get(source) {
+                                        let _ = m.push(id, seq, &payload, replayed);
+                                    }
+                                }
+                                index_dirty = true;
+                            }
+                            Input::Plane(env) => {
+                                if let Some(r) = reconciler.as_mut() {
+                                    let _ = r.push_envelope(&env);
+                                }
+                            }
+                        }
                     }
                     dirty = true;
                 }
+                Some(dump) = async { match dumps.as_mut() { Some(d) => d.recv().await, None => std::future::pending().await } } => {
+                    last_dump = Some(dump);
+                    index_dirty = true;
+                }
                 _ = tick.tick() => if dirty {
-                    exported.export(&reconciler.report(), &metrics);
+                    if let Some(r) = &reconciler {
+                        exported.export(&r.report(), &metrics);
+                    }
                     dirty = false;
+                },
+                _ = index_tick.tick() => if index_dirty {
+                    models.export(last_dump.as_deref(), &metrics);
+                    index_dirty = false;
                 },
             }
         }
-        exported.export(&reconciler.report(), &metrics);
+        if let Some(r) = &reconciler {
+            exported.export(&r.report(), &metrics);
+        }
+        models.export(last_dump.as_deref(), &metrics);
     });
-    Live { tap, engines, task }
+    Live { tap, task }
+}
+
+impl Models {
+    /// Sets every index gauge from the models' reports, and compares the last real dump with
+    /// the Dynamo 1.6.1 model.
+    fn export(&self, dump: Option<&[u8]>, metrics: &Metrics) {
+        use crate::metrics::{IndexBlockLabels, IndexCauseLabels, IndexTokenLabels, PolicyLabels};
+        let real = dump.map(kvscope_index::parse_dump);
+        for (m, _) in &self.models {
+            let report = m.report();
+            let policy = report.policy.to_owned();
+            for s in &report.sources {
+                let c = &s.counts;
+                for (tier, t) in &c.tiers {
+                    for (side, n) in [("engine", t.engine_blocks), ("router", t.router_blocks), ("both", t.both)] {
+                        let l =
+                            IndexBlockLabels { source: s.key.clone(), policy: policy.clone(), tier: (*tier).to_owned(), side: side.into() };
+                        metrics.index_blocks.get_or_create(&l).set(n as i64);
+                    }
+                }
+                // Causes that went to zero keep their last value unless set again: set every
+                // cause the source ever had.
+                for (family, causes) in [(&metrics.index_missing, &c.blocks.engine_only), (&metrics.index_stale, &c.blocks.router_only)] {
+                    for (cause, n) in causes {
+                        family
+                            .get_or_create(&IndexCauseLabels { source: s.key.clone(), policy: policy.clone(), cause: cause.clone() })
+                            .set(*n as i64);
+                    }
+                }
+                for (kind, n) in [("engine", c.engine_prefix_tokens), ("visible", c.visible_prefix_tokens), ("phantom", c.phantom_tokens)] {
+                    let l = IndexTokenLabels { source: s.key.clone(), policy: policy.clone(), kind: kind.into() };
+                    metrics.index_prefix_tokens.get_or_create(&l).set(n as i64);
+                }
+            }
+            metrics.index_exits.get_or_create(&PolicyLabels { policy: policy.clone() }).set(report.indexer_exits as i64);
+            if m.config().policy == Policy::DYNAMO_1_6_1
+                && let Some(Ok(parts)) = &real
+            {
+                let sets = kvscope_index::dump_block_sets(parts);
+                let (differences, _) = m.differences(&sets, 0);
+                metrics.router_index_differences.get_or_create(&PolicyLabels { policy }).set(differences as i64);
+                let real_report = m.report_for(&sets, &kvscope_index::DynamoIndex::from_dump(parts));
+                for s in &real_report.sources {
+                    for (tier, t) in &s.counts.tiers {
+                        let l = IndexBlockLabels {
+                            source: s.key.clone(),
+                            policy: "real".into(),
+                            tier: (*tier).to_owned(),
+                            side: "router".into(),
+                        };
+                        metrics.router_index_real_blocks.get_or_create(&l).set(t.router_blocks as i64);
+                    }
+                }
+            }
+        }
+        if let Some(Err(e)) = real {
+            tracing::warn!("router index: the last /dump did not parse: {e}");
+        }
+    }
 }
 
 /// What was exported so far: counters take the increase since.

@@ -16,13 +16,16 @@
 //! `wasm32-unknown-unknown`; callers bring the events).
 
 pub mod cause;
+pub mod dump;
 pub mod dynamo;
 pub mod model;
 pub mod truth;
 
 pub use cause::{Missing, OrphanRoot, Stale};
-pub use dynamo::{DynamoIndex, StoreError, WorkerKey};
+pub use dump::{DumpPart, dump_block_sets, parse_dump};
+pub use dynamo::{BlockSets, DynamoIndex, StoreError, WorkerKey};
 pub use model::{
-    ExitAt, IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSourceId, SourceIndex, TierCounts, percent, worker_number,
+    ExitAt, IndexConfig, IndexCounts, IndexDifference, IndexModel, IndexReport, IndexSourceId, SourceIndex, TierCounts, percent,
+    worker_number,
 };
 pub use truth::{Truth, TruthBlock};

@@ -25,7 +25,7 @@ use kvscope_wire::DecodeError;
 use serde::Serialize;
 
 use crate::cause::{Missing, OrphanRoot, Stale};
-use crate::dynamo::{Block, DynamoIndex, StoreError, WorkerKey, storage_tier};
+use crate::dynamo::{Block, BlockSets, DynamoIndex, StoreError, WorkerKey, storage_tier};
 use crate::truth::Truth;
 
 /// What an [`IndexModel`] models.
@@ -386,8 +386,14 @@ impl IndexModel {
 
     /// Every source's and tier's comparison, and the fleet's.
     pub fn report(&self) -> IndexReport {
+        self.report_for(&self.index.block_sets(), &self.index)
+    }
+
+    /// The same comparison for another index of the same fleet (a real one, read from its
+    /// `/dump`): its blocks against the engines', with the model's causes where it knows them,
+    /// scored with `scorer`.
+    pub fn report_for(&self, index: &BlockSets, scorer: &DynamoIndex) -> IndexReport {
         let bs = u64::from(self.config.block_size);
-        let index = self.index.block_sets();
         let mut owner: HashMap<WorkerKey, usize> = HashMap::new();
         for (i, s) in self.sources.iter().enumerate() {
             owner.insert((s.worker_id, s.dp_rank), i);
@@ -422,7 +428,7 @@ impl IndexModel {
             let c = &mut per_source[src];
             if tier == StorageTier::Device {
                 c.engine_prefix_tokens += truth.len() as u64 * bs;
-                c.visible_prefix_tokens += self.visible_blocks(w, &truth) * bs;
+                c.visible_prefix_tokens += visible_blocks(scorer, w, &truth) * bs;
                 c.phantom_tokens += held.iter().filter(|h| !truth.contains_key(h)).count() as u64 * bs;
             }
             c.add_tier(tier, &t);
@@ -449,50 +455,119 @@ impl IndexModel {
         }
     }
 
-    /// Of the worker's device blocks, those a request for their chain would be scored for: the
-    /// chains from the engine's roots, walked as Dynamo's `find_matches` walks them (a chain
-    /// that starts below a block the engine never announced scores nothing).
-    fn visible_blocks(&self, w: WorkerKey, truth: &BTreeMap<u64, crate::truth::TruthBlock>) -> u64 {
-        let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
-        let mut roots = Vec::new();
-        for (&h, b) in truth {
-            match b.parent {
-                None => roots.push(h),
-                Some(p) if truth.contains_key(&p) => children.entry(p).or_default().push(h),
-                Some(_) => {}
+    /// Where the model and another index of the fleet (a real one) disagree, block by block:
+    /// how many, and the first `max` with what the model says of each.
+    pub fn differences(&self, real: &BlockSets, max: usize) -> (u64, Vec<IndexDifference>) {
+        let model = self.index.block_sets();
+        let empty = Default::default();
+        let mut keys: Vec<&(WorkerKey, StorageTier)> = model.keys().chain(real.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        let source_of = |w: WorkerKey| {
+            self.sources
+                .iter()
+                .find(|s| (s.worker_id, s.dp_rank) == w)
+                .or_else(|| self.sources.iter().find(|s| s.worker_id == w.0))
+                .map(|s| s.key.clone())
+        };
+        let (mut count, mut out) = (0u64, Vec::new());
+        for &(w, tier) in keys {
+            let (m, r) = (model.get(&(w, tier)).unwrap_or(&empty), real.get(&(w, tier)).unwrap_or(&empty));
+            for &h in m.symmetric_difference(r) {
+                count += 1;
+                if out.len() >= max {
+                    continue;
+                }
+                let model_holds = m.contains(&h);
+                let model_says = if model_holds {
+                    "the model holds it".to_owned()
+                } else if let Some(c) = self.missing.get(&(w, tier, h)) {
+                    format!("the model lacks it: {}", c.sentence())
+                } else if self.truth.holds(w, tier, h) {
+                    "the model lacks it (the engine holds it)".to_owned()
+                } else {
+                    "the model lacks it (the engine does not hold it either)".to_owned()
+                };
+                out.push(IndexDifference {
+                    source: source_of(w),
+                    worker_id: w.0,
+                    dp_rank: w.1,
+                    tier: tier.label(),
+                    block_hash: h,
+                    model_holds,
+                    real_holds: !model_holds,
+                    model_says,
+                });
             }
         }
-        let mut visible = 0u64;
-        // Depth-first, one find_matches per leaf; a block is visible when some chain through it
-        // scores past it (each block lies on one chain from its root, so counting per leaf and
-        // keeping the deepest score per block is exact).
-        let mut scored: HashMap<u64, bool> = HashMap::new();
-        let mut stack: Vec<(u64, Vec<u64>, Vec<u64>)> = roots.into_iter().map(|r| (r, Vec::new(), Vec::new())).collect();
-        while let Some((h, mut hashes, mut tokens)) = stack.pop() {
-            hashes.push(h);
-            tokens.push(truth[&h].tokens_hash);
-            match children.get(&h) {
-                Some(kids) => {
-                    for &k in kids {
-                        stack.push((k, hashes.clone(), tokens.clone()));
-                    }
-                }
-                None => {
-                    let depth = self.index.find_matches(&tokens).get(&w).copied().unwrap_or(0) as usize;
-                    for (i, b) in hashes.iter().enumerate() {
-                        let v = scored.entry(*b).or_insert(false);
-                        *v |= i < depth;
-                    }
-                }
-            }
-        }
-        visible += scored.values().filter(|v| **v).count() as u64;
-        visible
+        (count, out)
     }
 
     pub fn approx_bytes(&self) -> usize {
         self.index.approx_bytes() + self.truth.approx_bytes() + (self.missing.capacity() + self.stale.capacity()) * 40
     }
+
+    /// Why the index lacks a block the engine holds, when it does (the inspector's question).
+    pub fn why_missing(&self, w: WorkerKey, tier: StorageTier, h: u64) -> Option<Missing> {
+        if !self.truth.holds(w, tier, h) || self.holds(w, tier, h) {
+            return None;
+        }
+        Some(self.missing.get(&(w, tier, h)).copied().unwrap_or(Missing::CutOff))
+    }
+}
+
+/// One block on which the model and a real index disagree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IndexDifference {
+    /// The kvscope source of the worker and rank, when one has it.
+    pub source: Option<String>,
+    pub worker_id: u64,
+    pub dp_rank: u32,
+    pub tier: &'static str,
+    pub block_hash: u64,
+    pub model_holds: bool,
+    pub real_holds: bool,
+    /// What the model predicted, and why.
+    pub model_says: String,
+}
+
+/// Of the worker's device blocks, those a request for their chain would be scored for by
+/// `index`: the chains from the engine's roots, walked as Dynamo's `find_matches` walks them (a
+/// chain that starts below a block the engine never announced scores nothing).
+fn visible_blocks(index: &DynamoIndex, w: WorkerKey, truth: &BTreeMap<u64, crate::truth::TruthBlock>) -> u64 {
+    let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut roots = Vec::new();
+    for (&h, b) in truth {
+        match b.parent {
+            None => roots.push(h),
+            Some(p) if truth.contains_key(&p) => children.entry(p).or_default().push(h),
+            Some(_) => {}
+        }
+    }
+    // Depth-first, one find_matches per leaf; a block is visible when some chain through it
+    // scores past it (each block lies on one chain from its root, so counting per leaf and
+    // keeping the deepest score per block is exact).
+    let mut scored: HashMap<u64, bool> = HashMap::new();
+    let mut stack: Vec<(u64, Vec<u64>, Vec<u64>)> = roots.into_iter().map(|r| (r, Vec::new(), Vec::new())).collect();
+    while let Some((h, mut hashes, mut tokens)) = stack.pop() {
+        hashes.push(h);
+        tokens.push(truth[&h].tokens_hash);
+        match children.get(&h) {
+            Some(kids) => {
+                for &k in kids {
+                    stack.push((k, hashes.clone(), tokens.clone()));
+                }
+            }
+            None => {
+                let depth = index.find_matches(&tokens).get(&w).copied().unwrap_or(0) as usize;
+                for (i, b) in hashes.iter().enumerate() {
+                    let v = scored.entry(*b).or_insert(false);
+                    *v |= i < depth;
+                }
+            }
+        }
+    }
+    scored.values().filter(|v| **v).count() as u64
 }
 
 fn published(e: &RouterEvent, h: u64) -> bool {

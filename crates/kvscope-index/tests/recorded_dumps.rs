@@ -29,17 +29,11 @@ fn stream(name: &str) -> Vec<&'static [u8]> {
 type Sets = BTreeMap<((u64, u32), StorageTier), BTreeSet<u64>>;
 
 fn dump(name: &str) -> Sets {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(fixtures().join(format!("{name}.dump.json"))).unwrap()).unwrap();
-    let mut out = Sets::new();
-    for part in v.as_object().unwrap().values() {
-        for e in part["events"].as_array().unwrap() {
-            let tier = StorageTier::from_label(e["storage_tier"].as_str().unwrap()).unwrap();
-            let key = ((e["worker_id"].as_u64().unwrap(), e["event"]["dp_rank"].as_u64().unwrap() as u32), tier);
-            let blocks = e["event"]["data"]["stored"]["blocks"].as_array().unwrap();
-            out.entry(key).or_default().extend(blocks.iter().map(|b| b["block_hash"].as_u64().unwrap()));
-        }
-    }
-    out
+    let parts = kvscope_index::parse_dump(&std::fs::read(fixtures().join(format!("{name}.dump.json"))).unwrap()).unwrap();
+    let sets = kvscope_index::dump_block_sets(&parts);
+    // The index the dump describes, rebuilt, holds the same blocks.
+    assert_eq!(kvscope_index::DynamoIndex::from_dump(&parts).block_sets(), sets, "{name}");
+    sets
 }
 
 /// The model fed the stream from batch `from` on (an indexer that joined there).

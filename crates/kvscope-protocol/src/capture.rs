@@ -21,6 +21,11 @@
 //! record type, holding what arrived (NATS: `[subject, body]`; Dynamo's ZMQ plane: its 4 frames).
 //! A version-1 file has no `kind`, and every source reads as an engine.
 //!
+//! Version 3 added router-index sources (`kind` `router_index`, `--router-index`): each record
+//! is one read of a Dynamo standalone indexer, two frames `[workers|dump|error, body]`, so that
+//! `check` compares the real index with the model at the point of the stream where it was read.
+//! Versions 1 and 2 are still read.
+//!
 //! See `docs/kvcap.md` in the repository for the same description with an example.
 
 use std::fmt;
@@ -33,10 +38,10 @@ use crate::{SourceInfo, show_prefix};
 /// The version of the `.kvcap` format, apart from the WebSocket's `PROTOCOL_VERSION`: a new
 /// message kind on `/ws` changes nothing in a capture, and captures outlive servers. Bump it
 /// whenever the bytes of the header or of a record change (the golden test says so).
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
 /// The oldest format version this build still reads (version 1: engine sources only, the same
-/// records).
+/// records; version 2: no router-index sources).
 pub const MIN_FORMAT_VERSION: u16 = 1;
 
 /// Opens every `.kvcap` file.
@@ -446,7 +451,7 @@ mod tests {
             (good[..11].to_vec(), "x.kvcap: the capture ends inside its header (byte 11): the recorder was killed before it wrote anything".into()),
             (
                 bad_version,
-                "x.kvcap: capture format version 9, this build reads versions 1 to 2; open it with the \
+                "x.kvcap: capture format version 9, this build reads versions 1 to 3; open it with the \
                  kvscope release that wrote it (its header says which)"
                     .into(),
             ),

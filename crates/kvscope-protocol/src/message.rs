@@ -135,6 +135,11 @@ pub enum SourceKind {
     /// payload holds the `RouterEvent`s), and its `seq` the source's arrival counter; gaps are
     /// tracked per publisher on the envelope's `sequence`.
     EventPlane,
+    /// A router's index read from outside (`--router-index`, Dynamo's standalone indexer): its
+    /// `endpoint` is the indexer's base URL, and each record holds one read, as two frames:
+    /// `workers` or `dump` and the JSON body it answered, or `error` and what went wrong. Only in
+    /// captures (format 3 on); never in a hello.
+    RouterIndex,
 }
 
 /// Where an event-plane source reads from.

@@ -285,3 +285,19 @@ fn a_version_1_capture_still_opens_with_engine_sources() {
     assert_eq!((records[0].replayed, records[1].replayed), (false, true));
     assert!(reader.truncated().is_none());
 }
+
+/// A capture written by the version-2 layout (engines and event planes, no router-index
+/// sources), as committed before version 3: it still opens, sources and records unchanged.
+#[test]
+fn a_version_2_capture_still_opens_with_its_event_plane() {
+    let text = std::fs::read_to_string(golden_dir().join("capture_v2.hex")).unwrap();
+    let hex: String = text.split_whitespace().collect();
+    let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    assert_eq!(&bytes[8..10], &[0, 2], "the fixture is a version-2 file");
+    let mut reader = CaptureReader::new(bytes.as_slice()).unwrap();
+    assert_eq!(reader.format_version(), 2);
+    let kinds: Vec<_> = reader.header().sources.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds, [proto::SourceKind::Engine, proto::SourceKind::EventPlane]);
+    assert!(reader.by_ref().all(|r| r.is_ok()));
+    assert!(reader.truncated().is_none());
+}

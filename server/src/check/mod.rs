@@ -24,7 +24,9 @@ use kvscope_protocol as proto;
 mod report;
 mod table;
 
-pub use report::{CheckReport, FatalSummary, IndexSection, PlaneReport, RouterSection, SourceCounts, SourceReport, Totals};
+pub use report::{
+    CheckReport, FatalSummary, IndexReal, IndexSection, PlaneReport, RouterIndexReport, RouterSection, SourceCounts, SourceReport, Totals,
+};
 pub use table::render as table;
 
 use crate::capture;
@@ -61,6 +63,61 @@ impl Output for Relayed {
 enum Fed {
     Engine(Box<Pipeline<Relayed>>, Option<RouterSourceId>, IndexSourceId),
     Plane(Box<PlanePipeline<NoOutput>>),
+    RouterIndex(Box<RealIndex>),
+}
+
+/// A router-index source's reads, and the last dump compared with the model.
+#[derive(Debug, Default)]
+struct RealIndex {
+    url: String,
+    reads: u64,
+    dumps: u64,
+    errors: u64,
+    first_errors: Vec<String>,
+    /// The last dump that parsed, compared with the Dynamo 1.6.1 model as of its record.
+    last: Option<RealComparison>,
+}
+
+#[derive(Debug)]
+struct RealComparison {
+    recv_time_nanos: u64,
+    report: kvscope_index::IndexReport,
+    differences: u64,
+    first_differences: Vec<kvscope_index::IndexDifference>,
+}
+
+/// Differences kept per read for the report.
+const DIFFERENCES_KEPT: usize = 16;
+
+impl RealIndex {
+    fn record(&mut self, frames: &[Bytes], recv_time_nanos: u64, model: &IndexModel) {
+        self.reads += 1;
+        let (what, body) = match frames {
+            [what, body] => (what.as_ref(), body.as_ref()),
+            _ => return self.error(format!("a record of {} frames (want 2: what, body)", frames.len())),
+        };
+        match what {
+            crate::router_index::DUMP => match kvscope_index::parse_dump(body) {
+                Ok(parts) => {
+                    self.dumps += 1;
+                    let sets = kvscope_index::dump_block_sets(&parts);
+                    let (differences, first_differences) = model.differences(&sets, DIFFERENCES_KEPT);
+                    let report = model.report_for(&sets, &kvscope_index::DynamoIndex::from_dump(&parts));
+                    self.last = Some(RealComparison { recv_time_nanos, report, differences, first_differences });
+                }
+                Err(e) => self.error(e),
+            },
+            crate::router_index::ERROR => self.error(String::from_utf8_lossy(body).into_owned()),
+            _ => {}
+        }
+    }
+
+    fn error(&mut self, text: String) {
+        self.errors += 1;
+        if self.first_errors.len() < 8 {
+            self.first_errors.push(text);
+        }
+    }
 }
 
 /// Checks a capture under one block size and policy.
@@ -71,6 +128,10 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let any_plane = infos.iter().any(|i| i.kind == proto::SourceKind::EventPlane);
     let mut reconciler = any_plane.then(|| Reconciler::new(ReconcilerConfig::default()));
     let mut index = IndexModel::new(IndexConfig::new(opts.block_size, opts.policy));
+    // A real index read with the capture is Dynamo 1.6.1's: compare it with that model.
+    let any_real = infos.iter().any(|i| i.kind == proto::SourceKind::RouterIndex);
+    let mut dynamo =
+        (any_real && opts.policy != Policy::DYNAMO_1_6_1).then(|| IndexModel::new(IndexConfig::new(opts.block_size, Policy::DYNAMO_1_6_1)));
     let mut pipelines: Vec<Fed> = infos
         .iter()
         .map(|info| match info.kind {
@@ -79,9 +140,13 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                 let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
                 let id = reconciler.as_mut().zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
                 let indexed = index.add_source(&info.key, &info.worker_id, info.dp_rank);
+                if let Some(d) = dynamo.as_mut() {
+                    d.add_source(&info.key, &info.worker_id, info.dp_rank);
+                }
                 Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id, indexed)
             }
             proto::SourceKind::EventPlane => Fed::Plane(Box::new(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))),
+            proto::SourceKind::RouterIndex => Fed::RouterIndex(Box::new(RealIndex { url: info.endpoint.clone(), ..RealIndex::default() })),
         })
         .collect();
     let mut stray = 0u64;
@@ -104,6 +169,9 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                     }
                     // Counted by the model too (it has nothing to apply).
                     let _ = index.push(*indexed, seq, &payload, replayed);
+                    if let Some(d) = dynamo.as_mut() {
+                        let _ = d.push(*indexed, seq, &payload, replayed);
+                    }
                 }
             }
             Fed::Plane(p) => {
@@ -112,6 +180,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                     let _ = r.push_envelope(&env);
                 }
             }
+            Fed::RouterIndex(real) => real.record(&frames, record.recv_time_nanos, dynamo.as_ref().unwrap_or(&index)),
         }
         let after = totals_of(&pipelines[i]);
         fleet_exit.record(i, record.recv_time_nanos, before, after, || pipelines.iter().map(totals_of).collect());
@@ -129,6 +198,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     });
 
     let index = index.report();
+    let mut router_indexes: Vec<&RealIndex> = Vec::new();
     let mut sources = Vec::new();
     let mut event_planes = Vec::new();
     let mut totals = Totals::default();
@@ -139,6 +209,10 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                 event_planes.push(plane_report(info, p));
                 continue;
             }
+            Fed::RouterIndex(real) => {
+                router_indexes.push(real);
+                continue;
+            }
         };
         let Some(classifier) = p.classifier() else {
             return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
@@ -146,11 +220,19 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
         let reconciled = router.as_ref().zip(router_id).and_then(|(r, id)| r.sources.get(id.0 as usize));
         let mut source = source_report(info, p.counters(), classifier, reconciled);
         source.index = index.sources.get(indexed.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
+        // The last real dump's view of this source, with the differences that concern it.
+        if let Some(last) = router_indexes_last(&pipelines) {
+            let real = last.report.sources.get(indexed.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
+            let differences: Vec<_> =
+                last.first_differences.iter().filter(|d| d.source.as_deref() == Some(info.key.as_str())).cloned().collect();
+            source.index_real = Some(IndexReal { counts: real, differences });
+        }
         totals.add(&source);
         sources.push(source);
     }
     totals.router = router.as_ref().map(|r| r.totals.clone());
     totals.index = index.totals.clone();
+    totals.index_real = router_indexes_last(&pipelines).map(|l| l.report.totals.clone());
     let keys: Vec<String> = infos.iter().map(|i| i.key.clone()).collect();
     let finals: Vec<exit::Totals> = pipelines.iter().map(totals_of).collect();
     let fleet = fleet_exit.report(&keys, &finals, |i| {
@@ -182,6 +264,19 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
             first_exit: index.first_exit,
             refused_blocks: index.refused_blocks,
         },
+        router_indexes: router_indexes
+            .iter()
+            .map(|r| RouterIndexReport {
+                url: r.url.clone(),
+                reads: r.reads,
+                dumps: r.dumps,
+                errors: r.errors,
+                first_errors: r.first_errors.clone(),
+                last_dump_utc: r.last.as_ref().map(|l| kvscope_protocol::time::utc(l.recv_time_nanos)),
+                differences: r.last.as_ref().map_or(0, |l| l.differences),
+                first_differences: r.last.as_ref().map(|l| l.first_differences.clone()).unwrap_or_default(),
+            })
+            .collect(),
     })
 }
 
@@ -222,7 +317,19 @@ fn source_report(
         router: reconciled.map(|s| s.router.clone()),
         router_differences: reconciled.map(|s| s.differences.clone()),
         index: IndexCounts::default(),
+        index_real: None,
     }
+}
+
+/// The last dump any router-index source read, compared with the model.
+fn router_indexes_last(pipelines: &[Fed]) -> Option<&RealComparison> {
+    pipelines
+        .iter()
+        .filter_map(|p| match p {
+            Fed::RouterIndex(r) => r.last.as_ref(),
+            _ => None,
+        })
+        .max_by_key(|l| l.recv_time_nanos)
 }
 
 /// An engine source's running event and fatal totals (zero for an event plane).

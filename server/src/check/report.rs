@@ -27,6 +27,35 @@ pub struct CheckReport {
     pub truncated: Option<String>,
     /// The router's index under `policy` (kvscope-index): how the model ran.
     pub index: IndexSection,
+    /// Real indexes read with the capture (`--router-index`): their reads and the last dump
+    /// against the model of Dynamo 1.6.1's index.
+    pub router_indexes: Vec<RouterIndexReport>,
+}
+
+/// One `--router-index` source of the capture.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouterIndexReport {
+    pub url: String,
+    /// Records read (`/workers` and `/dump` answers, and failed reads).
+    pub reads: u64,
+    /// `/dump` answers that parsed.
+    pub dumps: u64,
+    /// Failed reads (timeouts, refused connections, answers too large or malformed).
+    pub errors: u64,
+    pub first_errors: Vec<String>,
+    pub last_dump_utc: Option<String>,
+    /// Blocks on which the last dump and the model disagree; 0 is the model exact.
+    pub differences: u64,
+    pub first_differences: Vec<kvscope_index::IndexDifference>,
+}
+
+/// A source as the last real dump shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexReal {
+    #[serde(flatten)]
+    pub counts: IndexCounts,
+    /// The first blocks of this source on which the real index and the model disagree.
+    pub differences: Vec<kvscope_index::IndexDifference>,
 }
 
 /// How the index model of the checked policy ran (`"index"` at the top level; the counts are
@@ -59,6 +88,9 @@ pub struct SourceReport {
     pub router_differences: Option<Vec<Difference>>,
     /// What the router's index under `policy` holds against what the engine holds.
     pub index: IndexCounts,
+    /// The same, read from the last real dump recorded with the capture (`--router-index`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_real: Option<IndexReal>,
 }
 
 /// What a source and the totals count alike.
@@ -122,6 +154,8 @@ pub struct Totals {
     pub fatal: FatalCount,
     pub router: Option<RouterCounts>,
     pub index: IndexCounts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_real: Option<IndexCounts>,
 }
 
 impl Totals {
@@ -174,6 +208,6 @@ impl CheckReport {
     /// Whether the router's index differs from what the engines hold anywhere
     /// (`--fail-on-index-divergence`).
     pub fn index_divergence(&self) -> bool {
-        !self.totals.index.is_aligned()
+        !self.totals.index.is_aligned() || self.totals.index_real.as_ref().is_some_and(|r| !r.is_aligned())
     }
 }

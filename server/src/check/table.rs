@@ -29,6 +29,10 @@ pub fn render(r: &CheckReport) -> String {
             let n = |n: u64| n.to_string();
             index_lines.push(format!("  {}: index: {}; {}", s.key, s.index.blocks_words(n), s.index.cost_words(n)));
         }
+        if let Some(real) = &s.index_real {
+            let n = |n: u64| n.to_string();
+            index_lines.push(format!("  {}: real index: {}; {}", s.key, real.counts.blocks_words(n), real.counts.cost_words(n)));
+        }
         let c = &s.counts;
         let a = |t: &str| c.applied.get(t).copied().unwrap_or(0).to_string();
         table.push_str(&row(
@@ -93,6 +97,31 @@ pub fn render(r: &CheckReport) -> String {
         i.cost_words(|n| n.to_string()),
         if i.is_aligned() { "; it holds what the engines hold" } else { "; it differs from what the engines hold" },
     ));
+    for ri in &r.router_indexes {
+        table.push_str(&format!(
+            "router index {}: {} reads, {} dumps, {} failed{}; {}\n",
+            ri.url,
+            ri.reads,
+            ri.dumps,
+            ri.errors,
+            ri.first_errors.first().map(|e| format!(" (first: {e})")).unwrap_or_default(),
+            match (&ri.last_dump_utc, ri.differences) {
+                (None, _) => "no dump to compare".to_owned(),
+                (Some(t), 0) => format!("its last dump ({t}) holds exactly what the model of Dynamo 1.6.1's index holds"),
+                (Some(t), d) => format!("its last dump ({t}) differs from the model on {d} blocks: a finding (see first_differences)"),
+            }
+        ));
+        for d in ri.first_differences.iter().take(5) {
+            table.push_str(&format!(
+                "  {} {} block {}: real index {}, {}\n",
+                d.source.as_deref().unwrap_or("?"),
+                d.tier,
+                d.block_hash,
+                if d.real_holds { "holds it" } else { "lacks it" },
+                d.model_says
+            ));
+        }
+    }
     if let Some(first) = &r.index.first_exit {
         table.push_str(&format!(
             "the indexer exited {} times on fatal verdicts (first at {} seq {}) and restarted with an empty index each time\n",

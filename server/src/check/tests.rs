@@ -154,3 +154,36 @@ fn vllm_0_33_corpus_stream_under_fixed() {
     assert_golden("vllm-0.33-dynamo", &capture, &options(16, Policy::DYNAMO_1_6_1));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A capture with a real index read in it: the `four` stream and, after it, the `/dump` Dynamo
+/// 1.6.1's standalone indexer answered for that stream (tests/fixtures/dynamo-indexer). The
+/// report's real index equals the model's: 16 host blocks, no device block.
+#[test]
+fn a_recorded_dump_of_the_real_index_is_compared_with_the_model() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/dynamo-indexer");
+    let names = ["gpu_basic", "cpu_offload_self_describing", "mooncake_lowercase_cpu-1", "storage_tier"];
+    let mut index = plane(1, "http://127.0.0.1:8090");
+    index.info.kind = proto::SourceKind::RouterIndex;
+    index.info.key = "index:http://127.0.0.1:8090".to_owned();
+    index.info.event_plane = None;
+    let sources = [engine(0, "7", 0), index];
+    let mut records: Vec<Record> = names
+        .iter()
+        .enumerate()
+        .map(|(seq, n)| (0, engine_frames(seq as u64, kvscope_corpus::payload(&format!("vllm-0.33.0/{n}.msgpack")).unwrap())))
+        .collect();
+    records.push((1, vec![b"workers".to_vec(), std::fs::read(fixtures.join("four.workers.json")).unwrap()]));
+    records.push((1, vec![b"dump".to_vec(), std::fs::read(fixtures.join("four.dump.json")).unwrap()]));
+    let dir = scratch("four-real");
+    let capture = write_capture(&dir, "four-real", &sources, &records);
+    let report = check(&capture, &options(16, Policy::DYNAMO_1_6_1)).unwrap();
+    let ri = &report.router_indexes[0];
+    assert_eq!((ri.reads, ri.dumps, ri.errors, ri.differences), (2, 1, 0, 0), "{:#?}", ri.first_differences);
+    let real = report.sources[0].index_real.as_ref().unwrap();
+    assert_eq!(real.counts.tiers["host_pinned"].router_blocks, 16);
+    assert_eq!(real.counts.tiers.get("device").map_or(0, |t| t.router_blocks), 0);
+    assert_eq!(real.counts, report.sources[0].index);
+    assert!(report.index_divergence());
+    assert_golden("four-real", &capture, &options(16, Policy::DYNAMO_1_6_1));
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -103,6 +103,40 @@ impl PlaneArgs {
     }
 }
 
+/// A real router index to read, Dynamo's standalone indexer (serve, record).
+#[derive(Debug, Args)]
+pub struct RouterIndexArgs {
+    /// Also read this real router index, a Dynamo standalone indexer (`python -m dynamo.indexer
+    /// --port P`): http://HOST:PORT. Its /workers and /dump are read every
+    /// --router-index-interval, recorded into the capture (for `check`), and its blocks compared
+    /// with the model of Dynamo 1.6.1's index (/metrics' kvscope_router_index_*). Repeatable.
+    #[arg(long = "router-index", env = "KVSCOPE_ROUTER_INDEX", value_delimiter = ',', value_name = "URL")]
+    pub router_index: Vec<String>,
+    /// How often to read it.
+    #[arg(long, env = "KVSCOPE_ROUTER_INDEX_INTERVAL", default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub router_index_interval: Duration,
+    /// A read that takes longer is a counted error (`timeout`).
+    #[arg(long, env = "KVSCOPE_ROUTER_INDEX_TIMEOUT", default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub router_index_timeout: Duration,
+    /// A /dump larger than this is a counted error (`too_large`), not read on.
+    #[arg(long, env = "KVSCOPE_ROUTER_INDEX_MAX_BYTES", default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub router_index_max_bytes: usize,
+}
+
+impl RouterIndexArgs {
+    pub(crate) fn sources(&self) -> Result<Vec<crate::router_index::RouterIndexSource>, String> {
+        self.router_index.iter().map(|u| crate::router_index::RouterIndexSource::parse(u)).collect()
+    }
+
+    pub(crate) fn poll(&self) -> crate::router_index::PollOptions {
+        crate::router_index::PollOptions {
+            interval: self.router_index_interval,
+            timeout: self.router_index_timeout,
+            max_bytes: self.router_index_max_bytes,
+        }
+    }
+}
+
 /// How each source's stream is taken (serve, demo, record, replay and check alike, so a capture
 /// is judged as the live server judged it).
 #[derive(Debug, Args)]
@@ -196,6 +230,8 @@ pub struct ServeArgs {
     pub sources: SourceArgs,
     #[command(flatten)]
     pub plane: PlaneArgs,
+    #[command(flatten)]
+    pub router_index: RouterIndexArgs,
     /// The indexer's --block-size: Device stores at another size are fatal (vLLM's default is 16).
     #[arg(long, env = "KVSCOPE_BLOCK_SIZE", default_value_t = 16, value_name = "N")]
     pub block_size: u32,
@@ -263,6 +299,8 @@ pub struct RecordArgs {
     pub sources: SourceArgs,
     #[command(flatten)]
     pub plane: PlaneArgs,
+    #[command(flatten)]
+    pub router_index: RouterIndexArgs,
     /// The capture to write (replaced if it exists).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,

@@ -34,6 +34,8 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, b
         client_queue_bytes: server.client_queue_bytes,
         record: None,
         intake: IntakeOptions { stale_after: server.stale_after, stream: stream.options(), ..IntakeOptions::default() },
+        router_indexes: Vec::new(),
+        router_index_poll: crate::router_index::PollOptions::default(),
     }
 }
 
@@ -81,6 +83,11 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
     config.planes = planes;
     config.relay_policy = args.plane.relay_policy;
     config.record = args.record.map(|p| (p, command_line()));
+    config.router_indexes = match args.router_index.sources() {
+        Ok(r) => r,
+        Err(e) => return usage(&e),
+    };
+    config.router_index_poll = args.router_index.poll();
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
         Err(e) => return failure(&e),
@@ -225,6 +232,10 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return usage(&e),
     };
+    let router_indexes = match args.router_index.sources() {
+        Ok(r) => r,
+        Err(e) => return usage(&e),
+    };
     let config = AppConfig {
         sources,
         planes,
@@ -240,6 +251,8 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         client_queue_bytes: 0,
         record: Some((args.out.clone(), command_line())),
         intake: IntakeOptions { stream: args.stream.options(), ..IntakeOptions::default() },
+        router_indexes,
+        router_index_poll: args.router_index.poll(),
     };
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
@@ -288,7 +301,12 @@ pub(super) async fn replay(args: ReplayArgs) -> ExitCode {
         Err(e) => return failure(&e),
     };
     let num_engines = header.sources.iter().take_while(|s| s.kind == proto::SourceKind::Engine).count();
-    let planes: Option<Vec<_>> = header.sources[num_engines..].iter().map(crate::plane::PlaneSource::from_info).collect();
+    // Router-index reads come last; a replay serves the streams, not the reads.
+    let planes: Option<Vec<_>> = header.sources[num_engines..]
+        .iter()
+        .filter(|s| s.kind != proto::SourceKind::RouterIndex)
+        .map(crate::plane::PlaneSource::from_info)
+        .collect();
     let Some(planes) = planes else {
         return failure(&format!(
             "{}: the header lists an engine source after an event-plane source, or an event plane kvscope cannot read; \

@@ -658,6 +658,11 @@ impl Model {
 
     /// Applies one capture record (raw ZMQ frames).
     pub fn apply_record(&mut self, record: proto::capture::CaptureRecord, now_ms: f64) {
+        // A read of a router index (a capture's `--router-index` records) is for `check`; the
+        // page shows the streams.
+        if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::RouterIndex) {
+            return;
+        }
         let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
         if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::EventPlane) {
             return self.apply_plane_frames(record.source, record.recv_time_nanos, frames);

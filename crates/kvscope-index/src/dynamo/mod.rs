@@ -18,6 +18,9 @@ pub use lower::LowerTier;
 /// A worker and rank, as the index keys everything: `(worker_id, dp_rank)`.
 pub type WorkerKey = (u64, u32);
 
+/// Blocks per worker and tier, as `/dump` lists them.
+pub type BlockSets = BTreeMap<(WorkerKey, StorageTier), BTreeSet<u64>>;
+
 /// Why the index dropped a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StoreError {
@@ -128,8 +131,8 @@ impl DynamoIndex {
     }
 
     /// What `GET /dump` lists, as block sets per worker and tier.
-    pub fn block_sets(&self) -> BTreeMap<(WorkerKey, StorageTier), BTreeSet<u64>> {
-        let mut out: BTreeMap<(WorkerKey, StorageTier), BTreeSet<u64>> = BTreeMap::new();
+    pub fn block_sets(&self) -> BlockSets {
+        let mut out = BlockSets::new();
         for (w, blocks) in self.device.dump() {
             out.entry((w, StorageTier::Device)).or_default().extend(blocks.iter().map(|(_, b)| b.block_hash));
         }
