@@ -14,5 +14,6 @@ mod intake;
 mod late_join;
 mod prometheus;
 mod relay;
+mod router_index;
 mod security;
 mod support;
