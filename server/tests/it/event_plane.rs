@@ -214,10 +214,9 @@ async fn settled(server: &Server, series: &str, quiet: Duration) -> f64 {
 
 /// The real relay over a real plane: kvscope records both the engine stream and what the relay
 /// published, and `check` reads both back. Returns the check report.
-async fn relay_run(plane: &str, names: &[&str], block_size: u32, name: &str) -> (Value, u64) {
+async fn relay_run(plane: &str, payloads: &[std::path::PathBuf], block_size: u32, name: &str) -> (Value, u64) {
     let nats = Nats::start(free_port());
-    let payloads = corpus(names);
-    let mut relay = Relay::start(plane, &nats.url(), 42, block_size, &payloads);
+    let mut relay = Relay::start(plane, &nats.url(), 42, block_size, payloads);
     let engine = relay.wait("engine").as_str().unwrap().to_owned();
     let plane_url = match plane {
         "zmq" => relay.wait("event_plane").as_str().unwrap().to_owned(),
@@ -257,7 +256,7 @@ async fn relay_run(plane: &str, names: &[&str], block_size: u32, name: &str) -> 
 /// One real-relay run, reconciled: the plane's counters, then `assert_reconciled` with the
 /// prediction's RouterEvent count and `dropped` (the prediction's drops, written out).
 async fn reconciled_run(plane: &str, names: &[&str], block_size: u32, name: &str, dropped: &[(&str, u64)]) -> Value {
-    let (report, published) = relay_run(plane, names, block_size, name).await;
+    let (report, published) = relay_run(plane, &corpus(names), block_size, name).await;
     let (per_batch, predicted_drops) = predicted(&read_all(&corpus(names)), block_size);
     let want: BTreeMap<String, u64> = dropped.iter().map(|(l, n)| ((*l).to_owned(), *n)).collect();
     assert_eq!(predicted_drops, want, "the prediction's drops are not the ones this test writes out");
@@ -656,4 +655,107 @@ async fn plane_demo_onto_a_real_nats_server_is_reconciled() {
 fn plane_demo_event_plane_and_no_event_plane_are_a_usage_error_together() {
     let out = Command::new(BIN).args(["demo", "--no-event-plane", "--event-plane", "nats://127.0.0.1:1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Every public corpus payload of every release, in manifest order, through Dynamo 1.6.1's real
+/// relay at one block size: every RouterEvent the prediction expects arrives as predicted (the
+/// relay's coalescing of adjacent events and its removal refcounts included) and nothing else
+/// does; the plane carries one message per batch the prediction publishes from. Kimi-K3 and the
+/// hybrid groups at 1536, the rest at 16 (the block sizes they were made at).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_nats_real_relay_every_corpus_payload_is_reconciled() {
+    let entries = kvscope_corpus::manifest();
+    let at_1536 = |f: &str| f.contains("kimi_k3") || f.contains("hybrid_groups");
+    for (block_size, name) in [(16u32, "plane_every_16"), (1536, "plane_every_1536")] {
+        let files: Vec<std::path::PathBuf> = entries
+            .iter()
+            .filter(|e| at_1536(&e.file) == (block_size == 1536))
+            .map(|e| repo().join("tests/fixtures/kv-events").join(&e.file))
+            .collect();
+        assert!(files.len() > 20, "{name}: {} payloads", files.len());
+        let (report, published) = relay_run("nats", &files, block_size, name).await;
+        let (per_batch, _) = predicted(&read_all(&files), block_size);
+        let router = &report["sources"][0]["router"];
+        let n = |k: &str| router[k].as_u64().unwrap();
+        let expected: u64 = per_batch.iter().sum();
+        assert!(expected > 0);
+        assert_eq!(
+            [n("expected"), n("received"), n("matched"), n("missing"), n("unexpected"), n("mismatched")],
+            [expected, expected, expected, 0, 0, 0],
+            "{name}: differences {:#}",
+            report["sources"][0]["router_differences"]
+        );
+        assert_eq!(report["router"]["unknown_workers"], serde_json::json!([]), "{name}");
+        let plane = &report["event_planes"][0];
+        assert_eq!(plane["frames"].as_u64(), Some(per_batch.iter().filter(|n| **n > 0).count() as u64), "{name}: {plane}");
+        eprintln!("{name}: {published} engine batches, {expected} RouterEvents matched; router {router}");
+    }
+}
+
+/// The relay prediction the index stands on, exact: vLLM 0.33's own publisher sends the 17
+/// non-Kimi vLLM 0.33 corpus batches (manifest order) as worker 7 at block size 16; Dynamo
+/// 1.6.1's relay republishes them on a real nats-server. A NATS subscriber of the test's own
+/// counts the RouterEvents (msgpack read generically, not by kvscope), and `check` predicted
+/// exactly those: the partial block of edge-3 coalesced into its chain's store, edge-5's batch
+/// (data_parallel_rank 3, on the rank-0 socket) filed under the router's own key (7, 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plane_nats_real_relay_of_vllm_s_own_publisher_is_predicted_exactly() {
+    use futures_util::StreamExt;
+    let nats = Nats::start(free_port());
+    let mut vllm = crate::peers::Vllm::start();
+    let relay = Relay::relay_engine(&nats.url(), 7, 16, &vllm.endpoint);
+    relay.wait("ready");
+    let counter = publisher(&nats.url()).await;
+    let mut sub = counter.subscribe("namespace.>").await.unwrap();
+    counter.flush().await.unwrap();
+    let dir = scratch("plane_vllm_own");
+    let capture = dir.join("v.kvcap");
+    let mut server = Server::start(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        &format!("7={}", vllm.endpoint),
+        "--event-plane",
+        &nats.url(),
+        "--block-size",
+        "16",
+        "--record",
+        capture.to_str().unwrap(),
+    ]);
+    server.wait_metric(&format!("kvscope_source_connected{{source=\"plane:{}\"}}", nats.url()), 1.0).await;
+    server.wait_metric("kvscope_source_connected{source=\"7:0\"}", 1.0).await;
+    // Both SUBs (kvscope's, the relay's) connected; PUB/SUB still drops the first moments.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let steps = crate::peers::corpus_stream("mixed");
+    assert_eq!(steps.len(), 17);
+    vllm.run(&steps);
+    server.wait_metric("kvscope_frames_total{source=\"7:0\"}", 17.0).await;
+    // The test's own count of what the relay published.
+    let mut events = 0u64;
+    let quiet = Duration::from_millis(1500);
+    while let Ok(Some(m)) = tokio::time::timeout(quiet, sub.next()).await {
+        #[derive(serde::Deserialize)]
+        struct Envelope {
+            #[serde(with = "serde_bytes")]
+            payload: Vec<u8>,
+        }
+        let env: Envelope = rmp_serde::from_slice(&m.payload).unwrap();
+        let list: Vec<serde::de::IgnoredAny> = rmp_serde::from_slice(&env.payload).unwrap();
+        events += list.len() as u64;
+    }
+    assert_eq!(events, 21, "RouterEvents the relay published for the 17 batches");
+    assert!(server.interrupt().success());
+    let report = check_json(&capture, 16);
+    let router = &report["sources"][0]["router"];
+    let n = |k: &str| router[k].as_u64().unwrap();
+    assert_eq!(
+        [n("expected"), n("received"), n("matched"), n("missing"), n("unexpected"), n("mismatched")],
+        [21, 21, 21, 0, 0, 0],
+        "differences {:#}",
+        report["sources"][0]["router_differences"]
+    );
+    assert_eq!(n("coalesced"), 1, "edge-3's partial block joins its chain's store");
+    assert_eq!(report["router"]["unknown_workers"], serde_json::json!([]));
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -12,6 +12,7 @@ mod event_plane;
 mod faults;
 mod intake;
 mod late_join;
+mod peers;
 mod prometheus;
 mod relay;
 mod router_index;

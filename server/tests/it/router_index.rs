@@ -11,8 +11,8 @@
 //! store at another block size and a batch naming rank 3 among the 17 vLLM 0.33 payloads), the
 //! Kimi-K3 fleet, an indexer (and kvscope) that joined late, a lost frame, an engine restart.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kvscope::router_index::{PollOptions, get};
@@ -21,7 +21,8 @@ use kvscope_normalize::{Policy, StorageTier};
 use kvscope_protocol as proto;
 use serde_json::Value;
 
-use super::support::{BIN, Server, free_port, peer_python, repo, scratch, vllm_kv_events};
+use super::peers::{Step, Vllm, corpus_stream, kimi};
+use super::support::{BIN, Server, free_port, peer_python, scratch};
 
 /// Dynamo's standalone indexer, on loopback.
 struct Indexer {
@@ -110,106 +111,6 @@ impl Drop for Indexer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// vLLM 0.33.0's own publisher carrying corpus payloads (see the script's doc).
-struct Vllm {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: std::sync::mpsc::Receiver<Value>,
-    endpoint: String,
-}
-
-impl Vllm {
-    fn start() -> Vllm {
-        let mut child = Command::new(peer_python())
-            .arg(repo().join("scripts/peers/vllm_corpus_publisher.py"))
-            .arg("--kv-events")
-            .arg(vllm_kv_events())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start scripts/peers/vllm_corpus_publisher.py");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut v = Vllm { child, stdin, lines, endpoint: String::new() };
-        v.endpoint = v.wait("pub").as_str().unwrap().to_owned();
-        v
-    }
-
-    fn wait(&self, key: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|_| panic!("vllm_corpus_publisher.py printed no {key:?} within 30 s"));
-            if let Some(v) = line.get(key) {
-                return v.clone();
-            }
-        }
-    }
-
-    fn say(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Runs the steps, a little apart, and waits until they all went out.
-    fn run(&mut self, steps: &[Step]) {
-        for s in steps {
-            match s {
-                Step::Publish(file) => {
-                    let path = repo().join("tests/fixtures/kv-events").join(file);
-                    self.say(&format!("publish {}", path.display()));
-                }
-                Step::Skip => self.say("skip"),
-                Step::Restart => self.say("restart"),
-            }
-            std::thread::sleep(Duration::from_millis(40));
-        }
-        self.say("sync");
-        self.wait("synced");
-    }
-}
-
-impl Drop for Vllm {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Step {
-    Publish(String),
-    /// A lost frame: the next batch's seq skips one.
-    Skip,
-    /// The engine restarts: seq from 0 again.
-    Restart,
-}
-
-fn corpus_stream(name: &str) -> Vec<Step> {
-    let text = std::fs::read_to_string(repo().join("tests/fixtures/dynamo-indexer").join(format!("{name}.stream.jsonl"))).unwrap();
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| Step::Publish(serde_json::from_str::<Value>(l).unwrap()["payload_file"].as_str().unwrap().to_owned()))
-        .collect()
-}
-
-fn kimi(worker: u32, batches: std::ops::RangeInclusive<u32>) -> Vec<Step> {
-    batches.map(|i| Step::Publish(format!("vllm-0.33.0/kimi_k3_agg-w{worker}-{i:02}.msgpack"))).collect()
 }
 
 fn check_json(capture: &std::path::Path, block_size: u32) -> Value {
