@@ -76,7 +76,7 @@ scripts/fuzz.sh "${KVSCOPE_FUZZ_SECONDS:-45}"
 
 step "browser-side crates: no Instant::now, threads, std::fs or unwrap on wasm32 (clippy)"
 CLIPPY_CONF_DIR=scripts/clippy_wasm cargo clippy --target wasm32-unknown-unknown \
-  -p kvscope-wire -p kvscope-normalize -p kvscope-tiers -p kvscope-protocol -p kvscope-wasm \
+  -p kvscope-wire -p kvscope-normalize -p kvscope-tiers -p kvscope-router -p kvscope-index -p kvscope-protocol -p kvscope-wasm \
   -p kvscope-engine-protocol -p kvscope-engine -p kvscope-web \
   -- -D warnings
 

@@ -92,13 +92,13 @@ fn crate_layers_point_one_way() {
     let graph = Graph::load();
     let mut violations = Vec::new();
     let io_and_ui = ["tokio", "zeromq", "zmq", "leptos", "web-sys", "axum", "dynamo-kv-router"];
-    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-protocol"] {
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-index", "kvscope-protocol"] {
         forbid(&graph, core, &io_and_ui, "core crates do no I/O and build for wasm32", &mut violations);
     }
     forbid(
         &graph,
         "kvscope-protocol",
-        &["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router"],
+        &["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-index"],
         "the protocol carries payloads as opaque bytes",
         &mut violations,
     );
@@ -106,20 +106,23 @@ fn crate_layers_point_one_way() {
     forbid(&graph, "kvscope-normalize", &["kvscope-tiers"], "wire <- normalize <- tiers", &mut violations);
     forbid(&graph, "kvscope-wire", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
     forbid(&graph, "kvscope-normalize", &["kvscope-router"], "wire <- normalize <- router", &mut violations);
+    // The router's index stands on what the relay (or an indexer's listener) publishes.
+    forbid(&graph, "kvscope-router", &["kvscope-index"], "router <- index", &mut violations);
+    forbid(&graph, "kvscope-normalize", &["kvscope-index"], "normalize <- router <- index", &mut violations);
     // The dashboard's two threads: the engine worker decides, the page renders. What they share
     // (kvscope-engine-protocol) pulls in no UI, no I/O and, of the core, only the typed labels;
     // the page links no decoder, tree, router or engine, so it cannot start deciding.
     forbid(
         &graph,
         "kvscope-engine-protocol",
-        &["leptos", "web-sys", "tokio", "kvscope-tiers", "kvscope-router", "kvscope-engine", "kvscope-protocol"],
+        &["leptos", "web-sys", "tokio", "kvscope-tiers", "kvscope-router", "kvscope-index", "kvscope-engine", "kvscope-protocol"],
         "the engine protocol carries summaries, and holds neither UI nor I/O nor engine",
         &mut violations,
     );
     forbid(
         &graph,
         "kvscope-web",
-        &["kvscope-engine", "kvscope-tiers", "kvscope-router", "kvscope-protocol"],
+        &["kvscope-engine", "kvscope-tiers", "kvscope-router", "kvscope-index", "kvscope-protocol"],
         "the page renders what the engine worker summarises",
         &mut violations,
     );
@@ -130,7 +133,7 @@ fn crate_layers_point_one_way() {
     // Test support: the encoder of engine bytes and the corpus (with the vector table) are
     // dev-dependencies of the core, never normal ones, so what the product decodes cannot depend
     // on how the tests encode. The server's demo publishes simulated engines and may encode.
-    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-protocol"] {
+    for core in ["kvscope-wire", "kvscope-normalize", "kvscope-tiers", "kvscope-router", "kvscope-index", "kvscope-protocol"] {
         forbid(&graph, core, &["kvscope-encode", "kvscope-corpus"], "test support stays out of the core", &mut violations);
     }
     for product in ["kvscope-web", "kvscope-engine", "kvscope-engine-protocol", "kvscope-wasm"] {
