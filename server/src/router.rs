@@ -132,7 +132,9 @@ pub struct LiveConfig {
 }
 
 struct Models {
-    models: Vec<(IndexModel, Vec<IndexSourceId>)>,
+    /// One model, an index per policy.
+    model: IndexModel,
+    ids: Vec<IndexSourceId>,
 }
 
 /// Starts the live task.
@@ -151,17 +153,9 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
             }
         }
     }
-    let mut models = Models {
-        models: config
-            .index_policies
-            .iter()
-            .map(|&p| {
-                let mut m = IndexModel::new(IndexConfig::new(config.block_size, p));
-                let ids = config.engines.iter().map(|(key, worker, rank)| m.add_source(key, worker, *rank)).collect();
-                (m, ids)
-            })
-            .collect(),
-    };
+    let mut model = IndexModel::new(IndexConfig::sides(config.block_size, &config.index_policies));
+    let ids = config.engines.iter().map(|(key, worker, rank)| model.add_source(key, worker, *rank)).collect();
+    let mut models = Models { model, ids };
     let (tx, mut rx) = mpsc::channel::<Input>(QUEUE);
     let tap = Tap { tx, metrics: metrics.clone() };
     let mut dumps = config.dumps;
@@ -189,10 +183,8 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                                 if let (Some(r), Some(&id)) = (reconciler.as_mut(), reconciled.get(&source)) {
                                     let _ = r.push_engine(id, seq, &payload);
                                 }
-                                for (m, ids) in &mut models.models {
-                                    if let Some(&id) = ids.get(source) {
-                                        let _ = m.push(id, seq, &payload, replayed);
-                                    }
+                                if let Some(&id) = models.ids.get(source) {
+                                    let _ = models.model.push(id, seq, &payload, replayed);
                                 }
                                 index_dirty = true;
                             }
@@ -235,8 +227,10 @@ impl Models {
     fn export(&self, dump: Option<&[u8]>, metrics: &Metrics) {
         use crate::metrics::{IndexBlockLabels, IndexCauseLabels, IndexTokenLabels, PolicyLabels};
         let real = dump.map(kvscope_index::parse_dump);
-        for (m, _) in &self.models {
-            let report = m.report();
+        let m = &self.model;
+        for (k, modelled) in m.config().policies.iter().enumerate() {
+            let side = kvscope_index::IndexSide(k);
+            let report = m.report_of(side);
             let policy = report.policy.to_owned();
             for s in &report.sources {
                 let c = &s.counts;
@@ -262,13 +256,13 @@ impl Models {
                 }
             }
             metrics.index_exits.get_or_create(&PolicyLabels { policy: policy.clone() }).set(report.indexer_exits as i64);
-            if m.config().policy == Policy::DYNAMO_1_6_1
+            if *modelled == Policy::DYNAMO_1_6_1
                 && let Some(Ok(parts)) = &real
             {
                 let sets = kvscope_index::dump_block_sets(parts);
-                let (differences, _) = m.differences(&sets, 0);
-                metrics.router_index_differences.get_or_create(&PolicyLabels { policy }).set(differences as i64);
-                let real_report = m.report_for(&sets, &kvscope_index::DynamoIndex::from_dump(parts));
+                let (differences, _) = m.differences(side, &sets, 0);
+                metrics.router_index_differences.get_or_create(&PolicyLabels { policy: modelled.name.to_owned() }).set(differences as i64);
+                let real_report = m.report_for(side, &sets, &kvscope_index::DynamoIndex::from_dump(parts));
                 for s in &real_report.sources {
                     for (tier, t) in &s.counts.tiers {
                         let l = IndexBlockLabels {

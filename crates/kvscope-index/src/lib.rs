@@ -25,7 +25,7 @@ pub use cause::{Missing, OrphanRoot, Stale};
 pub use dump::{DumpPart, dump_block_sets, parse_dump};
 pub use dynamo::{BlockSets, DynamoIndex, StoreError, WorkerKey};
 pub use model::{
-    ExitAt, IndexConfig, IndexCounts, IndexDifference, IndexModel, IndexReport, IndexSourceId, SourceIndex, TierCounts, percent,
+    ExitAt, IndexConfig, IndexCounts, IndexDifference, IndexModel, IndexReport, IndexSide, IndexSourceId, SourceIndex, TierCounts, percent,
     worker_number,
 };
 pub use truth::{Truth, TruthBlock};

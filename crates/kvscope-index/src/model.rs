@@ -1,20 +1,21 @@
-//! A router's index under one policy, fed as that router's indexer is fed, beside what the
-//! engines hold, with the cause of every difference.
+//! A router's index under each of some policies, fed as that router's indexer is fed, beside
+//! what the engines hold, with the cause of every difference.
 //!
-//! Per engine source, two predictions of each batch ([`kvscope_router::Predictor`] with the
+//! Per engine source, predictions of each batch ([`kvscope_router::Predictor`] with the
 //! standalone indexer's listener feed):
 //!
-//! - under [`Policy::ENGINE`], what the engine itself holds: applied to the [`Truth`];
-//! - under the policy, what the indexer applies: fed to a [`DynamoIndex`], through the listener's
-//!   own rules. It never gets frames only kvscope's replay recovered (an indexer reading
-//!   `--workers` has no replay); it drops a batch whose seq is at or below the last one it
-//!   applied (an engine restart restarts the count, the index keeps its blocks); and under a
+//! - under [`Policy::ENGINE`], what the engine itself holds: applied to the one [`Truth`] every
+//!   policy is compared with;
+//! - under each policy, what that indexer applies: fed to its own [`DynamoIndex`], through the
+//!   listener's own rules. It never gets frames only kvscope's replay recovered (an indexer
+//!   reading `--workers` has no replay); it drops a batch whose seq is at or below the last one
+//!   it applied (an engine restart restarts the count, the index keeps its blocks); and under a
 //!   policy with fatal verdicts it exits on the first one and restarts empty, its listeners
 //!   joining late.
 //!
-//! As each event is applied, a block the engine holds and the index does not gets its
-//! [`Missing`] cause, and one the index holds after the engine evicted it its [`Stale`] cause;
-//! [`IndexModel::report`] compares the two block sets per worker, rank and tier and scores every
+//! As each event is applied, a block the engine holds and an index does not gets its
+//! [`Missing`] cause, and one an index holds after the engine evicted it its [`Stale`] cause;
+//! [`IndexModel::report`] compares the block sets per worker, rank and tier and scores every
 //! chain the engine holds from its root as Dynamo's `find_matches` does.
 
 use std::collections::{BTreeMap, HashMap};
@@ -29,13 +30,13 @@ use crate::dynamo::{Block, BlockSets, DynamoIndex, StoreError, WorkerKey, storag
 use crate::truth::Truth;
 
 /// What an [`IndexModel`] models.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexConfig {
-    /// The indexer's `--block-size`.
+    /// The indexers' `--block-size`.
     pub block_size: u32,
-    /// The normalizer the indexer runs.
-    pub policy: Policy,
-    /// Blocks the engines' truth may hold, and nodes the index may make, before either stops
+    /// The normalizer each modelled indexer runs: one index per policy ([`IndexSide`]).
+    pub policies: Vec<Policy>,
+    /// Blocks the engines' truth may hold, and nodes an index may make, before either stops
     /// growing (and the report says so).
     pub max_blocks: usize,
 }
@@ -44,8 +45,20 @@ impl IndexConfig {
     /// Blocks kept by default: a few hundred MB at most.
     pub const DEFAULT_MAX_BLOCKS: usize = 2_000_000;
 
+    /// One indexer, running `policy`.
     pub fn new(block_size: u32, policy: Policy) -> IndexConfig {
-        IndexConfig { block_size, policy, max_blocks: IndexConfig::DEFAULT_MAX_BLOCKS }
+        IndexConfig::sides(block_size, &[policy])
+    }
+
+    /// One indexer per policy (a policy named twice is modelled once).
+    pub fn sides(block_size: u32, policies: &[Policy]) -> IndexConfig {
+        let mut unique: Vec<Policy> = Vec::new();
+        for p in policies {
+            if !unique.contains(p) {
+                unique.push(*p);
+            }
+        }
+        IndexConfig { block_size, policies: unique, max_blocks: IndexConfig::DEFAULT_MAX_BLOCKS }
     }
 }
 
@@ -53,17 +66,26 @@ impl IndexConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IndexSourceId(pub u32);
 
+/// Index of a policy's index in an [`IndexModel`] (its place in [`IndexConfig::policies`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IndexSide(pub usize);
+
+/// One source as one indexer's listener has it.
+#[derive(Clone, Debug)]
+struct Listener {
+    /// Its normalizer (fresh when the indexer restarts).
+    predictor: Predictor,
+    watermark: Option<u64>,
+    listened: bool,
+    joined_late: bool,
+    lost_frames: bool,
+}
+
 #[derive(Clone, Debug)]
 struct Source {
     key: String,
     worker_id: u64,
     dp_rank: u32,
-    /// The indexer's listener: its normalizer (reset when the indexer restarts) and cursor.
-    listener: Predictor,
-    watermark: Option<u64>,
-    listened: bool,
-    joined_late: bool,
-    lost_frames: bool,
     /// What the engine holds.
     engine: Predictor,
     last_seq: Option<u64>,
@@ -80,13 +102,13 @@ impl Source {
 
 type BlockKey = (WorkerKey, StorageTier, u64);
 
-/// The index under one policy and the engines' truth.
+/// One policy's indexer: its index, its listeners (one per source) and the causes of what it
+/// lacks or keeps.
 #[derive(Clone, Debug)]
-pub struct IndexModel {
-    config: IndexConfig,
+struct Side {
+    policy: Policy,
     index: DynamoIndex,
-    truth: Truth,
-    sources: Vec<Source>,
+    listeners: Vec<Listener>,
     missing: HashMap<BlockKey, Missing>,
     stale: HashMap<BlockKey, Stale>,
     /// Why a worker's remaining router-only blocks are stale, when no event said more.
@@ -94,6 +116,25 @@ pub struct IndexModel {
     exits: u64,
     first_exit: Option<(String, u64)>,
     refused_blocks: u64,
+}
+
+impl Side {
+    fn holds(&self, w: WorkerKey, tier: StorageTier, h: u64) -> bool {
+        match tier {
+            StorageTier::Device => self.index.device().holds(w, h),
+            _ => self.index.lower(tier).is_some_and(|t| t.holds(w, h)),
+        }
+    }
+}
+
+/// The engines' truth and one modelled index per policy.
+#[derive(Clone, Debug)]
+pub struct IndexModel {
+    config: IndexConfig,
+    truth: Truth,
+    sources: Vec<Source>,
+    sides: Vec<Side>,
+    truth_refused: u64,
     decode_errors: u64,
 }
 
@@ -105,37 +146,61 @@ pub fn worker_number(worker_id: &str) -> u64 {
         .unwrap_or_else(|_| worker_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)))
 }
 
+/// What one policy's listener did with a batch: its predictions, or why it had none.
+type Heard = Result<Vec<Prediction>, Missing>;
+
 impl IndexModel {
     pub fn new(config: IndexConfig) -> IndexModel {
-        IndexModel {
-            config,
-            index: DynamoIndex::new(),
-            truth: Truth::default(),
-            sources: Vec::new(),
-            missing: HashMap::new(),
-            stale: HashMap::new(),
-            stale_fallback: HashMap::new(),
-            exits: 0,
-            first_exit: None,
-            refused_blocks: 0,
-            decode_errors: 0,
-        }
+        let sides = config
+            .policies
+            .iter()
+            .map(|&policy| Side {
+                policy,
+                index: DynamoIndex::new(),
+                listeners: Vec::new(),
+                missing: HashMap::new(),
+                stale: HashMap::new(),
+                stale_fallback: HashMap::new(),
+                exits: 0,
+                first_exit: None,
+                refused_blocks: 0,
+            })
+            .collect();
+        IndexModel { config, truth: Truth::default(), sources: Vec::new(), sides, truth_refused: 0, decode_errors: 0 }
     }
 
     pub fn config(&self) -> &IndexConfig {
         &self.config
     }
 
+    /// The side modelling `policy`, if it is one of the model's.
+    pub fn side(&self, policy: Policy) -> Option<IndexSide> {
+        self.sides.iter().position(|s| s.policy == policy).map(IndexSide)
+    }
+
+    /// The index of the first (or only) policy.
     pub fn index(&self) -> &DynamoIndex {
-        &self.index
+        self.index_of(IndexSide(0))
+    }
+
+    /// # Panics
+    /// If `side` did not come from this model.
+    pub fn index_of(&self, side: IndexSide) -> &DynamoIndex {
+        &self.sides[side.0].index
     }
 
     pub fn truth(&self) -> &Truth {
         &self.truth
     }
 
-    fn listener(&self, worker_id: u64, dp_rank: u32) -> Predictor {
-        Predictor::new(RelayConfig::listener(worker_id, dp_rank, self.config.block_size, self.config.policy))
+    fn listener(&self, policy: Policy, worker_id: u64, dp_rank: u32) -> Listener {
+        Listener {
+            predictor: Predictor::new(RelayConfig::listener(worker_id, dp_rank, self.config.block_size, policy)),
+            watermark: None,
+            listened: false,
+            joined_late: false,
+            lost_frames: false,
+        }
     }
 
     /// Adds an engine source (`key` as kvscope names it, `worker_id` as `--workers` does).
@@ -146,16 +211,15 @@ impl IndexModel {
             key: key.to_owned(),
             worker_id: worker,
             dp_rank,
-            listener: self.listener(worker, dp_rank),
-            watermark: None,
-            listened: false,
-            joined_late: false,
-            lost_frames: false,
             engine,
             last_seq: None,
             restarted: false,
             ranks: vec![dp_rank],
         });
+        for i in 0..self.sides.len() {
+            let l = self.listener(self.sides[i].policy, worker, dp_rank);
+            self.sides[i].listeners.push(l);
+        }
         IndexSourceId(self.sources.len() as u32 - 1)
     }
 
@@ -179,110 +243,85 @@ impl IndexModel {
             let keys: Vec<WorkerKey> = s.keys().collect();
             for w in keys {
                 self.truth.clear(w);
-                self.missing.retain(|k, _| k.0 != w);
-                self.stale_fallback.insert(w, Stale::EngineRestarted);
+                for side in &mut self.sides {
+                    side.missing.retain(|k, _| k.0 != w);
+                    side.stale_fallback.insert(w, Stale::EngineRestarted);
+                }
             }
         }
-        let s = &mut self.sources[i];
-        s.last_seq = Some(seq);
-        // What the indexer's listener does with the frame.
-        let listened = if replayed {
-            Err(Missing::NotReceived)
-        } else if s.watermark.is_some_and(|w| seq <= w) {
-            Err(Missing::StaleSeq)
-        } else {
-            if !s.listened && seq > 0 {
-                s.joined_late = true;
-            }
-            if s.watermark.is_some_and(|w| seq > w + 1) {
-                s.lost_frames = true;
-            }
-            s.listened = true;
-            Ok(s.listener.predict(seq, payload).unwrap_or_default())
-        };
-        let decoded = listened.as_ref().is_ok_and(|p| {
-            !p.iter().all(|p| matches!(&p.outcome, Predicted::Dropped { label, .. } if *label == VerdictLabel::BatchDecodeRejected))
-        });
-        if decoded {
-            self.sources[i].watermark = Some(seq);
-        }
-        let mut exited = false;
+        self.sources[i].last_seq = Some(seq);
+        let heard: Vec<Heard> = self.sides.iter_mut().map(|side| hear(&mut side.listeners[i], seq, payload, replayed)).collect();
+        let mut exited = vec![false; self.sides.len()];
         for (n, truth) in engine.iter().enumerate() {
-            let policy = match &listened {
-                Ok(p) if !exited => p.get(n).map(Ok).unwrap_or(Err(Missing::NotReceived)),
-                Ok(_) => Err(Missing::IndexerExited),
-                Err(m) => Err(*m),
-            };
-            if let Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) = policy
-                && label.outcome() == Outcome::Fatal
-            {
-                self.exit(i, seq);
-                exited = true;
+            let mut policies: Vec<Result<&Prediction, Missing>> = Vec::with_capacity(self.sides.len());
+            for (k, h) in heard.iter().enumerate() {
+                let p = match h {
+                    Ok(_) if exited[k] => Err(Missing::IndexerExited),
+                    Ok(p) => p.get(n).ok_or(Missing::NotReceived),
+                    Err(m) => Err(*m),
+                };
+                if let Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) = p
+                    && label.outcome() == Outcome::Fatal
+                {
+                    self.exit(k, i, seq);
+                    exited[k] = true;
+                }
+                policies.push(p);
             }
-            self.apply_event(i, truth, policy);
+            self.apply_event(i, truth, &policies);
         }
         Ok(())
     }
 
-    /// The indexer exits on a fatal verdict and restarts with nothing: an empty index, fresh
+    /// An indexer exits on a fatal verdict and restarts with nothing: an empty index, fresh
     /// normalizers, listeners that join late.
-    fn exit(&mut self, source: usize, seq: u64) {
-        self.exits += 1;
-        if self.first_exit.is_none() {
-            self.first_exit = Some((self.sources[source].key.clone(), seq));
-        }
-        self.index = DynamoIndex::new();
-        self.stale.clear();
-        self.stale_fallback.clear();
+    fn exit(&mut self, side: usize, source: usize, seq: u64) {
+        let key = self.sources[source].key.clone();
+        let fresh: Vec<Listener> = self.sources.iter().map(|s| self.listener(self.sides[side].policy, s.worker_id, s.dp_rank)).collect();
+        let s = &mut self.sides[side];
+        s.exits += 1;
+        s.first_exit.get_or_insert((key, seq));
+        s.index = DynamoIndex::new();
+        s.stale.clear();
+        s.stale_fallback.clear();
         for ((w, tier), set) in self.truth.sets() {
             for &h in set.keys() {
-                self.missing.insert((*w, *tier, h), Missing::IndexerExited);
+                s.missing.insert((*w, *tier, h), Missing::IndexerExited);
             }
         }
-        for i in 0..self.sources.len() {
-            let (w, r) = (self.sources[i].worker_id, self.sources[i].dp_rank);
-            let listener = self.listener(w, r);
-            let s = &mut self.sources[i];
-            s.listener = listener;
-            s.watermark = None;
-            s.listened = false;
-        }
+        s.listeners = fresh;
     }
 
-    /// Where the chain of a store whose parent the index lacks first broke.
-    fn orphan_root(&self, source: usize, w: WorkerKey, tier: StorageTier, parent: u64) -> OrphanRoot {
-        if let Some(m) = self.missing.get(&(w, tier, parent)) {
+    /// Where the chain of a store whose parent an index lacks first broke.
+    fn orphan_root(&self, side: usize, source: usize, w: WorkerKey, tier: StorageTier, parent: u64) -> OrphanRoot {
+        let s = &self.sides[side];
+        if let Some(m) = s.missing.get(&(w, tier, parent)) {
             return m.as_orphan_root();
         }
         if self.truth.holds(w, tier, parent) {
             return OrphanRoot::AfterCutOff;
         }
-        let s = &self.sources[source];
-        if s.lost_frames {
+        let l = &s.listeners[source];
+        if l.lost_frames {
             OrphanRoot::LostFrames
-        } else if s.restarted {
+        } else if self.sources[source].restarted {
             OrphanRoot::EngineRestarted
-        } else if s.joined_late {
+        } else if l.joined_late {
             OrphanRoot::LateJoin
-        } else if self.exits > 0 {
+        } else if s.exits > 0 {
             OrphanRoot::IndexerExited
         } else {
             OrphanRoot::NeverAnnounced
         }
     }
 
-    fn holds(&self, w: WorkerKey, tier: StorageTier, h: u64) -> bool {
-        match tier {
-            StorageTier::Device => self.index.device().holds(w, h),
-            _ => self.index.lower(tier).is_some_and(|t| t.holds(w, h)),
-        }
-    }
-
-    /// One engine event: the truth's change, the index's, and the causes of what now differs.
-    fn apply_event(&mut self, source: usize, truth: &Prediction, policy: Result<&Prediction, Missing>) {
+    /// One engine event: the truth's change, each index's, and the causes of what now differs.
+    fn apply_event(&mut self, source: usize, truth: &Prediction, policies: &[Result<&Prediction, Missing>]) {
         let Some(t) = truth.router_event() else {
             // The engine's own filter (a non-main group, an ignored event): no prefix block.
-            self.apply_index(source, policy);
+            for (k, p) in policies.iter().enumerate() {
+                self.apply_index(k, *p);
+            }
             return;
         };
         let w = (t.worker_id, t.event.dp_rank);
@@ -293,116 +332,129 @@ impl IndexModel {
         match &t.event.data {
             EventData::Stored(s) => {
                 if self.truth.len() + s.blocks.len() > self.config.max_blocks {
-                    self.refused_blocks += s.blocks.len() as u64;
+                    self.truth_refused += s.blocks.len() as u64;
                     return;
                 }
                 let blocks: Vec<Block> = s.blocks.iter().map(|b| Block { tokens_hash: b.tokens_hash, block_hash: b.block_hash }).collect();
                 self.truth.store(w, tier, s.parent_hash, &blocks);
-                let applied = self.apply_index(source, policy);
-                for (k, b) in blocks.iter().enumerate() {
-                    let key = (w, tier, b.block_hash);
-                    if self.holds(w, tier, b.block_hash) {
-                        self.missing.remove(&key);
-                        continue;
-                    }
-                    let cause = match (&applied, policy) {
-                        (_, Err(m)) => m,
-                        (_, Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. })) => Missing::Dropped(*label),
-                        (Some((_, Err(StoreError::ParentNotFound | StoreError::ParentNotCovered))), _) => {
-                            let parent = if k == 0 { s.parent_hash } else { Some(blocks[k - 1].block_hash) };
-                            match parent {
-                                Some(p) if k == 0 => Missing::Orphan(self.orphan_root(source, w, tier, p)),
-                                // A later block of a dropped store: an orphan of the same break.
-                                _ => match self.missing.get(&(w, tier, blocks[0].block_hash)) {
-                                    Some(m) => *m,
-                                    None => Missing::Orphan(OrphanRoot::NeverAnnounced),
-                                },
-                            }
+                for (k, policy) in policies.iter().enumerate() {
+                    let applied = self.apply_index(k, *policy);
+                    for (n, b) in blocks.iter().enumerate() {
+                        let key = (w, tier, b.block_hash);
+                        if self.sides[k].holds(w, tier, b.block_hash) {
+                            self.sides[k].missing.remove(&key);
+                            continue;
                         }
-                        (Some((_, Err(StoreError::StaleParent))), _) => Missing::ForeignEdge,
-                        (Some((e, Ok(()))), _) if !published(e, b.block_hash) => Missing::NotPublished,
-                        _ => Missing::CutOff,
-                    };
-                    self.missing.insert(key, cause);
+                        let cause = match (&applied, policy) {
+                            (_, Err(m)) => *m,
+                            (_, Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. })) => Missing::Dropped(*label),
+                            (Some((_, Err(StoreError::ParentNotFound | StoreError::ParentNotCovered))), _) => match s.parent_hash {
+                                Some(p) if n == 0 => Missing::Orphan(self.orphan_root(k, source, w, tier, p)),
+                                // A later block of a dropped store: an orphan of the same break.
+                                _ => self.sides[k]
+                                    .missing
+                                    .get(&(w, tier, blocks[0].block_hash))
+                                    .copied()
+                                    .unwrap_or(Missing::Orphan(OrphanRoot::NeverAnnounced)),
+                            },
+                            (Some((_, Err(StoreError::StaleParent))), _) => Missing::ForeignEdge,
+                            (Some((e, Ok(()))), _) if !published(e, b.block_hash) => Missing::NotPublished,
+                            _ => Missing::CutOff,
+                        };
+                        self.sides[k].missing.insert(key, cause);
+                    }
                 }
             }
             EventData::Removed(r) => {
-                let held_before: Vec<bool> = r.block_hashes.iter().map(|&h| self.holds(w, tier, h)).collect();
-                self.apply_index(source, policy);
+                let held_before: Vec<Vec<bool>> =
+                    self.sides.iter().map(|side| r.block_hashes.iter().map(|&h| side.holds(w, tier, h)).collect()).collect();
+                for (k, policy) in policies.iter().enumerate() {
+                    self.apply_index(k, *policy);
+                }
                 let removed = self.truth.remove(w, tier, &r.block_hashes);
-                for (h, still_held) in removed {
-                    let key = (w, tier, h);
-                    let was_held = r.block_hashes.iter().position(|&x| x == h).is_some_and(|i| held_before[i]);
-                    if still_held {
-                        if was_held && !self.holds(w, tier, h) {
-                            self.missing.insert(key, Missing::RemovedWhileHeld);
+                for (k, policy) in policies.iter().enumerate() {
+                    let side = &mut self.sides[k];
+                    for &(h, still_held) in &removed {
+                        let key = (w, tier, h);
+                        let was_held = r.block_hashes.iter().position(|&x| x == h).is_some_and(|i| held_before[k][i]);
+                        let now_held = side.holds(w, tier, h);
+                        if still_held {
+                            if was_held && !now_held {
+                                side.missing.insert(key, Missing::RemovedWhileHeld);
+                            }
+                            continue;
                         }
-                        continue;
-                    }
-                    self.missing.remove(&key);
-                    if self.holds(w, tier, h) {
-                        let cause = match policy {
-                            Err(_) => Stale::RemovalStaleSeq,
-                            Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) => Stale::RemovalDropped(*label),
-                            Ok(Prediction { outcome: Predicted::HeldBack, .. }) => Stale::RemovalHeldBack,
-                            Ok(_) => Stale::Unremovable,
-                        };
-                        self.stale.insert(key, cause);
+                        side.missing.remove(&key);
+                        if now_held {
+                            let cause = match policy {
+                                Err(_) => Stale::RemovalStaleSeq,
+                                Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) => Stale::RemovalDropped(*label),
+                                Ok(Prediction { outcome: Predicted::HeldBack, .. }) => Stale::RemovalHeldBack,
+                                Ok(_) => Stale::Unremovable,
+                            };
+                            side.stale.insert(key, cause);
+                        }
                     }
                 }
             }
             EventData::Cleared => {
                 self.truth.clear(w);
-                self.missing.retain(|k, _| k.0 != w);
-                let cleared = matches!(self.apply_index(source, policy), Some((_, Ok(()))));
-                if !cleared {
-                    let cause = match policy {
-                        Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) => Stale::RemovalDropped(*label),
-                        _ => Stale::RemovalStaleSeq,
-                    };
-                    self.stale_fallback.insert(w, cause);
-                } else {
-                    self.stale_fallback.remove(&w);
+                for (k, policy) in policies.iter().enumerate() {
+                    self.sides[k].missing.retain(|key, _| key.0 != w);
+                    let cleared = matches!(self.apply_index(k, *policy), Some((_, Ok(()))));
+                    let side = &mut self.sides[k];
+                    if cleared {
+                        side.stale_fallback.remove(&w);
+                    } else {
+                        let cause = match policy {
+                            Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) => Stale::RemovalDropped(*label),
+                            _ => Stale::RemovalStaleSeq,
+                        };
+                        side.stale_fallback.insert(w, cause);
+                    }
                 }
             }
         }
-        self.stale.retain(|&(sw, st, h), _| sw != w || st != tier || !self.truth.holds(sw, st, h));
+        let truth = &self.truth;
+        for side in &mut self.sides {
+            side.stale.retain(|&(sw, st, h), _| sw != w || st != tier || !truth.holds(sw, st, h));
+        }
     }
 
-    /// Applies the indexer's event, if it has one; returns it with the index's answer.
+    /// Applies an indexer's event, if it has one; returns it with the index's answer.
     fn apply_index<'a>(
         &mut self,
-        _source: usize,
+        side: usize,
         policy: Result<&'a Prediction, Missing>,
     ) -> Option<(&'a RouterEvent, Result<(), StoreError>)> {
         let e = policy.ok()?.router_event()?;
-        if matches!(e.event.data, EventData::Stored(_)) && self.index.device().nodes() >= self.config.max_blocks {
-            self.refused_blocks += 1;
+        let s = &mut self.sides[side];
+        if matches!(e.event.data, EventData::Stored(_)) && s.index.device().nodes() >= self.config.max_blocks {
+            s.refused_blocks += 1;
             return None;
         }
-        let r = self.index.apply(e);
+        let r = s.index.apply(e);
         Some((e, r))
     }
 
-    /// Every source's and tier's comparison, and the fleet's.
+    /// Every source's and tier's comparison, and the fleet's, for the first (or only) policy.
     pub fn report(&self) -> IndexReport {
-        self.report_for(&self.index.block_sets(), &self.index)
+        self.report_of(IndexSide(0))
+    }
+
+    /// The comparison for one policy's index.
+    pub fn report_of(&self, side: IndexSide) -> IndexReport {
+        let index = &self.sides[side.0].index;
+        self.report_for(side, &index.block_sets(), index)
     }
 
     /// The same comparison for another index of the same fleet (a real one, read from its
-    /// `/dump`): its blocks against the engines', with the model's causes where it knows them,
+    /// `/dump`): its blocks against the engines', with `side`'s causes where it knows them,
     /// scored with `scorer`.
-    pub fn report_for(&self, index: &BlockSets, scorer: &DynamoIndex) -> IndexReport {
+    pub fn report_for(&self, side: IndexSide, index: &BlockSets, scorer: &DynamoIndex) -> IndexReport {
+        let s = &self.sides[side.0];
         let bs = u64::from(self.config.block_size);
-        let mut owner: HashMap<WorkerKey, usize> = HashMap::new();
-        for (i, s) in self.sources.iter().enumerate() {
-            owner.insert((s.worker_id, s.dp_rank), i);
-        }
-        for (i, s) in self.sources.iter().enumerate() {
-            for k in s.keys() {
-                owner.entry(k).or_insert(i);
-            }
-        }
+        let owner = self.owners();
         let mut per_source: Vec<IndexCounts> = vec![IndexCounts::default(); self.sources.len()];
         let mut keys: Vec<(WorkerKey, StorageTier)> = self.truth.sets().map(|(k, _)| *k).chain(index.keys().copied()).collect();
         keys.sort();
@@ -417,12 +469,12 @@ impl IndexModel {
                 if held.contains(h) {
                     t.both += 1;
                 } else {
-                    let cause = self.missing.get(&(w, tier, *h)).copied().unwrap_or(Missing::CutOff);
+                    let cause = s.missing.get(&(w, tier, *h)).copied().unwrap_or(Missing::CutOff);
                     *t.engine_only.entry(cause.label()).or_default() += 1;
                 }
             }
             for h in held.iter().filter(|h| !truth.contains_key(h)) {
-                let cause = self.stale.get(&(w, tier, *h)).or(self.stale_fallback.get(&w)).copied().unwrap_or(Stale::NeverAnnounced);
+                let cause = s.stale.get(&(w, tier, *h)).or(s.stale_fallback.get(&w)).copied().unwrap_or(Stale::NeverAnnounced);
                 *t.router_only.entry(cause.label()).or_default() += 1;
             }
             let c = &mut per_source[src];
@@ -438,38 +490,48 @@ impl IndexModel {
             .sources
             .iter()
             .zip(per_source)
-            .map(|(s, counts)| {
+            .map(|(src, counts)| {
                 totals.merge(&counts);
-                SourceIndex { key: s.key.clone(), counts }
+                SourceIndex { key: src.key.clone(), counts }
             })
             .collect();
         IndexReport {
-            policy: self.config.policy.name,
+            policy: s.policy.name,
             block_size: self.config.block_size,
             sources,
             totals,
-            indexer_exits: self.exits,
-            first_exit: self.first_exit.clone().map(|(source, seq)| ExitAt { source, seq }),
-            refused_blocks: self.refused_blocks,
+            indexer_exits: s.exits,
+            first_exit: s.first_exit.clone().map(|(source, seq)| ExitAt { source, seq }),
+            refused_blocks: s.refused_blocks + self.truth_refused,
             decode_errors: self.decode_errors,
         }
     }
 
-    /// Where the model and another index of the fleet (a real one) disagree, block by block:
-    /// how many, and the first `max` with what the model says of each.
-    pub fn differences(&self, real: &BlockSets, max: usize) -> (u64, Vec<IndexDifference>) {
-        let model = self.index.block_sets();
+    /// Which source each worker and rank belongs to: the source at that key, or else the first
+    /// source whose batches named the rank.
+    fn owners(&self) -> HashMap<WorkerKey, usize> {
+        let mut owner: HashMap<WorkerKey, usize> = HashMap::new();
+        for (i, s) in self.sources.iter().enumerate() {
+            owner.insert((s.worker_id, s.dp_rank), i);
+        }
+        for (i, s) in self.sources.iter().enumerate() {
+            for k in s.keys() {
+                owner.entry(k).or_insert(i);
+            }
+        }
+        owner
+    }
+
+    /// Where `side`'s index and another index of the fleet (a real one) disagree, block by
+    /// block: how many, and the first `max` with what the model says of each.
+    pub fn differences(&self, side: IndexSide, real: &BlockSets, max: usize) -> (u64, Vec<IndexDifference>) {
+        let s = &self.sides[side.0];
+        let model = s.index.block_sets();
         let empty = Default::default();
         let mut keys: Vec<&(WorkerKey, StorageTier)> = model.keys().chain(real.keys()).collect();
         keys.sort();
         keys.dedup();
-        let source_of = |w: WorkerKey| {
-            self.sources
-                .iter()
-                .find(|s| (s.worker_id, s.dp_rank) == w)
-                .or_else(|| self.sources.iter().find(|s| s.worker_id == w.0))
-                .map(|s| s.key.clone())
-        };
+        let owner = self.owners();
         let (mut count, mut out) = (0u64, Vec::new());
         for &(w, tier) in keys {
             let (m, r) = (model.get(&(w, tier)).unwrap_or(&empty), real.get(&(w, tier)).unwrap_or(&empty));
@@ -481,7 +543,7 @@ impl IndexModel {
                 let model_holds = m.contains(&h);
                 let model_says = if model_holds {
                     "the model holds it".to_owned()
-                } else if let Some(c) = self.missing.get(&(w, tier, h)) {
+                } else if let Some(c) = s.missing.get(&(w, tier, h)) {
                     format!("the model lacks it: {}", c.sentence())
                 } else if self.truth.holds(w, tier, h) {
                     "the model lacks it (the engine holds it)".to_owned()
@@ -489,7 +551,7 @@ impl IndexModel {
                     "the model lacks it (the engine does not hold it either)".to_owned()
                 };
                 out.push(IndexDifference {
-                    source: source_of(w),
+                    source: owner.get(&w).map(|&i| self.sources[i].key.clone()),
                     worker_id: w.0,
                     dp_rank: w.1,
                     tier: tier.label(),
@@ -504,16 +566,48 @@ impl IndexModel {
     }
 
     pub fn approx_bytes(&self) -> usize {
-        self.index.approx_bytes() + self.truth.approx_bytes() + (self.missing.capacity() + self.stale.capacity()) * 40
+        self.truth.approx_bytes()
+            + self.sides.iter().map(|s| s.index.approx_bytes() + (s.missing.capacity() + s.stale.capacity()) * 40).sum::<usize>()
     }
 
-    /// Why the index lacks a block the engine holds, when it does (the inspector's question).
-    pub fn why_missing(&self, w: WorkerKey, tier: StorageTier, h: u64) -> Option<Missing> {
-        if !self.truth.holds(w, tier, h) || self.holds(w, tier, h) {
+    /// Why `side`'s index lacks a block the engine holds, when it does (the inspector's
+    /// question); `None` when the engine does not hold it or the index does.
+    pub fn why_missing(&self, side: IndexSide, w: WorkerKey, tier: StorageTier, h: u64) -> Option<Missing> {
+        let s = &self.sides[side.0];
+        if !self.truth.holds(w, tier, h) || s.holds(w, tier, h) {
             return None;
         }
-        Some(self.missing.get(&(w, tier, h)).copied().unwrap_or(Missing::CutOff))
+        Some(s.missing.get(&(w, tier, h)).copied().unwrap_or(Missing::CutOff))
     }
+
+    /// Whether `side`'s index holds the block for this worker.
+    pub fn holds(&self, side: IndexSide, w: WorkerKey, tier: StorageTier, h: u64) -> bool {
+        self.sides[side.0].holds(w, tier, h)
+    }
+}
+
+/// What a listener does with a frame: never gets a replayed one, drops a stale seq, else
+/// predicts the batch (a gap or a late first frame is noted).
+fn hear(l: &mut Listener, seq: u64, payload: &[u8], replayed: bool) -> Heard {
+    if replayed {
+        return Err(Missing::NotReceived);
+    }
+    if l.watermark.is_some_and(|w| seq <= w) {
+        return Err(Missing::StaleSeq);
+    }
+    if !l.listened && seq > 0 {
+        l.joined_late = true;
+    }
+    if l.watermark.is_some_and(|w| seq > w + 1) {
+        l.lost_frames = true;
+    }
+    l.listened = true;
+    let p = l.predictor.predict(seq, payload).unwrap_or_default();
+    // A batch the indexer's decoder rejects does not move its cursor.
+    if !p.iter().all(|p| matches!(&p.outcome, Predicted::Dropped { label, .. } if *label == VerdictLabel::BatchDecodeRejected)) {
+        l.watermark = Some(seq);
+    }
+    Ok(p)
 }
 
 /// One block on which the model and a real index disagree.
@@ -545,8 +639,7 @@ fn visible_blocks(index: &DynamoIndex, w: WorkerKey, truth: &BTreeMap<u64, crate
         }
     }
     // Depth-first, one find_matches per leaf; a block is visible when some chain through it
-    // scores past it (each block lies on one chain from its root, so counting per leaf and
-    // keeping the deepest score per block is exact).
+    // scores past it.
     let mut scored: HashMap<u64, bool> = HashMap::new();
     let mut stack: Vec<(u64, Vec<u64>, Vec<u64>)> = roots.into_iter().map(|r| (r, Vec::new(), Vec::new())).collect();
     while let Some((h, mut hashes, mut tokens)) = stack.pop() {
@@ -561,8 +654,7 @@ fn visible_blocks(index: &DynamoIndex, w: WorkerKey, truth: &BTreeMap<u64, crate
             None => {
                 let depth = index.find_matches(&tokens).get(&w).copied().unwrap_or(0) as usize;
                 for (i, b) in hashes.iter().enumerate() {
-                    let v = scored.entry(*b).or_insert(false);
-                    *v |= i < depth;
+                    *scored.entry(*b).or_insert(false) |= i < depth;
                 }
             }
         }

@@ -101,8 +101,10 @@ impl RealIndex {
                 Ok(parts) => {
                     self.dumps += 1;
                     let sets = kvscope_index::dump_block_sets(&parts);
-                    let (differences, first_differences) = model.differences(&sets, DIFFERENCES_KEPT);
-                    let report = model.report_for(&sets, &kvscope_index::DynamoIndex::from_dump(&parts));
+                    // A real index is Dynamo 1.6.1's: compared with the model of that policy.
+                    let Some(side) = model.side(Policy::DYNAMO_1_6_1) else { return };
+                    let (differences, first_differences) = model.differences(side, &sets, DIFFERENCES_KEPT);
+                    let report = model.report_for(side, &sets, &kvscope_index::DynamoIndex::from_dump(&parts));
                     self.last = Some(RealComparison { recv_time_nanos, report, differences, first_differences });
                 }
                 Err(e) => self.error(e),
@@ -127,11 +129,11 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let infos = reader.header().sources.clone();
     let any_plane = infos.iter().any(|i| i.kind == proto::SourceKind::EventPlane);
     let mut reconciler = any_plane.then(|| Reconciler::new(ReconcilerConfig::default()));
-    let mut index = IndexModel::new(IndexConfig::new(opts.block_size, opts.policy));
-    // A real index read with the capture is Dynamo 1.6.1's: compare it with that model.
+    // The index of the checked policy first; a real index read with the capture is Dynamo
+    // 1.6.1's, so that policy's index is modelled too.
     let any_real = infos.iter().any(|i| i.kind == proto::SourceKind::RouterIndex);
-    let mut dynamo =
-        (any_real && opts.policy != Policy::DYNAMO_1_6_1).then(|| IndexModel::new(IndexConfig::new(opts.block_size, Policy::DYNAMO_1_6_1)));
+    let policies = if any_real { vec![opts.policy, Policy::DYNAMO_1_6_1] } else { vec![opts.policy] };
+    let mut index = IndexModel::new(IndexConfig::sides(opts.block_size, &policies));
     let mut pipelines: Vec<Fed> = infos
         .iter()
         .map(|info| match info.kind {
@@ -140,9 +142,6 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                 let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
                 let id = reconciler.as_mut().zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
                 let indexed = index.add_source(&info.key, &info.worker_id, info.dp_rank);
-                if let Some(d) = dynamo.as_mut() {
-                    d.add_source(&info.key, &info.worker_id, info.dp_rank);
-                }
                 Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id, indexed)
             }
             proto::SourceKind::EventPlane => Fed::Plane(Box::new(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))),
@@ -169,9 +168,6 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                     }
                     // Counted by the model too (it has nothing to apply).
                     let _ = index.push(*indexed, seq, &payload, replayed);
-                    if let Some(d) = dynamo.as_mut() {
-                        let _ = d.push(*indexed, seq, &payload, replayed);
-                    }
                 }
             }
             Fed::Plane(p) => {
@@ -180,7 +176,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                     let _ = r.push_envelope(&env);
                 }
             }
-            Fed::RouterIndex(real) => real.record(&frames, record.recv_time_nanos, dynamo.as_ref().unwrap_or(&index)),
+            Fed::RouterIndex(real) => real.record(&frames, record.recv_time_nanos, &index),
         }
         let after = totals_of(&pipelines[i]);
         fleet_exit.record(i, record.recv_time_nanos, before, after, || pipelines.iter().map(totals_of).collect());
