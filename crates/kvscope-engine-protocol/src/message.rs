@@ -8,7 +8,7 @@ use crate::settings::{Settings, Side};
 use crate::view::Summary;
 
 /// Bumped whenever a message or a view struct changes shape.
-pub const ENGINE_PROTOCOL_VERSION: u32 = 1;
+pub const ENGINE_PROTOCOL_VERSION: u32 = 2;
 
 /// What the page shows and asks about: the engine summarises the model for this.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
@@ -153,7 +153,7 @@ mod tests {
         let mut old = encode(&ToEngine::Ack(1));
         old[3] = 0;
         let e = decode::<ToEngine>(&old).unwrap_err().to_string();
-        assert!(e.starts_with("the engine worker speaks protocol 0 and the page 1"), "{e}");
+        assert!(e.starts_with(&format!("the engine worker speaks protocol 0 and the page {ENGINE_PROTOCOL_VERSION}")), "{e}");
         assert!(decode::<ToEngine>(&[0, 0]).unwrap_err().to_string().contains("too short"));
     }
 }

@@ -19,6 +19,9 @@ pub enum Anomaly {
     DecodeErrors,
     /// The engine's seq went back: it restarted.
     Restarted,
+    /// The router's index (under policy A or B) sees less than half of the prefix tokens this
+    /// engine has cached: most of its hits are never scored.
+    RouterBlind,
     /// Its events are laid out unlike most of the fleet's (another release: tagged arrays up to
     /// vLLM 0.23, maps after).
     OtherWireLayout,
@@ -29,12 +32,13 @@ pub enum Anomaly {
 }
 
 impl Anomaly {
-    pub const ALL: [Anomaly; 8] = [
+    pub const ALL: [Anomaly; 9] = [
         Anomaly::Fatal,
         Anomaly::PoliciesDisagree,
         Anomaly::LostFrames,
         Anomaly::DecodeErrors,
         Anomaly::Restarted,
+        Anomaly::RouterBlind,
         Anomaly::OtherWireLayout,
         Anomaly::OffloadSkipped,
         Anomaly::Silent,
@@ -48,6 +52,7 @@ impl Anomaly {
             Anomaly::LostFrames => "frames lost",
             Anomaly::DecodeErrors => "decode errors",
             Anomaly::Restarted => "restarted",
+            Anomaly::RouterBlind => "router sees under half",
             Anomaly::OtherWireLayout => "other wire layout",
             Anomaly::OffloadSkipped => "offload skipped",
             Anomaly::Silent => "silent",
@@ -62,6 +67,7 @@ impl Anomaly {
             Anomaly::LostFrames => "lost",
             Anomaly::DecodeErrors => "errors",
             Anomaly::Restarted => "restarted",
+            Anomaly::RouterBlind => "blind",
             Anomaly::OtherWireLayout => "wire",
             Anomaly::OffloadSkipped => "offload",
             Anomaly::Silent => "silent",
@@ -71,11 +77,12 @@ impl Anomaly {
     /// What a row's sort weighs: a fatal source outranks any number of lesser anomalies.
     pub fn weight(self) -> u32 {
         match self {
-            Anomaly::Fatal => 1 << 7,
-            Anomaly::PoliciesDisagree => 1 << 6,
-            Anomaly::LostFrames => 1 << 5,
-            Anomaly::DecodeErrors => 1 << 4,
-            Anomaly::Restarted => 1 << 3,
+            Anomaly::Fatal => 1 << 8,
+            Anomaly::PoliciesDisagree => 1 << 7,
+            Anomaly::LostFrames => 1 << 6,
+            Anomaly::DecodeErrors => 1 << 5,
+            Anomaly::Restarted => 1 << 4,
+            Anomaly::RouterBlind => 1 << 3,
             Anomaly::OtherWireLayout => 1 << 2,
             Anomaly::OffloadSkipped => 1 << 1,
             Anomaly::Silent => 1,
@@ -114,6 +121,11 @@ pub struct Row {
     /// "array of 12", or "—" before any event.
     pub wire: String,
     pub completeness: crate::completeness::Coverage,
+    /// Per side, the share of this engine's cached prefix tokens the router's index sees
+    /// (`None` before the engine cached any).
+    pub router_sees: [Option<f32>; 2],
+    /// Per side, blocks the router's index scores that the engine evicted.
+    pub router_stale: [u64; 2],
     /// Most severe first.
     pub anomalies: Vec<Anomaly>,
 }

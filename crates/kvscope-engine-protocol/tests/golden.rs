@@ -87,7 +87,9 @@ fn the_engines_answers() {
         events_per_second: 12.5,
         wire: "map".into(),
         completeness: Coverage::Complete,
-        anomalies: vec![Anomaly::Fatal, Anomaly::PoliciesDisagree, Anomaly::OffloadSkipped],
+        router_sees: [Some(0.125), Some(0.125)],
+        router_stale: [0, 0],
+        anomalies: vec![Anomaly::Fatal, Anomaly::PoliciesDisagree, Anomaly::RouterBlind, Anomaly::OffloadSkipped],
     };
     let card = Card {
         index: 7,
@@ -96,6 +98,7 @@ fn the_engines_answers() {
         completeness: Completeness::Incomplete(vec![Shortfall::LostInGaps { frames: 7 }]),
         stop_lines: vec![(Side::A, " legacy: an indexer stops at seq 2".into())],
         router: RouterRow::NotMatched,
+        index_lines: vec![(Side::B, "fixed: engine 16 blocks, router 2, both 2; engine only: orphan:after_cut_off 14".into())],
         tiers: vec![(StorageTier::Device, 4), (StorageTier::HostPinned, 0)],
         rows: vec![CardRow {
             kind: Outcome::Skip,

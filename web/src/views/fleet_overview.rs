@@ -71,6 +71,11 @@ fn plain(n: u64) -> String {
     n.to_string()
 }
 
+/// "12%", or "—" before the engine cached anything.
+fn sees(share: Option<f32>) -> String {
+    share.map_or("—".to_owned(), |s| format!("{:.0}%", s * 100.0))
+}
+
 /// One row of the overview, bound field by field: a summary that changed a figure changes that
 /// text node, not the row (rebuilding every row in view at every summary was the page's largest
 /// cost at 64 sources, 15-70 ms a summary).
@@ -110,6 +115,8 @@ fn row_view(row: Memo<Option<Row>>) -> impl IntoView {
             <span class="ov-chips">{chips}</span>
             {tally_cells(row, Side::A)}
             {tally_cells(row, Side::B)}
+            {text_cell(row, "router-sees", "ov-num", |r| sees(r.router_sees[1]), |r| r.router_sees[1].is_some_and(|s| s < 0.5))}
+            {num_cell(row, "router-stale", |r| r.router_stale[1], thousands, true)}
             {num_cell(row, "gaps", |r| r.gaps, plain, true)}
             {num_cell(row, "lost-frames", |r| r.lost_frames, thousands, true)}
             {num_cell(row, "restarts", |r| r.restarts, plain, true)}
@@ -191,6 +198,8 @@ pub fn FleetOverview() -> impl IntoView {
                 <span class="ov-num" title="policy B: skips that leave a tier's view incomplete">"skip"</span>
                 <span class="ov-num" title="policy B: routine filtering">"filter"</span>
                 <span class="ov-num" title="policy B: events applied">"applied"</span>
+                <span class="ov-num" title="policy B: share of the engine's cached prefix tokens the router's index can score (Dynamo 1.6.1's index, modelled)">"sees"</span>
+                <span class="ov-num" title="policy B: blocks the router's index scores that the engine evicted">"stale"</span>
                 <span class="ov-num" title="seq gaps">"gaps"</span>
                 <span class="ov-num" title="frames lost: in gaps replay did not fill, or to lag">"lost"</span>
                 <span class="ov-num" title="engine restarts (seq went back)">"restart"</span>
@@ -204,6 +213,8 @@ pub fn FleetOverview() -> impl IntoView {
                 "One row per (worker, dp rank), workers with something odd first. skip: skips that leave a tier's view \
                  incomplete (offload stores at another block size, unknown media); filter: routine filtering \
                  (non-main attention groups, unknown events). Counts where A and B differ are underlined. \
+                 sees, stale: what the router's index under B can score of the engine's cached prefix, and the \
+                 blocks it scores that the engine evicted (the card says why, by cause). \
                  wire: how its stores are laid out (tagged arrays up to vLLM 0.23, maps after). \
                  Click a source to open its card, timeline lane and trees."
             </p>

@@ -102,6 +102,15 @@ pub fn Headline() -> impl IntoView {
                     .collect_view()
             }}
             {move || {
+                let lines = headline.with(|h| h.index_lines.clone());
+                (!lines.is_empty()).then(|| view! {
+                    <div class="index-lines" data-testid="index-headline">
+                        <p><strong>"What the router's index can score (Dynamo 1.6.1's index, modelled)"</strong></p>
+                        <ul>{lines.into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}</ul>
+                    </div>
+                })
+            }}
+            {move || {
                 let lines = headline.with(|h| h.router_lines.clone());
                 (!lines.is_empty()).then(|| view! {
                     <div class="router-lines" data-testid="router-headline">

@@ -112,6 +112,23 @@ pub fn Inspector() -> impl IntoView {
                                 .collect_view()}
                         </div>
                         {router}
+                        {(!d.index_lines.is_empty()).then(|| view! {
+                            <div class="index-detail" data-testid="inspector-index">
+                                <h3>"The router's index (Dynamo 1.6.1's, modelled)"</h3>
+                                {d.index_lines
+                                    .iter()
+                                    .map(|(side, text)| {
+                                        let side = side.as_str();
+                                        view! {
+                                            <p data-side=side>
+                                                <span class=format!("side side-{side}")>{side.to_uppercase()}</span>
+                                                " " {text.clone()}
+                                            </p>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </div>
+                        })}
                         <table class="fields" data-testid="inspector-fields">
                             {d.fields
                                 .iter()

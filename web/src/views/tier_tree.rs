@@ -21,6 +21,7 @@ fn render(cell: IcicleCell, root: RwSignal<Option<u64>>, hover: RwSignal<String>
     let t2 = title.replace('\n', " · ");
     let t3 = t2.clone();
     let (blocks, hidden_children, hidden_blocks) = (n.blocks, n.hidden_children, n.hidden_blocks);
+    let router_lacks = cell.router_lacks;
     let kids = cell.kids;
     let hidden = (hidden_children > 0).then(|| {
         view! {
@@ -39,6 +40,8 @@ fn render(cell: IcicleCell, root: RwSignal<Option<u64>>, hover: RwSignal<String>
             <button
                 class="icicle-node"
                 class:virtual=hash.is_none()
+                class:router-lacks=router_lacks
+                data-router-lacks=router_lacks.then_some("true")
                 title=title
                 on:mouseenter=move |_| hover.set(t2.clone())
                 on:focus=move |_| hover.set(t3.clone())

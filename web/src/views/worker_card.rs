@@ -58,6 +58,19 @@ fn card_view(c: Card, pa: String, pb: String) -> impl IntoView {
             }
         })
         .collect_view();
+    let index_lines = c
+        .index_lines
+        .into_iter()
+        .map(|(side, text)| {
+            let side = side.as_str();
+            view! {
+                <p class="index-line" data-testid="index-line" data-side=side>
+                    <span class=format!("side side-{side}")>{side.to_uppercase()}</span>
+                    {text}
+                </p>
+            }
+        })
+        .collect_view();
     let tiers = c.tiers;
     let (disagrees, label) = (c.disagree.is_some(), c.key.clone());
     view! {
@@ -78,6 +91,7 @@ fn card_view(c: Card, pa: String, pb: String) -> impl IntoView {
             {c.disagree.map(|d| view! { <p class="badge" data-testid="disagree">{d}</p> })}
             {stop_lines}
             {crate::views::router::card_row(c.router)}
+            {index_lines}
             <table class="tiers">
                 <caption>{c.tree_caption}</caption>
                 <tr>{tiers.iter().map(|(t, _)| view! { <th scope="col">{t.label()}</th> }).collect_view()}</tr>

@@ -21,6 +21,7 @@ pub mod classes;
 mod classify;
 pub mod completeness;
 mod export;
+pub mod index;
 mod inspector;
 pub mod intake;
 pub mod overview;
@@ -304,6 +305,8 @@ pub struct Model {
     runs: [PolicyRun; 2],
     /// Each policy's tier trees, indexed by [`Side`].
     trees: [Trees; 2],
+    /// The router's index under each policy, beside what the engines hold.
+    index: index::RouterIndexes,
     classes: ClassTable,
     lanes: Vec<Lane>,
     frames: VecDeque<RetainedFrame>,
@@ -364,7 +367,9 @@ pub struct Model {
 impl Model {
     pub fn new(config: Config) -> Model {
         let (runs, config_error) = make_runs(&config);
+        let index = index::RouterIndexes::new(&[], [runs[0].policy(), runs[1].policy()], config.block_size);
         Model {
+            index,
             trees: [Trees::new(config.retain_bytes / 4), Trees::new(config.retain_bytes / 4)],
             config,
             config_error,
@@ -413,6 +418,16 @@ impl Model {
     /// The router's side (reconciliation with Dynamo's event plane), when there is one.
     pub fn router(&self) -> Option<&router::RouterSide> {
         self.router.as_ref()
+    }
+
+    /// The router's index under each policy (reports as of the last flush).
+    pub fn index(&self) -> &index::RouterIndexes {
+        &self.index
+    }
+
+    /// Rebuilds the index reports now (tests, and a summary that must be current).
+    pub fn refresh_index(&mut self) {
+        self.index.refresh_now();
     }
 
     /// The engine sources (event-plane sources are the router's side, not workers).
@@ -507,6 +522,7 @@ impl Model {
             self.sources[info.index as usize] = Source::new(info);
         }
         self.router = router::RouterSide::for_sources(sources, kvscope_normalize::Policy::DYNAMO_1_6_1, self.config.block_size);
+        self.index = index::RouterIndexes::new(sources, [self.runs[0].policy(), self.runs[1].policy()], self.config.block_size);
     }
 
     fn ensure_source(&mut self, index: u32) {
@@ -736,6 +752,9 @@ impl Model {
             src.dirty = true;
         }
         let n = self.classify_frame(&mut frame);
+        if let Some(payload) = frame.payload() {
+            self.index.push(source, seq, payload, replayed);
+        }
         if let (Some(router), Some(payload)) = (&mut self.router, frame.payload()) {
             let t0 = self.t0_nanos.unwrap_or(recv_time_nanos);
             let time_ms = recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
@@ -790,7 +809,8 @@ impl Model {
         if let Some(r) = &mut self.router {
             r.refresh();
         }
-        let global = std::mem::take(&mut self.dirty);
+        let index_behind = self.index.refresh();
+        let global = std::mem::take(&mut self.dirty) || index_behind;
         let changed = self.sources.iter_mut().filter_map(|s| std::mem::take(&mut s.dirty).then_some(s.index)).collect();
         (global, changed)
     }

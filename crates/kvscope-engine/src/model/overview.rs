@@ -105,6 +105,9 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
     flag(lost_frames > 0, Anomaly::LostFrames);
     flag(errors > 0, Anomaly::DecodeErrors);
     flag(src.restarts() > 0, Anomaly::Restarted);
+    let index = [m.index().counts(Side::A, src.index), m.index().counts(Side::B, src.index)];
+    let router_sees = index.map(|c| c.filter(|c| c.engine_prefix_tokens > 0).map(|c| c.visible_share() as f32));
+    flag(router_sees.iter().flatten().any(|&s| s < 0.5), Anomaly::RouterBlind);
     let wire = src.wire.shown();
     flag(fleet_wire.is_some() && wire.is_some() && wire != fleet_wire, Anomaly::OtherWireLayout);
     flag(offload_skipped, Anomaly::OffloadSkipped);
@@ -124,6 +127,8 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
         events_per_second: src.rate.per_second(now_ms),
         wire: wire_text(wire),
         completeness: completeness.coverage(),
+        router_sees,
+        router_stale: index.map(|c| c.map_or(0, |c| c.blocks.router_only.values().sum())),
         anomalies,
     }
 }

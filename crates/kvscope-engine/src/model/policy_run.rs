@@ -73,6 +73,10 @@ impl PolicyRun {
         self.normalizer.policy().name
     }
 
+    pub fn policy(&self) -> kvscope_normalize::Policy {
+        *self.normalizer.policy()
+    }
+
     pub fn normalizer(&self) -> &Normalizer {
         &self.normalizer
     }

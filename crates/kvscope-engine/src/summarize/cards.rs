@@ -128,7 +128,16 @@ fn card(m: &Model, index: u32) -> Option<Card> {
             Some((side, format!(" {}: an indexer stops at seq {seq}", m.policy_name(side))))
         })
         .collect();
+    let index_lines = [Side::A, Side::B]
+        .into_iter()
+        .filter_map(|side| {
+            let c = m.index().counts(side, index)?;
+            (c.blocks.engine_blocks + c.blocks.router_blocks > 0)
+                .then(|| (side, format!("{}: {}; {}", m.policy_name(side), c.blocks_words(thousands), c.cost_words(thousands))))
+        })
+        .collect();
     Some(Card {
+        index_lines,
         index,
         key: src.key.clone(),
         worker: src.worker_id.clone(),

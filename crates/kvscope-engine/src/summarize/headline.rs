@@ -58,7 +58,36 @@ pub fn headline(m: &Model) -> Headline {
             }),
         }
     };
-    Headline { differences, agree_line, policies: [policy_box(Side::A), policy_box(Side::B)], router_lines: router_lines(m) }
+    Headline {
+        differences,
+        agree_line,
+        policies: [policy_box(Side::A), policy_box(Side::B)],
+        router_lines: router_lines(m),
+        index_lines: index_lines(m),
+    }
+}
+
+/// What the router's index sees under each policy, fleet-wide, from the first frame on.
+pub fn index_lines(m: &Model) -> Vec<String> {
+    let (Some(a), Some(b)) = (m.index().totals(Side::A), m.index().totals(Side::B)) else { return Vec::new() };
+    if a.engine_prefix_tokens == 0 && a.blocks.router_blocks + b.blocks.router_blocks == 0 {
+        return Vec::new();
+    }
+    let since = m.t0_nanos().map(|t| format!("since {}, ", kvscope_protocol::time::utc_time_of_day(t))).unwrap_or_default();
+    let mut out = vec![format!(
+        "{since}under {} {}; under {}: {} of them ({})",
+        m.policy_name(Side::A),
+        a.cost_words(thousands),
+        m.policy_name(Side::B),
+        thousands(b.visible_prefix_tokens),
+        kvscope_index::percent(b.visible_share()),
+    )];
+    let (sa, sb) = (a.visible_prefix_tokens, b.visible_prefix_tokens);
+    if sa != sb {
+        let (more, n) = if sb > sa { (Side::B, sb - sa) } else { (Side::A, sa - sb) };
+        out.push(format!("{} lets the router see {} more cached tokens", m.policy_name(more), thousands(n)));
+    }
+    out
 }
 
 /// The relay's drops and the reconciliation's differences, fleet-wide, as headline sentences:

@@ -57,6 +57,7 @@ fn detail_view(m: &Model, d: &EventDetail) -> Inspector {
     let ask = matches!(d.bytes_from, BytesFrom::Gone(FetchState::NotAsked))
         .then(|| if capture { "Read the raw bytes from the capture file" } else { "Fetch the raw bytes from the server" }.to_owned());
     Inspector {
+        index_lines: index_lines(m, d),
         id: d.id,
         verdicts,
         router: None,
@@ -64,6 +65,29 @@ fn detail_view(m: &Model, d: &EventDetail) -> Inspector {
         bytes_from: BytesFromLine { kind, sentence: d.bytes_from.sentence(retain_mib, capture), ask },
         payload: d.payload.clone(),
     }
+}
+
+/// Per side, what the router's index holds of the event's blocks and why not (stores and
+/// removals; the tier as the engine means it, its medium case-insensitively).
+fn index_lines(m: &Model, d: &EventDetail) -> Vec<(Side, String)> {
+    let Some(src) = m.source_by_key(&d.source_key) else { return Vec::new() };
+    let (hashes, medium) = match &d.event {
+        Some(KvEvent::BlockStored(s)) => (s.block_hashes.iter().map(|h| h.0).collect::<Vec<_>>(), s.medium.as_deref()),
+        Some(KvEvent::BlockRemoved(r)) => (r.block_hashes.iter().map(|h| h.0).collect(), r.medium.as_deref()),
+        _ => return Vec::new(),
+    };
+    let tier = match medium.filter(|m| !m.is_empty()) {
+        None => kvscope_normalize::StorageTier::Device,
+        Some(m) => match kvscope_normalize::StorageTier::from_kv_medium(m, &kvscope_normalize::Policy::ENGINE) {
+            Some(t) => t,
+            None => return Vec::new(),
+        },
+    };
+    let rank = d.batch_dp_rank.unwrap_or(src.dp_rank);
+    [Side::A, Side::B]
+        .into_iter()
+        .map(|side| (side, format!("{}: {}", m.policy_name(side), m.index().event_line(side, &src.worker_id, rank, tier, &hashes))))
+        .collect()
 }
 
 /// The engine event beside the RouterEvent it became on the event plane, or the rule that

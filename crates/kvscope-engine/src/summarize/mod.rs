@@ -297,4 +297,53 @@ mod tests {
     fn times_are_wall_clock_utc() {
         assert_eq!(clock(3_723_004_000_000), "01:02:03.004 UTC");
     }
+
+    /// The Kimi-K3 incident as the page sees it: the router's index under legacy exits at the
+    /// first cpu store and restarts empty; under fixed it holds 2-3 of each engine's 16 device
+    /// blocks (removals of chain heads cut Dynamo's index edges, and the stores below are
+    /// orphans). Every part of the page that shows the index says so, from one report.
+    #[test]
+    fn the_kimi_k3_incident_s_index_on_every_part_of_the_page() {
+        let mut m = crate::model::tests::loaded(1536);
+        m.refresh_index();
+        let b = m.index().totals(kvscope_engine_protocol::Side::B).unwrap().clone();
+        assert_eq!(b.tiers["device"].engine_blocks, 48);
+        assert!(b.visible_prefix_tokens > 0 && b.visible_share() < 0.25, "{b:?}");
+        assert!(m.index().report(kvscope_engine_protocol::Side::A).unwrap().indexer_exits > 0);
+
+        let headline = headline::index_lines(&m);
+        assert!(headline[0].contains("cached prefix tokens"), "{headline:?}");
+        let rows = crate::model::overview::rows(&m, 0.0);
+        assert!(rows.iter().all(|r| r.anomalies.contains(&kvscope_engine_protocol::overview::Anomaly::RouterBlind)), "{rows:#?}");
+        assert!(rows.iter().all(|r| r.router_sees[1].is_some_and(|s| s < 0.25)));
+        let cards = cards::cards(&m, &kvscope_engine_protocol::Settings::default());
+        let line = &cards.cards[0].index_lines.iter().find(|(s, _)| *s == kvscope_engine_protocol::Side::B).unwrap().1;
+        assert!(line.contains("orphan:after_cut_off"), "{line}");
+
+        // A device block of worker 0 the engine holds and fixed's router lacks: the tree marks
+        // it, and the inspector of its store says why.
+        let settings = kvscope_engine_protocol::Settings {
+            tree: Some(("0:0".into(), "device".into())),
+            ..kvscope_engine_protocol::Settings::default()
+        };
+        let trees = trees::trees(&m, &settings, None);
+        fn any_lacks(c: &kvscope_engine_protocol::view::IcicleCell) -> bool {
+            c.router_lacks || c.kids.iter().any(any_lacks)
+        }
+        fn first_lacking(c: &kvscope_engine_protocol::view::IcicleCell) -> Option<u64> {
+            if c.router_lacks {
+                return c.hash;
+            }
+            c.kids.iter().find_map(first_lacking)
+        }
+        assert!(trees.icicle.as_ref().is_some_and(any_lacks), "no block of the tree is marked");
+        let why = m.index().why_missing(
+            kvscope_engine_protocol::Side::B,
+            "0",
+            0,
+            kvscope_normalize::StorageTier::Device,
+            first_lacking(&trees.icicle.unwrap()).unwrap(),
+        );
+        assert!(why.is_some_and(|w| w.label().starts_with("orphan:")), "{why:?}");
+    }
 }

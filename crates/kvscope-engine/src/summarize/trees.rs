@@ -75,28 +75,38 @@ pub fn trees(m: &Model, settings: &Settings, drill: Option<u64>) -> Trees {
         })
         .collect();
     out.drilled = drill.map(|h| format!("{h:016x}"));
+    let (worker, rank) = m.source(src).map_or((String::new(), 0), |s| (s.worker_id.clone(), s.dp_rank));
+    // Which shown blocks the router's index under the tree's policy lacks, and why.
+    let lacks = |n: &IcicleNode| n.hash.and_then(|h| m.index().why_missing(side, &worker, rank, tier, h));
     let title = |n: &IcicleNode| match n.hash {
         None => "every root of this tier".to_owned(),
         Some(h) => {
             let info = trees.block(src, tier, h);
             let parent = info.and_then(|b| b.parent_hash).map_or("none (a root)".to_owned(), |p| format!("{p:016x}"));
             let bs = m.block_size_of(src, n.seq, h).map_or("unknown (frame not retained)".to_owned(), |b| format!("{b} tokens"));
-            format!("hash {h:016x}\nparent {parent}\nblock_size {bs}\nseq {}\n{} blocks in subtree", n.seq, n.blocks)
+            let mut t = format!("hash {h:016x}\nparent {parent}\nblock_size {bs}\nseq {}\n{} blocks in subtree", n.seq, n.blocks);
+            if let Some(why) = lacks(n) {
+                t.push_str(&format!("\nnot in the router's index ({policy}): {}", why.sentence()));
+            }
+            t
         }
     };
-    out.icicle = trees.subtree(src, tier, drill, DEPTH, WIDTH).and_then(|nodes| icicle(&nodes, &title));
+    let lacks = |n: &IcicleNode| lacks(n).is_some();
+    out.icicle = trees.subtree(src, tier, drill, DEPTH, WIDTH).and_then(|nodes| icicle(&nodes, &title, &lacks));
     out
 }
 
-/// The nodes as nested cells, each with its label and title.
-fn icicle(nodes: &[IcicleNode], title: &dyn Fn(&IcicleNode) -> String) -> Option<IcicleCell> {
+/// The nodes as nested cells, each with its label, title and whether the router lacks it.
+fn icicle(nodes: &[IcicleNode], title: &dyn Fn(&IcicleNode) -> String, lacks: &dyn Fn(&IcicleNode) -> bool) -> Option<IcicleCell> {
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
         if let Some(p) = n.parent {
             children[p].push(i);
         }
     }
-    fn cell(i: usize, nodes: &[IcicleNode], children: &[Vec<usize>], title: &dyn Fn(&IcicleNode) -> String) -> IcicleCell {
+    type Title<'a> = &'a dyn Fn(&IcicleNode) -> String;
+    type Lacks<'a> = &'a dyn Fn(&IcicleNode) -> bool;
+    fn cell(i: usize, nodes: &[IcicleNode], children: &[Vec<usize>], title: Title<'_>, lacks: Lacks<'_>) -> IcicleCell {
         let n = &nodes[i];
         IcicleCell {
             hash: n.hash,
@@ -110,10 +120,11 @@ fn icicle(nodes: &[IcicleNode], title: &dyn Fn(&IcicleNode) -> String) -> Option
             blocks: n.blocks as u64,
             hidden_children: n.hidden_children,
             hidden_blocks: n.hidden_blocks as u64,
-            kids: children[i].iter().map(|&c| cell(c, nodes, children, title)).collect(),
+            router_lacks: lacks(n),
+            kids: children[i].iter().map(|&c| cell(c, nodes, children, title, lacks)).collect(),
         }
     }
-    (!nodes.is_empty()).then(|| cell(0, nodes, &children, title))
+    (!nodes.is_empty()).then(|| cell(0, nodes, &children, title, lacks))
 }
 
 /// A's and B's trees side by side, per tier: what each holds and what B holds that A does not.

@@ -1,0 +1,121 @@
+//! The router's index in the page: Dynamo 1.6.1's index modelled under policy A and under
+//! policy B (kvscope-index), fed the engine frames the rest of the model sees, beside what the
+//! engines hold. Reports are built at most once a flush, and only when a view asks.
+
+use kvscope_index::{IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSide, IndexSourceId, Missing, WorkerKey, worker_number};
+use kvscope_normalize::{Policy, StorageTier};
+use kvscope_protocol as proto;
+
+use kvscope_engine_protocol::settings::Side;
+
+/// Both policies' indexes.
+#[derive(Debug)]
+pub struct RouterIndexes {
+    model: IndexModel,
+    /// Model source per page source (engine sources only).
+    ids: Vec<Option<IndexSourceId>>,
+    sides: [IndexSide; 2],
+    /// The reports as of the last [`RouterIndexes::refresh`], per side.
+    reports: Option<[IndexReport; 2]>,
+    stale: bool,
+    /// Flushes since the reports were built: a report walks every block, so it is rebuilt at
+    /// most every [`REFRESH_EVERY`] flushes (about a second at the flush cadence).
+    flushes_since: u32,
+}
+
+/// Flushes between two rebuilds of the reports.
+const REFRESH_EVERY: u32 = 10;
+
+impl RouterIndexes {
+    pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32) -> RouterIndexes {
+        let mut model = IndexModel::new(IndexConfig::sides(block_size, &policies));
+        let mut ids = Vec::new();
+        for s in sources {
+            let i = s.index as usize;
+            if ids.len() <= i {
+                ids.resize(i + 1, None);
+            }
+            if s.kind == proto::SourceKind::Engine {
+                ids[i] = Some(model.add_source(&s.key, &s.worker_id, s.dp_rank));
+            }
+        }
+        // A policy named twice is one index.
+        let side = |p: Policy| model.side(p).unwrap_or(IndexSide(0));
+        let sides = [side(policies[0]), side(policies[1])];
+        RouterIndexes { model, ids, sides, reports: None, stale: true, flushes_since: 0 }
+    }
+
+    /// One engine frame of a page source.
+    pub fn push(&mut self, source: u32, seq: u64, payload: &[u8], replayed: bool) {
+        if let Some(Some(id)) = self.ids.get(source as usize) {
+            // A payload that does not decode is counted by the model (and shown by the page).
+            let _ = self.model.push(*id, seq, payload, replayed);
+            self.stale = true;
+        }
+    }
+
+    /// Rebuilds the reports if anything was pushed since and their turn came (a flush calls
+    /// it); returns true while they are behind, so that the caller flushes again.
+    pub fn refresh(&mut self) -> bool {
+        if !self.stale {
+            return false;
+        }
+        self.flushes_since += 1;
+        if self.reports.is_some() && self.flushes_since < REFRESH_EVERY {
+            return true;
+        }
+        self.refresh_now();
+        false
+    }
+
+    /// Rebuilds the reports now.
+    pub fn refresh_now(&mut self) {
+        let [a, b] = self.sides;
+        self.reports = Some([self.model.report_of(a), self.model.report_of(b)]);
+        self.stale = false;
+        self.flushes_since = 0;
+    }
+
+    /// The last refreshed report of a side.
+    pub fn report(&self, side: Side) -> Option<&IndexReport> {
+        self.reports.as_ref().map(|r| &r[side as usize])
+    }
+
+    /// A page source's counts under a side, as of the last refresh.
+    pub fn counts(&self, side: Side, source: u32) -> Option<&IndexCounts> {
+        let id = (*self.ids.get(source as usize)?)?;
+        self.report(side)?.sources.get(id.0 as usize).map(|s| &s.counts)
+    }
+
+    /// The fleet's counts under a side, as of the last refresh.
+    pub fn totals(&self, side: Side) -> Option<&IndexCounts> {
+        self.report(side).map(|r| &r.totals)
+    }
+
+    /// What the side's router holds of these blocks of an event, in one line: "holds 1 of 2
+    /// blocks; 0123456789abcdef: the index dropped its whole store: …".
+    pub fn event_line(&self, side: Side, worker_id: &str, dp_rank: u32, tier: StorageTier, hashes: &[u64]) -> String {
+        let held = hashes.iter().filter(|&&h| self.holds(side, worker_id, dp_rank, tier, h)).count();
+        let mut line = format!("the router's index holds {held} of the event's {} blocks on {tier}", hashes.len());
+        // The first block it lacks that the engine still holds says why (the rest follow it).
+        if let Some((h, why)) = hashes.iter().find_map(|&h| Some((h, self.why_missing(side, worker_id, dp_rank, tier, h)?))) {
+            line.push_str(&format!("; {h:016x}: {}", why.sentence()));
+        }
+        line
+    }
+
+    /// Why the side's router lacks this block of a source, when it lacks one the engine holds.
+    pub fn why_missing(&self, side: Side, worker_id: &str, dp_rank: u32, tier: StorageTier, hash: u64) -> Option<Missing> {
+        let w: WorkerKey = (worker_number(worker_id), dp_rank);
+        self.model.why_missing(self.sides[side as usize], w, tier, hash)
+    }
+
+    /// Whether the side's router holds this block of a source.
+    pub fn holds(&self, side: Side, worker_id: &str, dp_rank: u32, tier: StorageTier, hash: u64) -> bool {
+        self.model.holds(self.sides[side as usize], (worker_number(worker_id), dp_rank), tier, hash)
+    }
+
+    pub fn approx_bytes(&self) -> usize {
+        self.model.approx_bytes()
+    }
+}
