@@ -19,8 +19,8 @@ pub enum Anomaly {
     DecodeErrors,
     /// The engine's seq went back: it restarted.
     Restarted,
-    /// The router's index (under policy A or B) sees less than half of the prefix tokens this
-    /// engine has cached: most of its hits are never scored.
+    /// The router's index (under policy A or B, an indexer still running) sees less than half
+    /// of the prefix tokens this engine has cached: most of its hits are never scored.
     RouterBlind,
     /// Its events are laid out unlike most of the fleet's (another release: tagged arrays up to
     /// vLLM 0.23, maps after).

@@ -107,7 +107,10 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
     flag(src.restarts() > 0, Anomaly::Restarted);
     let index = [m.index().counts(Side::A, src.index), m.index().counts(Side::B, src.index)];
     let router_sees = index.map(|c| c.filter(|c| c.engine_prefix_tokens > 0).map(|c| c.visible_share() as f32));
-    flag(router_sees.iter().flatten().any(|&s| s < 0.5), Anomaly::RouterBlind);
+    // An indexer that exited on a fatal verdict sees nothing anywhere: that is the fatal
+    // anomaly's story, told once. Blind is a running indexer missing most of a source.
+    let running = [Side::A, Side::B].map(|s| m.index().report(s).is_some_and(|r| r.indexer_exits == 0));
+    flag(router_sees.iter().zip(running).any(|(s, up)| up && s.is_some_and(|s| s < 0.5)), Anomaly::RouterBlind);
     let wire = src.wire.shown();
     flag(fleet_wire.is_some() && wire.is_some() && wire != fleet_wire, Anomaly::OtherWireLayout);
     flag(offload_skipped, Anomaly::OffloadSkipped);
