@@ -1,0 +1,183 @@
+//! What the index model costs, each figure against a baseline measured in the same run:
+//!
+//! - **events/s**: kvscope's normalizer alone over a stream (`normalize`, the work every page
+//!   and server already does) against the index model fed the same stream (`index`: the
+//!   engine's truth and one policy's index under Dynamo 1.6.1's rules, as `check` runs it) and
+//!   with two policies (`index_a_b`, as the page and the live server run it). Streams: the
+//!   Kimi-K3 incident (3 workers, corpus bytes) and a synthetic vLLM 0.33 fleet (16 workers,
+//!   chained 1-4 block stores and removals of the oldest blocks, 16-token blocks).
+//! - **bytes per block**: Dynamo 1.6.1's index modelled ([`DynamoIndex`]) against kvscope's own
+//!   tier tree, each holding the same 200,000 device blocks, and the whole model (truth and
+//!   index) per block the engines hold (one-shot, `BENCH index {json}` lines).
+//!
+//! ```text
+//! cargo bench -p kvscope-index --bench index
+//! ```
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput};
+use kvscope_encode::{Batch, Event, Hash, Removed, Stored, encode_batch_lossy, release};
+use kvscope_index::{DynamoIndex, IndexConfig, IndexModel};
+use kvscope_normalize::{Normalizer, Policy};
+use kvscope_router::{EventData, KvCacheEvent, PlaneTier, RouterEvent, StoredBlock, StoredData};
+
+/// A stream: per message, (source, seq, payload); and its event count.
+struct Stream {
+    sources: usize,
+    messages: Vec<(usize, u64, Vec<u8>)>,
+    events: u64,
+}
+
+fn kimi() -> Stream {
+    let mut messages = Vec::new();
+    let mut events = 0;
+    for w in 0..kvscope_corpus::KIMI_K3_WORKERS {
+        for m in kvscope_corpus::kimi_k3_stream(w) {
+            events += kvscope_wire::decode_batch(m.payload).map_or(0, |b| b.events.len() as u64);
+            messages.push((w as usize, m.seq, m.payload.to_vec()));
+        }
+    }
+    Stream { sources: kvscope_corpus::KIMI_K3_WORKERS as usize, messages, events }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// 16 workers, 200 batches each of about 8 events: chained stores of 1-4 blocks (a new chain
+/// every 16 stores), and once a worker holds 400 blocks, a removal of its 4 oldest per store.
+fn fleet() -> Stream {
+    let workers = 16;
+    let mut messages = Vec::new();
+    let mut events = 0;
+    for w in 0..workers {
+        let mut next = 0u64;
+        let mut live: std::collections::VecDeque<u64> = Default::default();
+        let mut parent: Option<u64> = None;
+        let mut stores = 0;
+        for seq in 0..200u64 {
+            let mut evs: Vec<Event> = Vec::new();
+            while evs.len() < 8 {
+                let n = 1 + (stores % 4) as usize;
+                if stores % 16 == 0 {
+                    parent = None;
+                }
+                stores += 1;
+                let hashes: Vec<u64> = (0..n)
+                    .map(|_| {
+                        next += 1;
+                        splitmix((w as u64) << 40 | next)
+                    })
+                    .collect();
+                let tokens = (0..n as u32 * 16).map(|t| t.wrapping_mul(2_654_435_761) % 50_000);
+                let store =
+                    Stored::new(hashes.iter().map(|&h| Hash::U64(h)), 16).parent(parent.map(Hash::U64)).tokens(tokens).medium(Some("GPU"));
+                evs.push(store.into());
+                parent = hashes.last().copied();
+                live.extend(&hashes);
+                if live.len() > 400 {
+                    let old: Vec<u64> = (0..4).filter_map(|_| live.pop_front()).collect();
+                    evs.push(Removed::new(old.into_iter().map(Hash::U64)).into());
+                }
+            }
+            events += evs.len() as u64;
+            let payload = encode_batch_lossy(&release::VLLM_0_33.layout, &Batch { ts: 1.0, events: evs, dp_rank: Some(0) }).unwrap();
+            messages.push((w, seq, payload));
+        }
+    }
+    Stream { sources: workers, messages, events }
+}
+
+fn normalize(s: &Stream, block_size: u32) {
+    let mut n = Normalizer::new(block_size, Policy::DYNAMO_1_6_1);
+    let ids: Vec<_> = (0..s.sources).map(|i| n.source(&i.to_string(), 0)).collect();
+    let mut out = Vec::new();
+    for (src, seq, payload) in &s.messages {
+        out.clear();
+        let _ = n.push_payload(ids[*src], *seq, payload, &mut out);
+    }
+    black_box(out.len());
+}
+
+fn model(s: &Stream, block_size: u32, policies: &[Policy]) -> IndexModel {
+    let mut m = IndexModel::new(IndexConfig::sides(block_size, policies));
+    let ids: Vec<_> = (0..s.sources).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+    for (src, seq, payload) in &s.messages {
+        let _ = m.push(ids[*src], *seq, payload, false);
+    }
+    m
+}
+
+fn events_per_second(c: &mut Criterion) {
+    for (name, stream, bs) in [("kimi_k3", kimi(), 1536), ("fleet16", fleet(), 16)] {
+        let mut g = c.benchmark_group(format!("index/{name}"));
+        g.throughput(Throughput::Elements(stream.events));
+        g.bench_function("normalize", |b| b.iter(|| normalize(&stream, bs)));
+        g.bench_function("index", |b| b.iter(|| black_box(model(&stream, bs, &[Policy::DYNAMO_1_6_1]))));
+        g.bench_function("index_a_b", |b| b.iter(|| black_box(model(&stream, bs, &[Policy::LEGACY, Policy::FIXED]))));
+        // A report (what check prints, what the page shows) walks every block once.
+        let m = model(&stream, bs, &[Policy::DYNAMO_1_6_1]);
+        g.bench_function("report", |b| b.iter(|| black_box(m.report())));
+        g.finish();
+    }
+}
+
+/// 200,000 device blocks in chains of 40, in the model's index and in kvscope's tier tree.
+fn bytes_per_block() {
+    const BLOCKS: u64 = 200_000;
+    let mut index = DynamoIndex::new();
+    let mut tree = kvscope_tiers::TierTree::new();
+    let mut parent = None;
+    for i in 0..BLOCKS {
+        if i % 40 == 0 {
+            parent = None;
+        }
+        let h = splitmix(i);
+        let e = RouterEvent {
+            worker_id: 1,
+            storage_tier: PlaneTier::Device,
+            residency_domain: None,
+            event: KvCacheEvent {
+                event_id: i,
+                data: EventData::Stored(StoredData {
+                    parent_hash: parent,
+                    start_position: None,
+                    blocks: vec![StoredBlock { block_hash: h, tokens_hash: splitmix(h) }],
+                }),
+                dp_rank: 0,
+            },
+        };
+        index.apply(&e).unwrap();
+        tree.store(&[h], parent, i, 0.0, usize::MAX, kvscope_tiers::OrphanPolicy::Refuse);
+        parent = Some(h);
+    }
+    let held: usize = index.block_sets().values().map(|s| s.len()).sum();
+    assert_eq!(held as u64, BLOCKS);
+    let per = |bytes: usize| bytes as f64 / BLOCKS as f64;
+    println!(
+        "BENCH index {{\"blocks\":{BLOCKS},\"index_bytes_per_block\":{:.1},\"tree_bytes_per_block\":{:.1},\"ratio\":{:.2}}}",
+        per(index.approx_bytes()),
+        per(tree.approx_bytes()),
+        index.approx_bytes() as f64 / tree.approx_bytes() as f64
+    );
+    // The whole model on the synthetic fleet: truth and index per block the engines hold.
+    let m = model(&fleet(), 16, &[Policy::DYNAMO_1_6_1]);
+    let truth = m.truth().len().max(1);
+    println!(
+        "BENCH index_model {{\"truth_blocks\":{truth},\"model_bytes_per_truth_block\":{:.1}}}",
+        m.approx_bytes() as f64 / truth as f64
+    );
+}
+
+fn main() {
+    bytes_per_block();
+    let mut c = Criterion::default().configure_from_args();
+    events_per_second(&mut c);
+    c.final_summary();
+}
