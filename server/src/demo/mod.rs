@@ -134,6 +134,48 @@ impl Rng {
     }
 }
 
+/// An engine's cached GPU blocks by request, evicted the way vLLM's block pool does: a
+/// finished request's blocks go back to the free queue tail first, so the least recently used
+/// request loses its last block first and a parent outlives its children. (Evicting chain heads
+/// would cut Dynamo's index below them: a fault the corpus's Kimi-K3 stream has, not a healthy
+/// engine.)
+#[derive(Debug, Default)]
+struct CachedRequests {
+    requests: std::collections::VecDeque<Vec<u64>>,
+    blocks: usize,
+}
+
+impl CachedRequests {
+    fn push(&mut self, hash: u64, new_request: bool) {
+        if new_request || self.requests.is_empty() {
+            self.requests.push_back(Vec::new());
+        }
+        if let Some(request) = self.requests.back_mut() {
+            request.push(hash);
+            self.blocks += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.blocks
+    }
+
+    /// The last block of the oldest finished request; the request still being written keeps
+    /// its blocks.
+    fn evict(&mut self) -> Option<u64> {
+        if self.requests.len() < 2 {
+            return None;
+        }
+        let oldest = self.requests.front_mut()?;
+        let hash = oldest.pop();
+        if oldest.is_empty() {
+            self.requests.pop_front();
+        }
+        self.blocks -= usize::from(hash.is_some());
+        hash
+    }
+}
+
 /// Produces one worker's batches.
 #[derive(Debug)]
 pub struct Generator {
@@ -144,7 +186,7 @@ pub struct Generator {
     chain: Vec<(u64, Vec<u32>)>,
     request_len: usize,
     pending_offload: Option<Stored>,
-    gpu_live: std::collections::VecDeque<u64>,
+    gpu_live: CachedRequests,
     offload_live: std::collections::VecDeque<u64>,
     tiers_live: [std::collections::VecDeque<u64>; 4],
     tick: u64,
@@ -213,7 +255,7 @@ impl Generator {
                 .kind(Some(if group < 3 { "mamba" } else { "mla_attention" }));
             events.push(store.into());
         }
-        self.gpu_live.push_back(hash);
+        self.gpu_live.push(hash, parent.is_none());
         // Every 8 GPU blocks of a request, the offload connector stores one 8 x 1536 block on
         // the cpu tier, under the hash of the last GPU block it covers, in the next batch.
         if self.chain.len().is_multiple_of(8) {
@@ -222,9 +264,10 @@ impl Generator {
             self.pending_offload = Some(Stored::new([Hash::U64(hash)], 12288).tokens(token_ids).medium(Some("cpu")).group_idx(Some(3)));
             self.offload_live.push_back(hash);
         }
-        if self.tick.is_multiple_of(3)
-            && self.gpu_live.len() > 16
-            && let Some(old) = self.gpu_live.pop_front()
+        // The cache is full at 16 blocks: each new one evicts one (vLLM allocates from the free
+        // queue's head).
+        while self.gpu_live.len() > 16
+            && let Some(old) = self.gpu_live.evict()
         {
             for group in 0..4u32 {
                 events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(group)).into());
@@ -283,7 +326,7 @@ impl Generator {
             .group_idx(Some(0))
             .kind(Some("full_attention"));
         events.push(store.into());
-        self.gpu_live.push_back(hash);
+        self.gpu_live.push(hash, parent.is_none());
         // LMCache stores a 256-token chunk once 16 blocks of the request are in.
         if chunks && self.chain.len().is_multiple_of(16) {
             let chunk = self.rng.next_u64() as i64;
@@ -292,9 +335,8 @@ impl Generator {
             events.push(Stored::new([Hash::I64(chunk)], 256).parent(parent).tokens(token_ids).medium(Some("cpu")).into());
             self.offload_live.push_back(chunk as u64);
         }
-        if self.tick.is_multiple_of(3)
-            && self.gpu_live.len() > 32
-            && let Some(old) = self.gpu_live.pop_front()
+        while self.gpu_live.len() > 32
+            && let Some(old) = self.gpu_live.evict()
         {
             events.push(Removed::new([Hash::U64(old)]).medium(Some("GPU")).group_idx(Some(0)).into());
         }
@@ -550,6 +592,48 @@ mod tests {
         let mean_rate: f64 = ranked.iter().map(|(p, _)| 1.0 / p.as_secs_f64()).sum::<f64>() / 512.0;
         assert!((19.8..20.2).contains(&mean_rate), "512 ranked engines offer 20 batches/s each on average, not {mean_rate}");
         assert_eq!(pacing(0.0, 1, 0), None);
+    }
+
+    #[test]
+    fn a_vllm_engine_evicts_the_oldest_request_tail_first_and_keeps_the_one_being_written() {
+        let mut cached = CachedRequests::default();
+        for (hash, new_request) in [(1, true), (2, false), (3, false), (4, true), (5, false)] {
+            cached.push(hash, new_request);
+        }
+        let evicted: Vec<u64> = std::iter::from_fn(|| cached.evict()).collect();
+        assert_eq!(evicted, [3, 2, 1], "a parent outlives its children; request 4 is still written");
+        assert_eq!(cached.len(), 2);
+    }
+
+    /// Dynamo's index of a healthy fleet worker holds everything its engine caches: vLLM's
+    /// eviction order never removes a block whose children are cached.
+    #[test]
+    fn a_healthy_fleet_worker_s_index_holds_every_block_its_engine_caches() {
+        let mut g = Generator::new(Scenario::Fleet, 7);
+        // Block hash -> parent, by their debug spelling (the encoder's Hash has no Hash impl).
+        let key = |h: &Hash| format!("{h:?}");
+        let mut live: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
+        for _ in 0..2_000 {
+            for event in g.next_batch() {
+                match event {
+                    Event::Stored(s) => {
+                        let parent = s.parent.as_ref().map(key);
+                        assert!(parent.as_ref().is_none_or(|p| live.contains_key(p)), "a store under an evicted parent: {s:?}");
+                        for h in &s.hashes {
+                            live.insert(key(h), parent.clone());
+                        }
+                    }
+                    Event::Removed(r) => {
+                        for h in r.hashes.iter().map(key) {
+                            assert!(!live.values().any(|p| p.as_ref() == Some(&h)), "{h} evicted before its children");
+                            live.remove(&h);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!((32..=32 + 56).contains(&live.len()), "{} blocks cached: the cache holds 32 and the request being written", live.len());
     }
 
     #[test]
