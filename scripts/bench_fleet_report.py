@@ -10,6 +10,8 @@ import re
 import sys
 from pathlib import Path
 
+from bench_sections import write_section
+
 HEADING = "## 5. The dashboard at fleet scale"
 run = Path(sys.argv[1] if len(sys.argv) > 1 else "target/bench-run/fleet")
 
@@ -158,23 +160,5 @@ glance_rows = [
     for short, m, ratio, no_task in glance
 ]
 
-section = md
-path = Path("BENCHMARKS.md")
-lines = path.read_text().splitlines() if path.exists() else []
-top = next((i for i, l in enumerate(lines) if l.startswith("## At a glance")), None)
-if top is not None:
-    lines = [l for l in lines if not l.startswith(GLANCE)]
-    # The table runs on from its header; the new rows go after its last.
-    last = next(i for i in range(top, len(lines)) if lines[i].startswith("|"))
-    while last + 1 < len(lines) and lines[last + 1].startswith("|"):
-        last += 1
-    lines[last + 1:last + 1] = glance_rows
-start = next((i for i, l in enumerate(lines) if l.startswith(HEADING)), None)
-if start is None:
-    at = next((i for i, l in enumerate(lines) if l.startswith("## Not measured in this run")), len(lines))
-    lines[at:at] = section
-else:
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    lines[start:end] = section
-path.write_text("\n".join(lines) + "\n")
+write_section(HEADING, md, GLANCE, glance_rows)
 print(f"wrote {HEADING[3:]} into BENCHMARKS.md")

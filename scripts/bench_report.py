@@ -17,6 +17,8 @@ written in one pass so that a report is always from one run. Split it by table w
 import json, sys, re
 from pathlib import Path
 
+import bench_sections
+
 run, inputs = Path(sys.argv[1]), Path(sys.argv[2])
 machine = dict(l.split("=", 1) for l in (run / "machine.txt").read_text().splitlines())
 workloads = json.loads((inputs / "inputs.json").read_text())
@@ -638,18 +640,17 @@ md += t2 + t3 + t4
 
 # Sections measured by their own command (not a step of bench.sh yet) are carried over from the
 # current BENCHMARKS.md as they stand: each says its command, baseline and run.
-KEPT = ("## Event-plane intake", "## 5. The dashboard at fleet scale")
 old = Path("BENCHMARKS.md").read_text().splitlines() if Path("BENCHMARKS.md").exists() else []
 keep, kept = False, []
 for line in old:
     if line.startswith("## "):
-        keep = line.startswith(KEPT)
+        keep = line.startswith(bench_sections.HEADINGS)
     if keep:
         kept.append(line)
 if kept:
     md += kept + [""]
-# ... and their rows of the overview (section 5's, written by bench_fleet_report.py).
-glance += [line for line in old if line.startswith("| 5. ")]
+# ... and their rows of the overview (written by bench_fleet_report.py, bench_index_report.py).
+glance += [line for line in old if line.startswith(bench_sections.GLANCE_PREFIXES)]
 
 # Overview, placed before the commands.
 for name, (kn, dn, kd, fl, dd, ms, pr) in headline.items():

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Tests of scripts/bench_report.py: it runs on a made-up run directory and the tables it writes
-carry the ratios the made-up timings imply.
+"""Tests of scripts/bench_report.py and scripts/bench_index_report.py: each runs on a made-up run
+directory and the tables it writes carry the ratios the made-up timings imply.
 
     python3 scripts/test_bench_report.py     # scripts/test.sh runs it; standard library only
 
@@ -17,6 +17,7 @@ import unittest
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent / "bench_report.py"
+INDEX_SCRIPT = Path(__file__).resolve().parent / "bench_index_report.py"
 WORKLOADS = ["kimi_k3", "small_gpu", "cpu_offload", "sglang"]
 # Seconds per pass, per criterion bench id; the same for every workload except where noted.
 TIMES = {
@@ -72,7 +73,8 @@ class BenchReportTest(unittest.TestCase):
         # A section measured by its own command, in the report being replaced: carried over.
         (root / "BENCHMARKS.md").write_text(
             "# old\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
-            "| 1. Decode | old row | 1.00x |\n| 5. Fleet scale | 64 x 300 for 600 s | 1.00; 0 |\n\n"
+            "| 1. Decode | old row | 1.00x |\n| 5. Fleet scale | 64 x 300 for 600 s | 1.00; 0 |\n"
+            "| 6. Router's index | bytes | 3.00x bytes |\n\n"
             "## 1. Decode\nold figures\n\n## Event-plane intake: NATS in\n\n| run | 1 |\n\n## Not measured\n- x\n"
         )
         cls.proc = subprocess.run(
@@ -115,12 +117,73 @@ class BenchReportTest(unittest.TestCase):
         # Section 5's rows of the overview stay in the overview's table, before the commands.
         glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
         self.assertIn("| 5. Fleet scale | 64 x 300 for 600 s | 1.00; 0 |\n", glance)
+        self.assertIn("| 6. Router's index | bytes | 3.00x bytes |\n", glance)
         self.assertLess(self.md.index("## Event-plane intake"), self.md.index("## Not measured in this run"))
 
     def test_steps_without_logs_are_named_as_not_measured(self):
         tail = self.md[self.md.index("## Not measured in this run"):]
         self.assertIn("table 4 (browser): no results in this run", tail)
         self.assertNotIn("Nothing: all four tables are from this run", tail)
+
+
+class IndexReportTest(unittest.TestCase):
+    """bench_index_report.py on a made-up run of scripts/bench_index.sh, into an existing report."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        run = root / "target/bench-run/index"
+        run.mkdir(parents=True)
+        (run / "run.txt").write_text("date=2026-01-01T00:00Z\ncores=2\ncpu=Test CPU\ncommit=abc1234\nload=1.00 1.00 1.00\n")
+        (run / "index.log").write_text(
+            'BENCH index {"blocks":1000000,"index_rss_bytes_per_block":150.0,"tree_rss_bytes_per_block":100.0,"ratio":1.50,'
+            '"index_estimate_bytes_per_block":140.0,"tree_estimate_bytes_per_block":90.0}\n'
+            'BENCH index_model {"truth_blocks":6400,"model_rss_bytes_per_truth_block":400.0,"model_estimate_bytes_per_truth_block":380.0}\n'
+            'BENCH index_stream {"stream":"kimi_k3","sources":3,"messages":60,"events":300}\n'
+            'BENCH index_stream {"stream":"fleet16","sources":16,"messages":3200,"events":28000}\n'
+        )
+        (run / "router-index.log").write_text(
+            'BENCH router_index {"workers":64,"rate_per_worker":20,"seconds":30,"interval":"1s","dump_bytes":123456,'
+            '"serve_cores_off":0.200,"serve_cores_on":0.250,"ratio":1.25,"cpu":"Test CPU"}\n'
+        )
+        # normalize 1 ms, index 2 ms, A and B 4 ms, report 0.5 ms: 0.50x and 0.25x.
+        for stream in ("kimi_k3", "fleet16"):
+            for bench, secs in (("normalize", 0.001), ("index", 0.002), ("index_a_b", 0.004), ("report", 0.0005)):
+                d = root / "target/criterion" / f"index_{stream}" / bench / "new"
+                d.mkdir(parents=True)
+                (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
+        (root / "BENCHMARKS.md").write_text(
+            "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
+            "| 1. Decode | row | 1.00x |\n| 6. Router's index | old | 9.99x |\n\n## Commands\n\n"
+            "## 6. The router's index: old\nold figures\n\n## Not measured in this run\n- x\n"
+        )
+        cls.proc = subprocess.run([sys.executable, str(INDEX_SCRIPT), "target/bench-run/index"], cwd=root, capture_output=True, text=True)
+        cls.md = (root / "BENCHMARKS.md").read_text()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_section_replaces_the_old_one_before_not_measured(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertNotIn("old figures", self.md)
+        self.assertEqual(self.md.count("## 6. The router's index"), 1)
+        self.assertLess(self.md.index("## 6. The router's index"), self.md.index("## Not measured in this run"))
+        self.assertIn("2 cores, Test CPU", self.md)
+
+    def test_each_cost_is_a_ratio_against_its_baseline(self):
+        # 300 events: normalize 300 k/s, index 150 k/s (0.50x), A and B 75 k/s (0.25x).
+        self.assertIn("| 300 | 300.0 k/s | 150.0 k/s | **0.50x** | 75.0 k/s | **0.25x** | 0.50 ms |", self.md)
+        self.assertIn("| ratio | **1.50x** | |", self.md)
+        self.assertIn("| **1.25x** |", self.md)
+
+    def test_the_overview_rows_are_replaced(self):
+        glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
+        self.assertNotIn("9.99x", glance)
+        self.assertIn("| 6. Router's index | `kimi_k3`: events/s, normalize + index (one policy) vs normalize alone | 0.50x events/s |", glance)
+        self.assertIn("| 6. Router's index | bytes per block (RSS): Dynamo's index as modelled vs kvscope's tier tree | 1.50x bytes |", glance)
+        self.assertIn("| 6. Router's index | server CPU at 64 workers: /dump polled every 1s vs not polled | 1.25x cores |", glance)
 
 
 if __name__ == "__main__":

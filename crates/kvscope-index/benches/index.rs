@@ -7,8 +7,9 @@
 //!   Kimi-K3 incident (3 workers, corpus bytes) and a synthetic vLLM 0.33 fleet (16 workers,
 //!   chained 1-4 block stores and removals of the oldest blocks, 16-token blocks).
 //! - **bytes per block**: Dynamo 1.6.1's index modelled ([`DynamoIndex`]) against kvscope's own
-//!   tier tree, each holding the same 200,000 device blocks, and the whole model (truth and
-//!   index) per block the engines hold (one-shot, `BENCH index {json}` lines).
+//!   tier tree, each holding the same 1,000,000 device blocks, and the whole model (truth and
+//!   index) per block the engines hold: resident bytes (RSS), beside the `approx_bytes`
+//!   estimates the page's memory bound uses (one-shot, `BENCH index {json}` lines).
 //!
 //! ```text
 //! cargo bench -p kvscope-index --bench index
@@ -23,6 +24,21 @@ use kvscope_encode::{Batch, Event, Hash, Removed, Stored, encode_batch_lossy, re
 use kvscope_index::{DynamoIndex, IndexConfig, IndexModel};
 use kvscope_normalize::{Normalizer, Policy};
 use kvscope_router::{EventData, KvCacheEvent, PlaneTier, RouterEvent, StoredBlock, StoredData};
+
+/// Resident set size of this process, from `/proc/self/statm` (pages of 4 KiB on x86_64 Linux),
+/// as table 2's tier-tree fills measure it.
+fn rss_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm (Linux only)");
+    let pages: usize = statm.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("statm's second field");
+    pages * 4096
+}
+
+/// What `build`'s result adds to the resident set (kept alive, so the next fill cannot reuse it).
+fn rss_of<T>(build: impl FnOnce() -> T) -> (T, usize) {
+    let before = rss_bytes();
+    let value = build();
+    (value, rss_bytes().saturating_sub(before))
+}
 
 /// A stream: per message, (source, seq, payload); and its event count.
 struct Stream {
@@ -116,6 +132,12 @@ fn model(s: &Stream, block_size: u32, policies: &[Policy]) -> IndexModel {
 
 fn events_per_second(c: &mut Criterion) {
     for (name, stream, bs) in [("kimi_k3", kimi(), 1536), ("fleet16", fleet(), 16)] {
+        println!(
+            "BENCH index_stream {{\"stream\":\"{name}\",\"sources\":{},\"messages\":{},\"events\":{}}}",
+            stream.sources,
+            stream.messages.len(),
+            stream.events
+        );
         let mut g = c.benchmark_group(format!("index/{name}"));
         g.throughput(Throughput::Elements(stream.events));
         g.bench_function("normalize", |b| b.iter(|| normalize(&stream, bs)));
@@ -128,49 +150,63 @@ fn events_per_second(c: &mut Criterion) {
     }
 }
 
-/// 200,000 device blocks in chains of 40, in the model's index and in kvscope's tier tree.
+/// The `i`th of 1,000,000 device blocks in chains of 40: its hash and parent.
+fn chained_block(i: u64) -> (u64, Option<u64>) {
+    (splitmix(i), (!i.is_multiple_of(40)).then(|| splitmix(i - 1)))
+}
+
+const BLOCKS: u64 = 1_000_000;
+
+/// 1,000,000 device blocks in chains of 40, in the model's index and in kvscope's tier tree.
 fn bytes_per_block() {
-    const BLOCKS: u64 = 200_000;
-    let mut index = DynamoIndex::new();
-    let mut tree = kvscope_tiers::TierTree::new();
-    let mut parent = None;
-    for i in 0..BLOCKS {
-        if i % 40 == 0 {
-            parent = None;
+    let (index, index_rss) = rss_of(|| {
+        let mut index = DynamoIndex::new();
+        for i in 0..BLOCKS {
+            let (h, parent) = chained_block(i);
+            let e = RouterEvent {
+                worker_id: 1,
+                storage_tier: PlaneTier::Device,
+                residency_domain: None,
+                event: KvCacheEvent {
+                    event_id: i,
+                    data: EventData::Stored(StoredData {
+                        parent_hash: parent,
+                        start_position: None,
+                        blocks: vec![StoredBlock { block_hash: h, tokens_hash: splitmix(h) }],
+                    }),
+                    dp_rank: 0,
+                },
+            };
+            index.apply(&e).unwrap();
         }
-        let h = splitmix(i);
-        let e = RouterEvent {
-            worker_id: 1,
-            storage_tier: PlaneTier::Device,
-            residency_domain: None,
-            event: KvCacheEvent {
-                event_id: i,
-                data: EventData::Stored(StoredData {
-                    parent_hash: parent,
-                    start_position: None,
-                    blocks: vec![StoredBlock { block_hash: h, tokens_hash: splitmix(h) }],
-                }),
-                dp_rank: 0,
-            },
-        };
-        index.apply(&e).unwrap();
-        tree.store(&[h], parent, i, 0.0, usize::MAX, kvscope_tiers::OrphanPolicy::Refuse);
-        parent = Some(h);
-    }
+        index
+    });
+    let (tree, tree_rss) = rss_of(|| {
+        let mut tree = kvscope_tiers::TierTree::new();
+        for i in 0..BLOCKS {
+            let (h, parent) = chained_block(i);
+            tree.store(&[h], parent, i, 0.0, usize::MAX, kvscope_tiers::OrphanPolicy::Refuse);
+        }
+        tree
+    });
     let held: usize = index.block_sets().values().map(|s| s.len()).sum();
     assert_eq!(held as u64, BLOCKS);
     let per = |bytes: usize| bytes as f64 / BLOCKS as f64;
     println!(
-        "BENCH index {{\"blocks\":{BLOCKS},\"index_bytes_per_block\":{:.1},\"tree_bytes_per_block\":{:.1},\"ratio\":{:.2}}}",
+        "BENCH index {{\"blocks\":{BLOCKS},\"index_rss_bytes_per_block\":{:.1},\"tree_rss_bytes_per_block\":{:.1},\"ratio\":{:.2},\"index_estimate_bytes_per_block\":{:.1},\"tree_estimate_bytes_per_block\":{:.1}}}",
+        per(index_rss),
+        per(tree_rss),
+        index_rss as f64 / tree_rss as f64,
         per(index.approx_bytes()),
         per(tree.approx_bytes()),
-        index.approx_bytes() as f64 / tree.approx_bytes() as f64
     );
     // The whole model on the synthetic fleet: truth and index per block the engines hold.
-    let m = model(&fleet(), 16, &[Policy::DYNAMO_1_6_1]);
+    let stream = fleet();
+    let (m, model_rss) = rss_of(|| model(&stream, 16, &[Policy::DYNAMO_1_6_1]));
     let truth = m.truth().len().max(1);
     println!(
-        "BENCH index_model {{\"truth_blocks\":{truth},\"model_bytes_per_truth_block\":{:.1}}}",
+        "BENCH index_model {{\"truth_blocks\":{truth},\"model_rss_bytes_per_truth_block\":{:.1},\"model_estimate_bytes_per_truth_block\":{:.1}}}",
+        model_rss as f64 / truth as f64,
         m.approx_bytes() as f64 / truth as f64
     );
 }

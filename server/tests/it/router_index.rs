@@ -242,6 +242,22 @@ async fn run(name: &str, workers: &str, block_size: u32, listeners: usize, publi
         }
     }
     eprintln!("{name}: {chains} device chains scored alike by the model and the indexer ({scored_tokens} tokens)");
+    for s in report["sources"].as_array().into_iter().flatten() {
+        let i = &s["index"];
+        eprintln!(
+            "{name} {}: engine {} blocks, router {} (real {}), both {}; engine only {}; router only {}; the router sees {} of {} cached prefix tokens, {} phantom",
+            s["key"],
+            i["engine_blocks"],
+            i["router_blocks"],
+            s["index_real"]["router_blocks"],
+            i["both"],
+            i["engine_only"],
+            i["router_only"],
+            i["visible_prefix_tokens"],
+            i["engine_prefix_tokens"],
+            i["phantom_tokens"]
+        );
+    }
     std::fs::remove_dir_all(dir).unwrap();
     Ran { report, model, scored_tokens }
 }
