@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
+use kvscope_normalize::{Outcome, Policy, StorageTier};
 use kvscope_router::{EventData, Predicted, Prediction, Predictor, RelayConfig, RouterEvent};
 use kvscope_wire::DecodeError;
 use serde::Serialize;
@@ -230,13 +230,13 @@ impl IndexModel {
     /// If `id` did not come from this model.
     pub fn push(&mut self, id: IndexSourceId, seq: u64, payload: &[u8], replayed: bool) -> Result<(), DecodeError> {
         let i = id.0 as usize;
-        let engine = match self.sources[i].engine.predict(seq, payload) {
-            Ok(p) => p,
-            Err(e) => {
-                self.decode_errors += 1;
-                return Err(e);
-            }
-        };
+        // Only the events the engine keeps, and those the indexes act on, are kept: a batch of
+        // millions of skipped events costs no memory per event (Predictor::predict_sparse).
+        let mut engine = Vec::new();
+        if let Err(e) = self.sources[i].engine.predict_sparse(seq, payload, |_| false, &mut engine) {
+            self.decode_errors += 1;
+            return Err(e);
+        }
         let s = &mut self.sources[i];
         if s.last_seq.is_some_and(|l| seq < l) && !replayed {
             s.restarted = true;
@@ -250,14 +250,30 @@ impl IndexModel {
             }
         }
         self.sources[i].last_seq = Some(seq);
-        let heard: Vec<Heard> = self.sides.iter_mut().map(|side| hear(&mut side.listeners[i], seq, payload, replayed)).collect();
+        // A side's drop matters where the engine keeps the event (it names why a block is missing).
+        let engine_keeps = |n: u32| engine.binary_search_by_key(&n, |p| p.origin.event_index).is_ok();
+        let heard: Vec<Heard> =
+            self.sides.iter_mut().map(|side| hear(&mut side.listeners[i], seq, payload, replayed, engine_keeps)).collect();
         let mut exited = vec![false; self.sides.len()];
-        for (n, truth) in engine.iter().enumerate() {
+        // The lists are sparse and in batch order: walk them together by event index.
+        let mut next_truth = 0;
+        let mut next = vec![0usize; heard.len()];
+        loop {
+            let heads = heard.iter().zip(&next).filter_map(|(h, &c)| h.as_ref().ok()?.get(c));
+            let Some(n) = engine.get(next_truth).into_iter().chain(heads).map(|p| p.origin.event_index).min() else { break };
+            let truth = engine.get(next_truth).filter(|p| p.origin.event_index == n);
+            next_truth += usize::from(truth.is_some());
             let mut policies: Vec<Result<&Prediction, Missing>> = Vec::with_capacity(self.sides.len());
             for (k, h) in heard.iter().enumerate() {
                 let p = match h {
-                    Ok(_) if exited[k] => Err(Missing::IndexerExited),
-                    Ok(p) => p.get(n).ok_or(Missing::NotReceived),
+                    Ok(list) => match list.get(next[k]).filter(|p| p.origin.event_index == n) {
+                        Some(p) => {
+                            next[k] += 1;
+                            if exited[k] { Err(Missing::IndexerExited) } else { Ok(p) }
+                        }
+                        None if exited[k] => Err(Missing::IndexerExited),
+                        None => Err(Missing::NotReceived),
+                    },
                     Err(m) => Err(*m),
                 };
                 if let Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. }) = p
@@ -316,8 +332,8 @@ impl IndexModel {
     }
 
     /// One engine event: the truth's change, each index's, and the causes of what now differs.
-    fn apply_event(&mut self, source: usize, truth: &Prediction, policies: &[Result<&Prediction, Missing>]) {
-        let Some(t) = truth.router_event() else {
+    fn apply_event(&mut self, source: usize, truth: Option<&Prediction>, policies: &[Result<&Prediction, Missing>]) {
+        let Some(t) = truth.and_then(Prediction::router_event) else {
             // The engine's own filter (a non-main group, an ignored event): no prefix block.
             for (k, p) in policies.iter().enumerate() {
                 self.apply_index(k, *p);
@@ -588,7 +604,7 @@ impl IndexModel {
 
 /// What a listener does with a frame: never gets a replayed one, drops a stale seq, else
 /// predicts the batch (a gap or a late first frame is noted).
-fn hear(l: &mut Listener, seq: u64, payload: &[u8], replayed: bool) -> Heard {
+fn hear(l: &mut Listener, seq: u64, payload: &[u8], replayed: bool, engine_keeps: impl FnMut(u32) -> bool) -> Heard {
     if replayed {
         return Err(Missing::NotReceived);
     }
@@ -602,9 +618,9 @@ fn hear(l: &mut Listener, seq: u64, payload: &[u8], replayed: bool) -> Heard {
         l.lost_frames = true;
     }
     l.listened = true;
-    let p = l.predictor.predict(seq, payload).unwrap_or_default();
+    let mut p = Vec::new();
     // A batch the indexer's decoder rejects does not move its cursor.
-    if !p.iter().all(|p| matches!(&p.outcome, Predicted::Dropped { label, .. } if *label == VerdictLabel::BatchDecodeRejected)) {
+    if l.predictor.predict_sparse(seq, payload, engine_keeps, &mut p).is_ok_and(|b| b.taken()) {
         l.watermark = Some(seq);
     }
     Ok(p)

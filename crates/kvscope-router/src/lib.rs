@@ -30,7 +30,9 @@ pub mod reconcile;
 pub use error::{PlaneError, ZmqFrameError};
 pub use event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData, decode_router_events};
 pub use plane::{Envelope, EnvelopeForm, KV_EVENTS_TOPIC, ZMQ_ENVELOPE_VERSION, ZmqPlaneMessage, decode_envelope, split_zmq_plane};
-pub use predict::{EngineEventRef, Feed, Predicted, Prediction, Predictor, RelayConfig, predict, tokens_hash, tokens_hash_seed};
+pub use predict::{
+    BatchPredicted, EngineEventRef, Feed, Predicted, Prediction, Predictor, RelayConfig, predict, tokens_hash, tokens_hash_seed,
+};
 pub use reconcile::{
     Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler, ReconcilerConfig, RouterCounts,
     RouterReport, RouterSourceId, SourceReport, UnknownWorker, differing_fields,

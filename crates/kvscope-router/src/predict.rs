@@ -26,9 +26,9 @@
 //! since kvscope-wire does not keep them: such a block's predicted `tokens_hash` differs.
 
 use kvscope_normalize::rules::own_namespace;
-use kvscope_normalize::{Apply, NamespaceState, Normalizer, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
+use kvscope_normalize::{Apply, NamespaceState, Normalizer, Outcome, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
 use kvscope_wire::msgpack::Reader;
-use kvscope_wire::{BlockStored, DecodeError, EventBatch, KvEvent};
+use kvscope_wire::{BlockStored, DecodeError, KvEvent};
 use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -174,14 +174,30 @@ pub struct Predictor {
     normalizer: Normalizer,
     source: SourceId,
     outbox: Outbox,
-    verdicts: Vec<Verdict>,
+}
+
+/// What one batch held, beside the predictions a sparse pass kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchPredicted {
+    /// Events in the batch.
+    pub events: u32,
+    /// Events the policy's whole-batch check rejected (`batch_decode_rejected`).
+    pub rejected: u32,
+}
+
+impl BatchPredicted {
+    /// Whether an indexer's decoder took the batch, which moves its cursor: some event was not
+    /// rejected with the batch (an empty batch takes nothing).
+    pub fn taken(&self) -> bool {
+        self.events > self.rejected
+    }
 }
 
 impl Predictor {
     pub fn new(config: RelayConfig) -> Predictor {
         let mut normalizer = Normalizer::new(config.kv_block_size, config.policy);
         let source = normalizer.source(&config.worker_id.to_string(), config.dp_rank);
-        Predictor { config, normalizer, source, outbox: Outbox::default(), verdicts: Vec::new() }
+        Predictor { config, normalizer, source, outbox: Outbox::default() }
     }
 
     pub fn config(&self) -> &RelayConfig {
@@ -191,11 +207,6 @@ impl Predictor {
     /// The normalizer the predictions come from (counters, learned groups).
     pub fn normalizer(&self) -> &Normalizer {
         &self.normalizer
-    }
-
-    /// The verdicts of the last batch predicted.
-    pub fn verdicts(&self) -> &[Verdict] {
-        &self.verdicts
     }
 
     /// Predicts one engine batch (the payload frame, published under `seq`): one prediction per
@@ -209,33 +220,65 @@ impl Predictor {
 
     /// As [`Predictor::predict`], appending to `out`.
     pub fn predict_into(&mut self, seq: u64, payload: &[u8], out: &mut Vec<Prediction>) -> Result<(), DecodeError> {
-        self.verdicts.clear();
-        let batch = self.normalizer.push_payload(self.source, seq, payload, &mut self.verdicts)?;
+        self.predict_sparse(seq, payload, |_| true, out).map(|_| ())
+    }
+
+    /// Predicts one engine batch keeping only what can reach an index: every event the relay
+    /// keeps (published, coalesced or held back), every fatal drop, and the other drops whose
+    /// event index `keep_dropped` asks for, in batch order. The batch is classified as it
+    /// decodes, so a hostile batch of millions of skipped events costs memory for what is kept,
+    /// not for the batch: the page's index model must not need gigabytes for a 12 MB frame.
+    pub fn predict_sparse(
+        &mut self,
+        seq: u64,
+        payload: &[u8],
+        mut keep_dropped: impl FnMut(u32) -> bool,
+        out: &mut Vec<Prediction>,
+    ) -> Result<BatchPredicted, DecodeError> {
         let first = out.len();
-        out.reserve(batch.events.len());
-        let verdicts = std::mem::take(&mut self.verdicts);
-        // Kept events, and per kept event the prediction it fills and its verdict's index.
-        let mut kept = Vec::new();
-        let mut slots = Vec::new();
-        for (v, (verdict, event)) in verdicts.iter().zip(&batch.events).enumerate() {
+        let mut batch = BatchPredicted::default();
+        // Per event the relay keeps: its prediction's slot, the event and its verdict. The
+        // RouterEvents are built after the whole batch is normalized, as the relay reads the
+        // namespace table after the batch.
+        let mut applied: Vec<(usize, KvEvent, Verdict)> = Vec::new();
+        let header = self.normalizer.push_payload_with(self.source, seq, payload, |event, verdict| {
+            batch.events += 1;
+            let label = verdict.label();
+            batch.rejected += u32::from(label == VerdictLabel::BatchDecodeRejected);
             let origin = EngineEventRef { seq, event_index: verdict.event_index };
-            match self.kept_event(payload, &batch, event, verdict) {
+            if matches!(verdict.kind, VerdictKind::Apply(_)) {
+                applied.push((out.len(), event.clone(), verdict));
+                out.push(Prediction { origin, outcome: Predicted::HeldBack });
+            } else if label.outcome() == Outcome::Fatal || keep_dropped(verdict.event_index) {
+                out.push(Prediction { origin, outcome: dropped(&verdict) });
+            }
+        });
+        let header = match header {
+            Ok(h) => h,
+            Err(e) => {
+                out.truncate(first);
+                return Err(e);
+            }
+        };
+        let mut kept = Vec::with_capacity(applied.len());
+        let mut slots = Vec::with_capacity(applied.len());
+        for (slot, event, verdict) in &applied {
+            match self.kept_event(payload, header.dp_rank, event, verdict) {
                 Some(k) => {
-                    slots.push((out.len(), v));
+                    slots.push((*slot, verdict));
                     kept.push(k);
-                    out.push(Prediction { origin, outcome: Predicted::HeldBack });
                 }
-                None => out.push(Prediction { origin, outcome: dropped(verdict) }),
+                None => out[*slot].outcome = dropped(verdict),
             }
         }
         match self.config.feed {
             Feed::Relay => {
-                for (&(slot, v), sent) in slots.iter().zip(self.outbox.send_batch(kept)) {
+                for (&(slot, verdict), sent) in slots.iter().zip(self.outbox.send_batch(kept)) {
                     out[slot].outcome = match sent {
                         Sent::Event(e) => Predicted::Publish(e),
                         Sent::Coalesced { into } => Predicted::Coalesced { into: out[slots[into as usize].0].origin },
                         // The empty removal a self-referencing store becomes is never sent.
-                        Sent::RemovalHeldBack if verdicts[v].kind == VerdictKind::Apply(Apply::NoOpRemove) => dropped(&verdicts[v]),
+                        Sent::RemovalHeldBack if verdict.kind == VerdictKind::Apply(Apply::NoOpRemove) => dropped(verdict),
                         Sent::RemovalHeldBack => Predicted::HeldBack,
                     };
                 }
@@ -247,16 +290,15 @@ impl Predictor {
                 }
             }
         }
-        self.verdicts = verdicts;
         debug_assert!(out[first..].iter().all(|p| p.origin.seq == seq));
-        Ok(())
+        Ok(batch)
     }
 
     /// The RouterEvent an applied verdict becomes on its own (Dynamo's `convert_event`), before
     /// the publisher stage; `None` for every other verdict.
-    fn kept_event(&self, payload: &[u8], batch: &EventBatch, event: &KvEvent, verdict: &Verdict) -> Option<Kept> {
+    fn kept_event(&self, payload: &[u8], batch_rank: Option<u32>, event: &KvEvent, verdict: &Verdict) -> Option<Kept> {
         let VerdictKind::Apply(apply) = verdict.kind else { return None };
-        let dp_rank = self.config.rank_of(batch.dp_rank);
+        let dp_rank = self.config.rank_of(batch_rank);
         let tier = PlaneTier::from(verdict.tier.unwrap_or(kvscope_normalize::StorageTier::Device));
         let mut session_id = None;
         let data = match (apply, event) {
