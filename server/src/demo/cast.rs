@@ -20,7 +20,8 @@ pub enum Role {
     /// from 0 and its replay buffer is empty.
     Restarts,
     /// Every [`Role::LOSS_EVERY_S`] seconds (first after 2 s), [`Role::LOST_FRAMES`] seqs are
-    /// never published nor kept for replay: a gap replay cannot fill.
+    /// never published nor kept for replay: a gap replay cannot fill. Their batches' blocks
+    /// are cached all the same, so the stores after a gap chain below blocks no reader saw.
     LosesFrames,
     /// Publishes vLLM 0.23.0's array layout (and its replay framing without a topic).
     OlderRelease,

@@ -480,7 +480,15 @@ impl Fleet {
                                     engine.restart();
                                     generator = Generator::with_offload(scenario, seed, false);
                                 }
-                                cast::Role::LosesFrames => engine.lose(cast::Role::LOST_FRAMES),
+                                cast::Role::LosesFrames => {
+                                    // The engine made these batches and the network lost them:
+                                    // their blocks are cached, and the next stores chain below
+                                    // blocks no reader saw.
+                                    for _ in 0..cast::Role::LOST_FRAMES {
+                                        generator.next_batch();
+                                    }
+                                    engine.lose(cast::Role::LOST_FRAMES);
+                                }
                                 _ => {}
                             }
                         }
