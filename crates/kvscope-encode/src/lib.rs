@@ -15,6 +15,7 @@
 //!   place for is an error ([`encode_batch_lossy`] drops it instead).
 //! - [`router`]: Dynamo's event plane (RouterEvents, envelopes, ZMQ-plane frames), as
 //!   Dynamo 1.6.1's relay writes it.
+//! - [`synthetic`]: a synthetic fleet of small events, for benches.
 //! - [`decoded`]: events back from `kvscope_wire`'s decode, for byte-for-byte round trips.
 //!
 //! ```
@@ -39,6 +40,7 @@ pub mod raw;
 pub mod release;
 pub mod router;
 mod slot;
+pub mod synthetic;
 mod write;
 
 pub use error::EncodeError;

@@ -20,7 +20,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
-use kvscope_encode::{Batch, Event, Hash, Removed, Stored, encode_batch_lossy, release};
+use kvscope_encode::synthetic::splitmix;
 use kvscope_index::{DynamoIndex, IndexConfig, IndexModel};
 use kvscope_normalize::{Normalizer, Policy};
 use kvscope_router::{EventData, KvCacheEvent, PlaneTier, RouterEvent, StoredBlock, StoredData};
@@ -59,55 +59,11 @@ fn kimi() -> Stream {
     Stream { sources: kvscope_corpus::KIMI_K3_WORKERS as usize, messages, events }
 }
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// 16 workers, 200 batches each of about 8 events: chained stores of 1-4 blocks (a new chain
-/// every 16 stores), and once a worker holds 400 blocks, a removal of its 4 oldest per store.
+/// 16 workers, 200 batches each of about 8 small events ([`kvscope_encode::synthetic::fleet`]).
 fn fleet() -> Stream {
-    let workers = 16;
-    let mut messages = Vec::new();
-    let mut events = 0;
-    for w in 0..workers {
-        let mut next = 0u64;
-        let mut live: std::collections::VecDeque<u64> = Default::default();
-        let mut parent: Option<u64> = None;
-        let mut stores = 0;
-        for seq in 0..200u64 {
-            let mut evs: Vec<Event> = Vec::new();
-            while evs.len() < 8 {
-                let n = 1 + (stores % 4) as usize;
-                if stores % 16 == 0 {
-                    parent = None;
-                }
-                stores += 1;
-                let hashes: Vec<u64> = (0..n)
-                    .map(|_| {
-                        next += 1;
-                        splitmix((w as u64) << 40 | next)
-                    })
-                    .collect();
-                let tokens = (0..n as u32 * 16).map(|t| t.wrapping_mul(2_654_435_761) % 50_000);
-                let store =
-                    Stored::new(hashes.iter().map(|&h| Hash::U64(h)), 16).parent(parent.map(Hash::U64)).tokens(tokens).medium(Some("GPU"));
-                evs.push(store.into());
-                parent = hashes.last().copied();
-                live.extend(&hashes);
-                if live.len() > 400 {
-                    let old: Vec<u64> = (0..4).filter_map(|_| live.pop_front()).collect();
-                    evs.push(Removed::new(old.into_iter().map(Hash::U64)).into());
-                }
-            }
-            events += evs.len() as u64;
-            let payload = encode_batch_lossy(&release::VLLM_0_33.layout, &Batch { ts: 1.0, events: evs, dp_rank: Some(0) }).unwrap();
-            messages.push((w, seq, payload));
-        }
-    }
-    Stream { sources: workers, messages, events }
+    let batches = kvscope_encode::synthetic::fleet(16, 200).unwrap();
+    let events = batches.iter().map(|b| u64::from(b.events)).sum();
+    Stream { sources: 16, messages: batches.into_iter().map(|b| (b.worker as usize, b.seq, b.payload)).collect(), events }
 }
 
 fn normalize(s: &Stream, block_size: u32) {

@@ -21,6 +21,11 @@ pub mod dynamo;
 pub mod model;
 pub mod truth;
 
+/// The index's maps, keyed on block hashes and worker keys: a folded multiply, not SipHash, as
+/// kvscope's tier trees hash (`kvscope_tiers::BlockHasher`: 20 ns a lookup saved at a million
+/// blocks; not DoS-resistant, which a viewer need not be).
+pub type FastMap<K, V> = std::collections::HashMap<K, V, kvscope_tiers::BuildBlockHasher>;
+
 pub use cause::{Missing, OrphanRoot, Stale};
 pub use dump::{DumpPart, dump_block_sets, parse_dump};
 pub use dynamo::{BlockSets, DynamoIndex, StoreError, WorkerKey};

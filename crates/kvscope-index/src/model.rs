@@ -18,11 +18,14 @@
 //! [`IndexModel::report`] compares the block sets per worker, rank and tier and scores every
 //! chain the engine holds from its root as Dynamo's `find_matches` does.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+use crate::FastMap;
 
 use kvscope_normalize::{Outcome, Policy, StorageTier};
-use kvscope_router::{EventData, Predicted, Prediction, Predictor, RelayConfig, RouterEvent};
-use kvscope_wire::DecodeError;
+use kvscope_router::{EventData, PredictPass, Predicted, Prediction, Predictor, RelayConfig, RouterEvent, TokensHashes};
+use kvscope_wire::{BatchHeader, DecodeError, EventSink, KvEvent};
 use serde::Serialize;
 
 use crate::cause::{Missing, OrphanRoot, Stale};
@@ -109,10 +112,10 @@ struct Side {
     policy: Policy,
     index: DynamoIndex,
     listeners: Vec<Listener>,
-    missing: HashMap<BlockKey, Missing>,
-    stale: HashMap<BlockKey, Stale>,
+    missing: FastMap<BlockKey, Missing>,
+    stale: FastMap<BlockKey, Stale>,
     /// Why a worker's remaining router-only blocks are stale, when no event said more.
-    stale_fallback: HashMap<WorkerKey, Stale>,
+    stale_fallback: FastMap<WorkerKey, Stale>,
     exits: u64,
     first_exit: Option<(String, u64)>,
     refused_blocks: u64,
@@ -158,9 +161,9 @@ impl IndexModel {
                 policy,
                 index: DynamoIndex::new(),
                 listeners: Vec::new(),
-                missing: HashMap::new(),
-                stale: HashMap::new(),
-                stale_fallback: HashMap::new(),
+                missing: FastMap::default(),
+                stale: FastMap::default(),
+                stale_fallback: FastMap::default(),
                 exits: 0,
                 first_exit: None,
                 refused_blocks: 0,
@@ -230,13 +233,59 @@ impl IndexModel {
     /// If `id` did not come from this model.
     pub fn push(&mut self, id: IndexSourceId, seq: u64, payload: &[u8], replayed: bool) -> Result<(), DecodeError> {
         let i = id.0 as usize;
-        // Only the events the engine keeps, and those the indexes act on, are kept: a batch of
-        // millions of skipped events costs no memory per event (Predictor::predict_sparse).
+        // Which sides' listeners hear this batch, decided by their cursors before it decodes.
+        let hears: Vec<Result<(), Missing>> = self.sides.iter().map(|side| hears(&side.listeners[i], seq, replayed)).collect();
+        // One decode for the engine's truth and every listening side. Only the events the
+        // engine keeps, and those the indexes act on, are kept: a batch of millions of skipped
+        // events costs no memory per event (Predictor::predict_sparse). A side's drop matters
+        // where the engine keeps the event (it names why a block is missing).
         let mut engine = Vec::new();
-        if let Err(e) = self.sources[i].engine.predict_sparse(seq, payload, |_| false, &mut engine) {
+        let mut lists: Vec<Vec<Prediction>> = vec![Vec::new(); self.sides.len()];
+        let engine_keeps = Cell::new(false);
+        let never: fn(u32) -> bool = |_| false;
+        let (truth_batch, side_batches) = {
+            let IndexModel { sources, sides, .. } = self;
+            let truth = sources[i].engine.pass(seq, never, &mut engine);
+            let passes = sides
+                .iter_mut()
+                .zip(lists.iter_mut())
+                .zip(&hears)
+                .filter(|(_, h)| h.is_ok())
+                .map(|((side, list), _)| side.listeners[i].predictor.pass(seq, |_| engine_keeps.get(), list))
+                .collect();
+            let mut fanout = Fanout { truth, sides: passes, engine_keeps: &engine_keeps };
+            let decoded = kvscope_wire::decode_each(payload, &mut fanout);
+            let Fanout { truth, sides: passes, .. } = fanout;
+            let mut hashes = TokensHashes::default();
+            let truth_batch = truth.finish_sharing(payload, &decoded, &mut hashes);
+            // The listeners' normalizers count nothing of a payload that does not decode.
+            let taken: Vec<bool> = match truth_batch {
+                Ok(_) => passes.into_iter().map(|p| p.finish_sharing(payload, &decoded, &mut hashes).is_ok_and(|b| b.taken())).collect(),
+                Err(_) => Vec::new(),
+            };
+            (truth_batch, taken)
+        };
+        if let Err(e) = truth_batch {
             self.decode_errors += 1;
             return Err(e);
         }
+        let mut taken = side_batches.into_iter();
+        let heard: Vec<Heard> = self
+            .sides
+            .iter_mut()
+            .zip(hears)
+            .zip(lists)
+            .map(|((side, h), list)| {
+                h?;
+                let l = &mut side.listeners[i];
+                note_heard(l, seq);
+                // A batch the indexer's decoder rejects does not move its cursor.
+                if taken.next() == Some(true) {
+                    l.watermark = Some(seq);
+                }
+                Ok(list)
+            })
+            .collect();
         let s = &mut self.sources[i];
         if s.last_seq.is_some_and(|l| seq < l) && !replayed {
             s.restarted = true;
@@ -250,10 +299,6 @@ impl IndexModel {
             }
         }
         self.sources[i].last_seq = Some(seq);
-        // A side's drop matters where the engine keeps the event (it names why a block is missing).
-        let engine_keeps = |n: u32| engine.binary_search_by_key(&n, |p| p.origin.event_index).is_ok();
-        let heard: Vec<Heard> =
-            self.sides.iter_mut().map(|side| hear(&mut side.listeners[i], seq, payload, replayed, engine_keeps)).collect();
         let mut exited = vec![false; self.sides.len()];
         // The lists are sparse and in batch order: walk them together by event index.
         let mut next_truth = 0;
@@ -525,8 +570,8 @@ impl IndexModel {
 
     /// Which source each worker and rank belongs to: the source at that key, or else the first
     /// source whose batches named the rank.
-    fn owners(&self) -> HashMap<WorkerKey, usize> {
-        let mut owner: HashMap<WorkerKey, usize> = HashMap::new();
+    fn owners(&self) -> FastMap<WorkerKey, usize> {
+        let mut owner: FastMap<WorkerKey, usize> = FastMap::default();
         for (i, s) in self.sources.iter().enumerate() {
             owner.insert((s.worker_id, s.dp_rank), i);
         }
@@ -604,13 +649,20 @@ impl IndexModel {
 
 /// What a listener does with a frame: never gets a replayed one, drops a stale seq, else
 /// predicts the batch (a gap or a late first frame is noted).
-fn hear(l: &mut Listener, seq: u64, payload: &[u8], replayed: bool, engine_keeps: impl FnMut(u32) -> bool) -> Heard {
+/// Whether a listener hears a batch: not one from the replay socket (the indexer reads the
+/// live one), nor one at or below its cursor.
+fn hears(l: &Listener, seq: u64, replayed: bool) -> Result<(), Missing> {
     if replayed {
         return Err(Missing::NotReceived);
     }
     if l.watermark.is_some_and(|w| seq <= w) {
         return Err(Missing::StaleSeq);
     }
+    Ok(())
+}
+
+/// What hearing a batch tells a listener about its stream: it joined late, or lost frames.
+fn note_heard(l: &mut Listener, seq: u64) {
     if !l.listened && seq > 0 {
         l.joined_late = true;
     }
@@ -618,12 +670,32 @@ fn hear(l: &mut Listener, seq: u64, payload: &[u8], replayed: bool, engine_keeps
         l.lost_frames = true;
     }
     l.listened = true;
-    let mut p = Vec::new();
-    // A batch the indexer's decoder rejects does not move its cursor.
-    if l.predictor.predict_sparse(seq, payload, engine_keeps, &mut p).is_ok_and(|b| b.taken()) {
-        l.watermark = Some(seq);
+}
+
+/// One decode for the engine's truth and the listening sides, in that order per event, so a
+/// side asks whether the engine kept the event it is judging.
+struct Fanout<'a, K> {
+    truth: PredictPass<'a, fn(u32) -> bool>,
+    sides: Vec<PredictPass<'a, K>>,
+    engine_keeps: &'a Cell<bool>,
+}
+
+impl<K: FnMut(u32) -> bool> EventSink for Fanout<'_, K> {
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        self.truth.inspect(index, event);
+        self.sides.iter_mut().for_each(|s| s.inspect(index, event));
     }
-    Ok(p)
+
+    fn begin(&mut self, header: &BatchHeader) {
+        self.truth.begin(header);
+        self.sides.iter_mut().for_each(|s| s.begin(header));
+    }
+
+    fn event(&mut self, index: u32, event: &KvEvent) {
+        self.truth.event(index, event);
+        self.engine_keeps.set(self.truth.kept(index));
+        self.sides.iter_mut().for_each(|s| s.event(index, event));
+    }
 }
 
 /// One block on which the model and a real index disagree.
@@ -645,7 +717,7 @@ pub struct IndexDifference {
 /// `index`: the chains from the engine's roots, walked as Dynamo's `find_matches` walks them (a
 /// chain that starts below a block the engine never announced scores nothing).
 fn visible_blocks(index: &DynamoIndex, w: WorkerKey, truth: &BTreeMap<u64, crate::truth::TruthBlock>) -> u64 {
-    let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut children: FastMap<u64, Vec<u64>> = FastMap::default();
     let mut roots = Vec::new();
     for (&h, b) in truth {
         match b.parent {
@@ -656,7 +728,7 @@ fn visible_blocks(index: &DynamoIndex, w: WorkerKey, truth: &BTreeMap<u64, crate
     }
     // Depth-first, one find_matches per leaf; a block is visible when some chain through it
     // scores past it.
-    let mut scored: HashMap<u64, bool> = HashMap::new();
+    let mut scored: FastMap<u64, bool> = FastMap::default();
     let mut stack: Vec<(u64, Vec<u64>, Vec<u64>)> = roots.into_iter().map(|r| (r, Vec::new(), Vec::new())).collect();
     while let Some((h, mut hashes, mut tokens)) = stack.pop() {
         hashes.push(h);

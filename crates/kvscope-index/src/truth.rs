@@ -3,7 +3,9 @@
 //! copies (vLLM can hold two blocks with one hash and announces each), with each block's parent
 //! and tokens hash, so that chains can be walked from their root as a router scores them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::FastMap;
 
 use kvscope_normalize::StorageTier;
 
@@ -22,7 +24,7 @@ pub struct TruthBlock {
 /// Every engine's blocks.
 #[derive(Clone, Debug, Default)]
 pub struct Truth {
-    tiers: HashMap<(WorkerKey, StorageTier), HashMap<u64, TruthBlock>>,
+    tiers: FastMap<(WorkerKey, StorageTier), FastMap<u64, TruthBlock>>,
     blocks: usize,
 }
 
@@ -85,7 +87,7 @@ impl Truth {
     }
 
     /// Every (worker, tier) with blocks, and its blocks.
-    pub fn sets(&self) -> impl Iterator<Item = (&(WorkerKey, StorageTier), &HashMap<u64, TruthBlock>)> {
+    pub fn sets(&self) -> impl Iterator<Item = (&(WorkerKey, StorageTier), &FastMap<u64, TruthBlock>)> {
         self.tiers.iter().filter(|(_, s)| !s.is_empty())
     }
 

@@ -57,7 +57,7 @@ pub use groups::{GroupTable, LearnedKind};
 pub use kind::{KindClass, classify_kind};
 pub use label::{Outcome, UnknownLabel, VerdictLabel};
 pub use namespaces::{NamespaceState, NamespaceTable};
-pub use normalizer::{Normalizer, PayloadSink, SourceKey};
+pub use normalizer::{Normalizer, PayloadSink, PayloadState, SourceKey};
 pub use policy::{
     BatchCheck, BlockSizeCheck, Conversion, GroupRules, LogStyle, MediumMatch, MediumTable, Policy, SelfReference, UnknownMedium,
     UnknownPolicy,

@@ -187,12 +187,39 @@ impl Normalizer {
     /// decode to several normalizers (the server's policies); [`Normalizer::push_payload_with`]
     /// is the one-normalizer form. A failed decode is not counted here (the caller knows).
     pub fn payload_sink<F: FnMut(&KvEvent, Verdict)>(&mut self, id: SourceId, seq: u64, each: F) -> PayloadSink<'_, F> {
-        self.state(id);
-        let scan = (self.policy.batch_check == BatchCheck::Dynamo161).then(RejectionScan::default);
-        PayloadSink { normalizer: self, id, seq, scan, rejection: None, dp_rank: None, each }
+        let state = self.payload_state(id, seq);
+        PayloadSink { normalizer: self, state, each }
     }
 
-    fn count_decode_error(&mut self, id: SourceId, seq: u64, err: &DecodeError) {
+    /// One payload's classification for source `id`, for a caller that drives the decoder
+    /// itself and cannot keep the normalizer borrowed between events (a relay's prediction,
+    /// which needs its publisher stage too): [`PayloadState::inspect`] each event while the
+    /// payload is checked, [`Normalizer::begin_payload`] once it decoded, then
+    /// [`Normalizer::classify`] each event. [`PayloadSink`] is the same, borrowing the
+    /// normalizer.
+    pub fn payload_state(&self, id: SourceId, seq: u64) -> PayloadState {
+        self.state(id);
+        let scan = (self.policy.batch_check == BatchCheck::Dynamo161).then(RejectionScan::default);
+        PayloadState { id, seq, scan, rejection: None, dp_rank: None }
+    }
+
+    /// The payload of `state` decoded whole: its batch is counted (and its rejection found).
+    pub fn begin_payload(&mut self, state: &mut PayloadState, header: &BatchHeader) {
+        state.rejection = state.scan.as_ref().and_then(|scan| rejected(scan, header));
+        state.dp_rank = header.dp_rank;
+        self.begin_batch(state.id, state.seq, state.rejection.as_ref());
+    }
+
+    /// One event of the payload of `state`, after [`Normalizer::begin_payload`].
+    #[inline]
+    pub fn classify(&mut self, state: &PayloadState, index: u32, event: &KvEvent) -> Verdict {
+        self.normalize_one(state.id, state.seq, index, state.dp_rank, event, state.rejection.as_ref())
+    }
+
+    /// Counts a payload of source `id` that did not decode (`decode_errors`, the first one kept
+    /// with its context), as [`Normalizer::push_payload`] does; for callers that decode
+    /// themselves.
+    pub fn count_decode_error(&mut self, id: SourceId, seq: u64, err: &DecodeError) {
         let state = self.state_mut(id);
         state.counters.decode_errors += 1;
         if state.counters.first_decode_error.is_none() {
@@ -333,32 +360,45 @@ fn rejected(scan: &RejectionScan, header: &BatchHeader) -> Option<Rejected> {
 #[derive(Debug)]
 pub struct PayloadSink<'n, F> {
     normalizer: &'n mut Normalizer,
+    state: PayloadState,
+    each: F,
+}
+
+/// One payload's classification in progress ([`Normalizer::payload_state`]).
+#[derive(Debug)]
+pub struct PayloadState {
     id: SourceId,
     seq: u64,
     /// `Some` under a policy with a batch-level check.
     scan: Option<RejectionScan>,
     rejection: Option<Rejected>,
     dp_rank: Option<u32>,
-    each: F,
+}
+
+impl PayloadState {
+    /// One event while the payload is checked, before it is classified: a batch-level check
+    /// gathers what it needs here.
+    #[inline]
+    pub fn inspect(&mut self, index: u32, event: &KvEvent) {
+        if let Some(scan) = &mut self.scan {
+            scan.observe(index, event);
+        }
+    }
 }
 
 impl<F: FnMut(&KvEvent, Verdict)> EventSink for PayloadSink<'_, F> {
     #[inline]
     fn inspect(&mut self, index: u32, event: &KvEvent) {
-        if let Some(scan) = &mut self.scan {
-            scan.observe(index, event);
-        }
+        self.state.inspect(index, event);
     }
 
     fn begin(&mut self, header: &BatchHeader) {
-        self.rejection = self.scan.as_ref().and_then(|scan| rejected(scan, header));
-        self.dp_rank = header.dp_rank;
-        self.normalizer.begin_batch(self.id, self.seq, self.rejection.as_ref());
+        self.normalizer.begin_payload(&mut self.state, header);
     }
 
     #[inline]
     fn event(&mut self, index: u32, event: &KvEvent) {
-        let verdict = self.normalizer.normalize_one(self.id, self.seq, index, self.dp_rank, event, self.rejection.as_ref());
+        let verdict = self.normalizer.classify(&self.state, index, event);
         (self.each)(event, verdict);
     }
 }

@@ -26,9 +26,9 @@
 //! since kvscope-wire does not keep them: such a block's predicted `tokens_hash` differs.
 
 use kvscope_normalize::rules::own_namespace;
-use kvscope_normalize::{Apply, NamespaceState, Normalizer, Outcome, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
+use kvscope_normalize::{Apply, NamespaceState, Normalizer, Outcome, PayloadState, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
 use kvscope_wire::msgpack::Reader;
-use kvscope_wire::{BlockStored, DecodeError, KvEvent};
+use kvscope_wire::{BatchHeader, BlockStored, DecodeError, EventSink, KvEvent};
 use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -232,71 +232,35 @@ impl Predictor {
         &mut self,
         seq: u64,
         payload: &[u8],
-        mut keep_dropped: impl FnMut(u32) -> bool,
+        keep_dropped: impl FnMut(u32) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
+        let mut pass = self.pass(seq, keep_dropped, out);
+        let decoded = kvscope_wire::decode_each(payload, &mut pass);
+        pass.finish(payload, &decoded)
+    }
+
+    /// A prediction of one engine batch fed by a decode the caller runs
+    /// ([`kvscope_wire::decode_each`], alone or beside other sinks), keeping what
+    /// [`Predictor::predict_sparse`] keeps; [`PredictPass::finish`] ends it. Several relays of
+    /// one source share a decode this way: the index model runs the engine's truth and each
+    /// policy's listener over the same bytes.
+    pub fn pass<'p, K: FnMut(u32) -> bool>(&'p mut self, seq: u64, keep_dropped: K, out: &'p mut Vec<Prediction>) -> PredictPass<'p, K> {
+        let state = self.normalizer.payload_state(self.source, seq);
         let first = out.len();
-        let mut batch = BatchPredicted::default();
-        // Per event the relay keeps: its prediction's slot, the event and its verdict. The
-        // RouterEvents are built after the whole batch is normalized, as the relay reads the
-        // namespace table after the batch.
-        let mut applied: Vec<(usize, KvEvent, Verdict)> = Vec::new();
-        let header = self.normalizer.push_payload_with(self.source, seq, payload, |event, verdict| {
-            batch.events += 1;
-            let label = verdict.label();
-            batch.rejected += u32::from(label == VerdictLabel::BatchDecodeRejected);
-            let origin = EngineEventRef { seq, event_index: verdict.event_index };
-            if matches!(verdict.kind, VerdictKind::Apply(_)) {
-                applied.push((out.len(), event.clone(), verdict));
-                out.push(Prediction { origin, outcome: Predicted::HeldBack });
-            } else if label.outcome() == Outcome::Fatal || keep_dropped(verdict.event_index) {
-                out.push(Prediction { origin, outcome: dropped(&verdict) });
-            }
-        });
-        let header = match header {
-            Ok(h) => h,
-            Err(e) => {
-                out.truncate(first);
-                return Err(e);
-            }
-        };
-        let mut kept = Vec::with_capacity(applied.len());
-        let mut slots = Vec::with_capacity(applied.len());
-        for (slot, event, verdict) in &applied {
-            match self.kept_event(payload, header.dp_rank, event, verdict) {
-                Some(k) => {
-                    slots.push((*slot, verdict));
-                    kept.push(k);
-                }
-                None => out[*slot].outcome = dropped(verdict),
-            }
-        }
-        match self.config.feed {
-            Feed::Relay => {
-                for (&(slot, verdict), sent) in slots.iter().zip(self.outbox.send_batch(kept)) {
-                    out[slot].outcome = match sent {
-                        Sent::Event(e) => Predicted::Publish(e),
-                        Sent::Coalesced { into } => Predicted::Coalesced { into: out[slots[into as usize].0].origin },
-                        // The empty removal a self-referencing store becomes is never sent.
-                        Sent::RemovalHeldBack if verdict.kind == VerdictKind::Apply(Apply::NoOpRemove) => dropped(verdict),
-                        Sent::RemovalHeldBack => Predicted::HeldBack,
-                    };
-                }
-            }
-            Feed::Listener => {
-                for ((slot, _), mut k) in slots.into_iter().zip(kept) {
-                    k.event.event.event_id = seq;
-                    out[slot].outcome = Predicted::Publish(k.event);
-                }
-            }
-        }
-        debug_assert!(out[first..].iter().all(|p| p.origin.seq == seq));
-        Ok(batch)
+        PredictPass { predictor: self, state, seq, keep_dropped, out, first, batch: BatchPredicted::default(), applied: Vec::new() }
     }
 
     /// The RouterEvent an applied verdict becomes on its own (Dynamo's `convert_event`), before
     /// the publisher stage; `None` for every other verdict.
-    fn kept_event(&self, payload: &[u8], batch_rank: Option<u32>, event: &KvEvent, verdict: &Verdict) -> Option<Kept> {
+    fn kept_event(
+        &self,
+        payload: &[u8],
+        batch_rank: Option<u32>,
+        event: &KvEvent,
+        verdict: &Verdict,
+        hashes: &mut TokensHashes,
+    ) -> Option<Kept> {
         let VerdictKind::Apply(apply) = verdict.kind else { return None };
         let dp_rank = self.config.rank_of(batch_rank);
         let tier = PlaneTier::from(verdict.tier.unwrap_or(kvscope_normalize::StorageTier::Device));
@@ -308,7 +272,7 @@ impl Predictor {
                 EventData::Stored(StoredData {
                     parent_hash: s.parent_block_hash.map(|h| h.0),
                     start_position: None,
-                    blocks: stored_blocks(payload, s, blocks, self.config.kv_block_size, namespace.as_deref()),
+                    blocks: hashes.stored_blocks(payload, verdict.event_index, s, blocks, self.config.kv_block_size, namespace.as_deref()),
                 })
             }
             (Apply::Remove { .. }, KvEvent::BlockRemoved(r)) => {
@@ -343,6 +307,121 @@ impl Predictor {
     }
 }
 
+/// One engine batch being predicted ([`Predictor::pass`]): an [`EventSink`] that classifies
+/// each event as the decoder hands it over, and keeps what can reach an index.
+pub struct PredictPass<'p, K> {
+    predictor: &'p mut Predictor,
+    state: PayloadState,
+    seq: u64,
+    keep_dropped: K,
+    out: &'p mut Vec<Prediction>,
+    /// Where this batch's predictions start in `out`.
+    first: usize,
+    batch: BatchPredicted,
+    /// Per event the relay keeps: its prediction's slot, the event and its verdict. The
+    /// RouterEvents are built after the whole batch is normalized, as the relay reads the
+    /// namespace table after the batch.
+    applied: Vec<(usize, KvEvent, Verdict)>,
+}
+
+impl<K> std::fmt::Debug for PredictPass<'_, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PredictPass").field("seq", &self.seq).field("batch", &self.batch).finish_non_exhaustive()
+    }
+}
+
+impl<K: FnMut(u32) -> bool> EventSink for PredictPass<'_, K> {
+    #[inline]
+    fn inspect(&mut self, index: u32, event: &KvEvent) {
+        self.state.inspect(index, event);
+    }
+
+    fn begin(&mut self, header: &BatchHeader) {
+        self.predictor.normalizer.begin_payload(&mut self.state, header);
+    }
+
+    fn event(&mut self, index: u32, event: &KvEvent) {
+        let verdict = self.predictor.normalizer.classify(&self.state, index, event);
+        self.batch.events += 1;
+        let label = verdict.label();
+        self.batch.rejected += u32::from(label == VerdictLabel::BatchDecodeRejected);
+        let origin = EngineEventRef { seq: self.seq, event_index: index };
+        if matches!(verdict.kind, VerdictKind::Apply(_)) {
+            self.applied.push((self.out.len(), event.clone(), verdict));
+            self.out.push(Prediction { origin, outcome: Predicted::HeldBack });
+        } else if label.outcome() == Outcome::Fatal || (self.keep_dropped)(index) {
+            self.out.push(Prediction { origin, outcome: dropped(&verdict) });
+        }
+    }
+}
+
+impl<K> PredictPass<'_, K> {
+    /// Whether the event at `index`, the last one handed over, was kept: applied (the relay
+    /// acts on it, or turns it into nothing only after the batch) or fatal.
+    pub fn kept(&self, index: u32) -> bool {
+        self.out[self.first..].last().is_some_and(|p| p.origin.event_index == index)
+    }
+
+    /// Ends the batch with what the decoder returned: builds the RouterEvents of the events the
+    /// relay keeps and runs its publisher stage. A payload that did not decode is counted on
+    /// the normalizer, leaves `out` as it was and is returned.
+    pub fn finish(self, payload: &[u8], decoded: &Result<BatchHeader, DecodeError>) -> Result<BatchPredicted, DecodeError> {
+        self.finish_sharing(payload, decoded, &mut TokensHashes::default())
+    }
+
+    /// As [`PredictPass::finish`], with the tokens hashes of this batch's stores shared with
+    /// the other passes over the same decode (reading a store's token ids and hashing them is
+    /// most of what building its RouterEvent costs).
+    pub fn finish_sharing(
+        self,
+        payload: &[u8],
+        decoded: &Result<BatchHeader, DecodeError>,
+        hashes: &mut TokensHashes,
+    ) -> Result<BatchPredicted, DecodeError> {
+        let PredictPass { predictor, seq, out, first, batch, applied, .. } = self;
+        let header = match decoded {
+            Ok(h) => h,
+            Err(e) => {
+                out.truncate(first);
+                predictor.normalizer.count_decode_error(predictor.source, seq, e);
+                return Err(e.clone());
+            }
+        };
+        let mut kept = Vec::with_capacity(applied.len());
+        let mut slots = Vec::with_capacity(applied.len());
+        for (slot, event, verdict) in &applied {
+            match predictor.kept_event(payload, header.dp_rank, event, verdict, hashes) {
+                Some(k) => {
+                    slots.push((*slot, verdict));
+                    kept.push(k);
+                }
+                None => out[*slot].outcome = dropped(verdict),
+            }
+        }
+        match predictor.config.feed {
+            Feed::Relay => {
+                for (&(slot, verdict), sent) in slots.iter().zip(predictor.outbox.send_batch(kept)) {
+                    out[slot].outcome = match sent {
+                        Sent::Event(e) => Predicted::Publish(e),
+                        Sent::Coalesced { into } => Predicted::Coalesced { into: out[slots[into as usize].0].origin },
+                        // The empty removal a self-referencing store becomes is never sent.
+                        Sent::RemovalHeldBack if verdict.kind == VerdictKind::Apply(Apply::NoOpRemove) => dropped(verdict),
+                        Sent::RemovalHeldBack => Predicted::HeldBack,
+                    };
+                }
+            }
+            Feed::Listener => {
+                for ((slot, _), mut k) in slots.into_iter().zip(kept) {
+                    k.event.event.event_id = seq;
+                    out[slot].outcome = Predicted::Publish(k.event);
+                }
+            }
+        }
+        debug_assert!(out[first..].iter().all(|p| p.origin.seq == seq));
+        Ok(batch)
+    }
+}
+
 fn dropped(verdict: &Verdict) -> Predicted {
     Predicted::Dropped { label: verdict.label(), sentence: verdict.to_string() }
 }
@@ -371,22 +450,50 @@ pub fn tokens_hash(tokens: &[u32], seed: u64) -> u64 {
     xxh3_64_with_seed(&bytes, seed)
 }
 
-fn stored_blocks(payload: &[u8], s: &BlockStored, blocks: u32, block_size: u32, namespace: Option<&str>) -> Vec<StoredBlock> {
-    if blocks == 0 {
-        return Vec::new();
+/// The tokens hashes of one batch's stores, by event index and hash seed, for the passes that
+/// share its decode ([`PredictPass::finish_sharing`]). Start a new one for every batch.
+#[derive(Debug, Default)]
+pub struct TokensHashes {
+    /// (event index, seed, block size) -> the store's tokens hashes, block by block.
+    stores: std::collections::BTreeMap<(u32, u64, u32), Vec<u64>>,
+}
+
+impl TokensHashes {
+    fn stored_blocks(
+        &mut self,
+        payload: &[u8],
+        event_index: u32,
+        s: &BlockStored,
+        blocks: u32,
+        block_size: u32,
+        namespace: Option<&str>,
+    ) -> Vec<StoredBlock> {
+        if blocks == 0 {
+            return Vec::new();
+        }
+        let seed = tokens_hash_seed(s.lora_name.as_deref(), namespace);
+        let key = (event_index, seed, block_size);
+        let hashes = self.stores.entry(key).or_insert_with(|| block_tokens_hashes(payload, s, block_size, seed));
+        // One hash per block hash of the store.
+        s.block_hashes
+            .iter()
+            .zip(hashes.iter())
+            .take(blocks as usize)
+            .map(|(hash, &tokens_hash)| StoredBlock { block_hash: hash.0, tokens_hash })
+            .collect()
     }
+}
+
+/// The tokens hash of every block of a store (its block hashes' count), as Dynamo computes them.
+fn block_tokens_hashes(payload: &[u8], s: &BlockStored, block_size: u32, seed: u64) -> Vec<u64> {
     let tokens = token_ids(payload, s).unwrap_or_default();
-    let seed = tokens_hash_seed(s.lora_name.as_deref(), namespace);
     let stride = block_size as usize;
     let window = stride + usize::from(s.token_ids.is_bigram);
-    s.block_hashes
-        .iter()
-        .take(blocks as usize)
-        .enumerate()
-        .map(|(i, hash)| {
+    (0..s.block_hashes.len())
+        .map(|i| {
             let start = i * stride;
             let chunk = tokens.get(start..start + window).unwrap_or(&[]);
-            StoredBlock { block_hash: hash.0, tokens_hash: tokens_hash(chunk, seed) }
+            tokens_hash(chunk, seed)
         })
         .collect()
 }

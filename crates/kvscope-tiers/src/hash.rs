@@ -26,6 +26,28 @@ impl Hasher for BlockHasher {
         self.0 = (p as u64) ^ ((p >> 64) as u64);
     }
 
+    // Composite keys ((worker, rank), tier, hash) hash their small fields one multiply each,
+    // not through `write`'s byte chunks.
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+
+    #[inline]
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+
+    #[inline]
+    fn write_isize(&mut self, x: isize) {
+        self.write_u64(x as u64);
+    }
+
     fn write(&mut self, bytes: &[u8]) {
         // Only u64 keys are hashed here; keep any other use correct, if slower.
         for chunk in bytes.chunks(8) {

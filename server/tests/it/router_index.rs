@@ -265,7 +265,7 @@ async fn run(name: &str, workers: &str, block_size: u32, listeners: usize, publi
 /// Every root-to-leaf chain of a truth set, as tokens hashes: from the engine's roots, and from
 /// the blocks whose parent the engine no longer holds (a request for those tokens is scored
 /// from the index's root too).
-fn chains_of(set: &std::collections::HashMap<u64, kvscope_index::TruthBlock>) -> Vec<Vec<u64>> {
+fn chains_of(set: &kvscope_index::FastMap<u64, kvscope_index::TruthBlock>) -> Vec<Vec<u64>> {
     let mut children: std::collections::HashMap<u64, Vec<u64>> = Default::default();
     let mut roots = Vec::new();
     for (&h, b) in set {

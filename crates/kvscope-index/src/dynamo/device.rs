@@ -32,7 +32,9 @@
 //! sweep of empty leaves (tests and short captures never reach it), anchors, TTLs and
 //! approximate LRU (off in the standalone indexer).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::FastMap;
 
 use super::{StoreError, WorkerKey};
 
@@ -49,10 +51,10 @@ pub struct Block {
 #[derive(Clone, Debug, Default)]
 struct Node {
     edge: Vec<Block>,
-    edge_index: HashMap<u64, usize>,
+    edge_index: FastMap<u64, usize>,
     full: Vec<WorkerKey>,
     cutoffs: BTreeMap<WorkerKey, usize>,
-    children: HashMap<u64, NodeId>,
+    children: FastMap<u64, NodeId>,
     /// Set once the node has had a child; never unset (the real tree's "sticky internal").
     internal: bool,
     /// The node it was made under (the real tree keeps no such link; the model uses it to tell
@@ -151,12 +153,12 @@ pub type Scores = BTreeMap<WorkerKey, u32>;
 #[derive(Clone, Debug)]
 pub struct DeviceTree {
     nodes: Vec<Node>,
-    lookup: HashMap<WorkerKey, HashMap<u64, NodeId>>,
+    lookup: FastMap<WorkerKey, FastMap<u64, NodeId>>,
 }
 
 impl Default for DeviceTree {
     fn default() -> Self {
-        DeviceTree { nodes: vec![Node::default()], lookup: HashMap::new() }
+        DeviceTree { nodes: vec![Node::default()], lookup: FastMap::default() }
     }
 }
 

@@ -11,7 +11,9 @@
 //!   unreachable from the device match, not removed).
 //! - A clear drops every block of the owner.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::FastMap;
 
 use super::WorkerKey;
 use super::device::Block;
@@ -27,8 +29,8 @@ struct Edge {
 /// One lower tier.
 #[derive(Clone, Debug, Default)]
 pub struct LowerTier {
-    edges: HashMap<EdgeKey, Edge>,
-    owners: HashMap<WorkerKey, HashMap<u64, EdgeKey>>,
+    edges: FastMap<EdgeKey, Edge>,
+    owners: FastMap<WorkerKey, FastMap<u64, EdgeKey>>,
 }
 
 impl LowerTier {
@@ -73,7 +75,7 @@ impl LowerTier {
         }
     }
 
-    fn unown(edges: &mut HashMap<EdgeKey, Edge>, key: EdgeKey, w: WorkerKey) {
+    fn unown(edges: &mut FastMap<EdgeKey, Edge>, key: EdgeKey, w: WorkerKey) {
         if let Some(e) = edges.get_mut(&key) {
             e.owners.retain(|&o| o != w);
             if e.owners.is_empty() {
