@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use crate::FastMap;
 
-use kvscope_normalize::{Outcome, Policy, StorageTier};
+use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_router::{EventData, PredictPass, Predicted, Prediction, Predictor, RelayConfig, RouterEvent, TokensHashes};
 use kvscope_wire::{BatchHeader, DecodeError, EventSink, KvEvent};
 use serde::Serialize;
@@ -242,7 +242,7 @@ impl IndexModel {
         let mut engine = Vec::new();
         let mut lists: Vec<Vec<Prediction>> = vec![Vec::new(); self.sides.len()];
         let engine_keeps = Cell::new(false);
-        let never: fn(u32) -> bool = |_| false;
+        let never: fn(u32, VerdictLabel) -> bool = |_, _| false;
         let (truth_batch, side_batches) = {
             let IndexModel { sources, sides, .. } = self;
             let truth = sources[i].engine.pass(seq, never, &mut engine);
@@ -251,7 +251,7 @@ impl IndexModel {
                 .zip(lists.iter_mut())
                 .zip(&hears)
                 .filter(|(_, h)| h.is_ok())
-                .map(|((side, list), _)| side.listeners[i].predictor.pass(seq, |_| engine_keeps.get(), list))
+                .map(|((side, list), _)| side.listeners[i].predictor.pass(seq, |_, _| engine_keeps.get(), list))
                 .collect();
             let mut fanout = Fanout { truth, sides: passes, engine_keeps: &engine_keeps };
             let decoded = kvscope_wire::decode_each(payload, &mut fanout);
@@ -675,12 +675,12 @@ fn note_heard(l: &mut Listener, seq: u64) {
 /// One decode for the engine's truth and the listening sides, in that order per event, so a
 /// side asks whether the engine kept the event it is judging.
 struct Fanout<'a, K> {
-    truth: PredictPass<'a, fn(u32) -> bool>,
+    truth: PredictPass<'a, fn(u32, VerdictLabel) -> bool>,
     sides: Vec<PredictPass<'a, K>>,
     engine_keeps: &'a Cell<bool>,
 }
 
-impl<K: FnMut(u32) -> bool> EventSink for Fanout<'_, K> {
+impl<K: FnMut(u32, VerdictLabel) -> bool> EventSink for Fanout<'_, K> {
     fn inspect(&mut self, index: u32, event: &KvEvent) {
         self.truth.inspect(index, event);
         self.sides.iter_mut().for_each(|s| s.inspect(index, event));

@@ -220,19 +220,20 @@ impl Predictor {
 
     /// As [`Predictor::predict`], appending to `out`.
     pub fn predict_into(&mut self, seq: u64, payload: &[u8], out: &mut Vec<Prediction>) -> Result<(), DecodeError> {
-        self.predict_sparse(seq, payload, |_| true, out).map(|_| ())
+        self.predict_sparse(seq, payload, |_, _| true, out).map(|_| ())
     }
 
     /// Predicts one engine batch keeping only what can reach an index: every event the relay
     /// keeps (published, coalesced or held back), every fatal drop, and the other drops whose
-    /// event index `keep_dropped` asks for, in batch order. The batch is classified as it
+    /// event index and label `keep_dropped` asks for (it sees every skipped event, in batch
+    /// order: a caller counts them there). The batch is classified as it
     /// decodes, so a hostile batch of millions of skipped events costs memory for what is kept,
     /// not for the batch: the page's index model must not need gigabytes for a 12 MB frame.
     pub fn predict_sparse(
         &mut self,
         seq: u64,
         payload: &[u8],
-        keep_dropped: impl FnMut(u32) -> bool,
+        keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
         let mut pass = self.pass(seq, keep_dropped, out);
@@ -245,7 +246,12 @@ impl Predictor {
     /// [`Predictor::predict_sparse`] keeps; [`PredictPass::finish`] ends it. Several relays of
     /// one source share a decode this way: the index model runs the engine's truth and each
     /// policy's listener over the same bytes.
-    pub fn pass<'p, K: FnMut(u32) -> bool>(&'p mut self, seq: u64, keep_dropped: K, out: &'p mut Vec<Prediction>) -> PredictPass<'p, K> {
+    pub fn pass<'p, K: FnMut(u32, VerdictLabel) -> bool>(
+        &'p mut self,
+        seq: u64,
+        keep_dropped: K,
+        out: &'p mut Vec<Prediction>,
+    ) -> PredictPass<'p, K> {
         let state = self.normalizer.payload_state(self.source, seq);
         let first = out.len();
         PredictPass { predictor: self, state, seq, keep_dropped, out, first, batch: BatchPredicted::default(), applied: Vec::new() }
@@ -330,7 +336,7 @@ impl<K> std::fmt::Debug for PredictPass<'_, K> {
     }
 }
 
-impl<K: FnMut(u32) -> bool> EventSink for PredictPass<'_, K> {
+impl<K: FnMut(u32, VerdictLabel) -> bool> EventSink for PredictPass<'_, K> {
     #[inline]
     fn inspect(&mut self, index: u32, event: &KvEvent) {
         self.state.inspect(index, event);
@@ -349,7 +355,7 @@ impl<K: FnMut(u32) -> bool> EventSink for PredictPass<'_, K> {
         if matches!(verdict.kind, VerdictKind::Apply(_)) {
             self.applied.push((self.out.len(), event.clone(), verdict));
             self.out.push(Prediction { origin, outcome: Predicted::HeldBack });
-        } else if label.outcome() == Outcome::Fatal || (self.keep_dropped)(index) {
+        } else if label.outcome() == Outcome::Fatal || (self.keep_dropped)(index, label) {
             self.out.push(Prediction { origin, outcome: dropped(&verdict) });
         }
     }

@@ -599,22 +599,47 @@ impl Reconciler {
     }
 
     /// Feeds one engine batch of a source (published under `seq`) and returns what the relay
-    /// does with each of its events. A payload that does not decode is counted
-    /// (`engine_decode_errors`) and returned as the error.
+    /// does with each of its events but those a rule skips (those are counted by label, in
+    /// `dropped_by_policy`). A payload that does not decode is counted (`engine_decode_errors`)
+    /// and returned as the error.
+    ///
+    /// The batch is predicted as it decodes: a hostile batch of millions of skipped events
+    /// costs memory for what the relay publishes, not a prediction and a sentence per event.
     ///
     /// # Panics
     /// If `id` did not come from this reconciler.
     pub fn push_engine(&mut self, id: RouterSourceId, seq: u64, payload: &[u8]) -> Result<Vec<Prediction>, DecodeError> {
+        self.push_engine_with(id, seq, payload, |_, _| {})
+    }
+
+    /// As [`Reconciler::push_engine`], calling `skipped` with the event index and label of
+    /// every event a rule skips, in batch order, as it is judged.
+    pub fn push_engine_with(
+        &mut self,
+        id: RouterSourceId,
+        seq: u64,
+        payload: &[u8],
+        mut skipped: impl FnMut(u32, VerdictLabel),
+    ) -> Result<Vec<Prediction>, DecodeError> {
         let cfg = self.config;
         let index = id.0 as usize;
         let source = &mut self.sources[index];
-        let predictions = match source.predictor.predict(seq, payload) {
-            Ok(p) => p,
-            Err(e) => {
-                source.counts.engine_decode_errors += 1;
-                return Err(e);
-            }
-        };
+        let mut predictions = Vec::new();
+        let dropped_by_policy = &mut source.counts.dropped_by_policy;
+        let batch = source.predictor.predict_sparse(
+            seq,
+            payload,
+            |i, label| {
+                *dropped_by_policy.entry(label).or_default() += 1;
+                skipped(i, label);
+                false
+            },
+            &mut predictions,
+        );
+        if let Err(e) = batch {
+            source.counts.engine_decode_errors += 1;
+            return Err(e);
+        }
         source.counts.engine_batches += 1;
         let mut touched = Vec::new();
         for p in &predictions {

@@ -23,8 +23,8 @@ fn assert_sparse_matches_dense(what: &str, config: RelayConfig, batches: &[(u64,
     for &(seq, payload) in batches {
         let expected = dense.predict(seq, payload);
         let (mut kept_all, mut kept_none) = (Vec::new(), Vec::new());
-        let batch_all = all.predict_sparse(seq, payload, |_| true, &mut kept_all);
-        let batch_none = none.predict_sparse(seq, payload, |_| false, &mut kept_none);
+        let batch_all = all.predict_sparse(seq, payload, |_, _| true, &mut kept_all);
+        let batch_none = none.predict_sparse(seq, payload, |_, _| false, &mut kept_none);
         let expected = match expected {
             Ok(p) => p,
             Err(e) => {
@@ -86,18 +86,18 @@ fn a_flood_of_skipped_events_keeps_nothing_but_its_count() {
     // Dynamo 1.6.1's decoder rejects the whole batch: an indexer's cursor does not move.
     let mut relay = Predictor::new(RelayConfig::dynamo_1_6_1(7, 0, 16));
     let mut kept = Vec::new();
-    let batch = relay.predict_sparse(1, &flood, |_| false, &mut kept).unwrap();
+    let batch = relay.predict_sparse(1, &flood, |_, _| false, &mut kept).unwrap();
     assert_eq!(batch, BatchPredicted { events: events as u32, rejected: events as u32 });
     assert!(!batch.taken(), "a batch the decoder rejects does not move an indexer's cursor");
     assert!(kept.is_empty(), "no skipped event is kept: {} were", kept.len());
     // kvscope's fixed policy skips each event and takes the batch.
     let mut fixed = Predictor::new(RelayConfig::relay(7, 0, 16, Policy::FIXED));
-    let batch = fixed.predict_sparse(1, &flood, |_| false, &mut kept).unwrap();
+    let batch = fixed.predict_sparse(1, &flood, |_, _| false, &mut kept).unwrap();
     assert_eq!(batch, BatchPredicted { events: events as u32, rejected: 0 });
     assert!(batch.taken(), "a batch of skipped events still moves an indexer's cursor");
     assert!(kept.is_empty(), "no skipped event is kept: {} were", kept.len());
     // Asked for, the drops are there, one per event asked, in order.
-    let batch = fixed.predict_sparse(2, &flood, |i| i % 1000 == 0, &mut kept).unwrap();
+    let batch = fixed.predict_sparse(2, &flood, |i, _| i % 1000 == 0, &mut kept).unwrap();
     assert_eq!(batch.events as usize, events);
     assert_eq!(kept.len(), events / 1000);
     assert!(kept.iter().zip((0..).step_by(1000)).all(|(p, i)| p.origin.event_index == i && p.origin.seq == 2 && is_skip(p)));

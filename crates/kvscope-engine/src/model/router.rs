@@ -129,19 +129,34 @@ impl RouterSide {
     pub fn push_engine(&mut self, source: u32, seq: u64, payload: &[u8], time_ms: f64, first_event_id: u64) {
         let Some(Some(id)) = self.ids.get(source as usize).copied() else { return };
         self.stale = true;
-        let Ok(predictions) = self.reconciler.push_engine(id, seq, payload) else { return };
+        // The skipped events come as they are judged (8 bytes each), the rest after the batch;
+        // the lane takes both in event order.
+        let mut skipped: Vec<(u32, VerdictLabel)> = Vec::new();
+        let Ok(predictions) = self.reconciler.push_engine_with(id, seq, payload, |i, label| skipped.push((i, label))) else { return };
         let i = source as usize;
         if self.lanes.len() <= i {
             self.lanes.resize_with(i + 1, RouterLane::default);
         }
-        self.lanes[i].frames.insert(seq, first_event_id);
-        for p in predictions {
+        let lane = &mut self.lanes[i];
+        lane.frames.insert(seq, first_event_id);
+        let kept = predictions.into_iter().map(|p| {
             let mark = match p.outcome {
                 Predicted::Publish(_) | Predicted::Coalesced { .. } => RelayMark::Publishes,
                 Predicted::Dropped { label, .. } => RelayMark::Drops(label),
                 Predicted::HeldBack => RelayMark::HeldBack,
             };
-            self.lanes[i].push(time_ms, mark, first_event_id + u64::from(p.origin.event_index));
+            (p.origin.event_index, mark)
+        });
+        let mut skipped = skipped.into_iter().map(|(i, label)| (i, RelayMark::Drops(label))).peekable();
+        let mut kept = kept.peekable();
+        loop {
+            let next = match (kept.peek(), skipped.peek()) {
+                (Some(k), Some(s)) if s.0 < k.0 => skipped.next(),
+                (Some(_), _) => kept.next(),
+                (None, _) => skipped.next(),
+            };
+            let Some((index, mark)) = next else { break };
+            lane.push(time_ms, mark, first_event_id + u64::from(index));
         }
     }
 

@@ -308,6 +308,11 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
     let lane = router.lane(0).unwrap();
     let drops = lane.mark.iter().filter(|k| matches!(k, super::router::RelayMark::Drops(_))).count() as u64;
     assert_eq!(drops, c.dropped_by_policy.values().sum::<u64>());
+    // Skipped events come as they are judged and the rest after the batch: the lane has them
+    // all, in event order.
+    let ids: Vec<u64> = lane.event_id.iter().copied().collect();
+    assert_eq!(ids.len() as u64, m.source(0).unwrap().counts(Side::A).events, "one mark per engine event");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "marks in event order: {ids:?}");
     assert!(lines.iter().any(|l| l.starts_with("dynamo-1.6.1's relay dropped 5 events of 42:0 (unknown_medium)")), "{lines:?}");
     // A re-classification reconciles the retained plane frames again.
     m.reconfigure(Config { block_size: 16, policy_a: "fixed".into(), ..m.config().clone() });
@@ -370,4 +375,19 @@ fn the_crashloop_line_names_the_worst_sources_then_counts_the_rest() {
     assert!(line.starts_with("crashloop: 55 later events would stop a restarted indexer again, from 10 sources (0:0 10, "), "{line}");
     assert!(line.contains("7:0 3, and 2 more sources)"), "{line}");
     assert!(!line.contains("8:0"), "{line}");
+}
+
+#[test]
+fn a_hostile_frame_reaches_the_router_side_as_counts_not_predictions() {
+    // Dynamo 1.6.1's decoder rejects a batch of unknown events whole; the relay drops each.
+    let n = 200_000u64;
+    let mut m = Model::new(config(kvscope_corpus::dynamo_plane::KV_BLOCK_SIZE));
+    m.apply_message(plane_hello(), 0.0);
+    m.apply_message(frame(0, 0, kvscope_encode::raw::unknown_event_flood(n as usize)), 0.0);
+    m.take_dirty();
+    let router = m.router().unwrap();
+    let c = &router.source_report(router.report(), 0).unwrap().router;
+    assert_eq!(c.dropped_by_policy.values().sum::<u64>(), n, "{c:?}");
+    assert_eq!(c.expected, 0);
+    assert_eq!(router.lane(0).unwrap().drop_times.len() as u64, n);
 }
