@@ -13,6 +13,7 @@ APART = (
     ("## Event-plane intake", None),
     ("## 5. The dashboard at fleet scale", "| 5. "),
     ("## 6. The router's index", "| 6. "),
+    ("## 7. The engine worker alone", "| 7. "),
 )
 
 HEADINGS = tuple(h for h, _ in APART)

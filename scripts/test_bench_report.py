@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of scripts/bench_report.py and scripts/bench_index_report.py: each runs on a made-up run
+"""Tests of scripts/bench_report.py, bench_index_report.py and bench_engine_report.py: each runs on a made-up run
 directory and the tables it writes carry the ratios the made-up timings imply.
 
     python3 scripts/test_bench_report.py     # scripts/test.sh runs it; standard library only
@@ -18,6 +18,7 @@ from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent / "bench_report.py"
 INDEX_SCRIPT = Path(__file__).resolve().parent / "bench_index_report.py"
+ENGINE_SCRIPT = Path(__file__).resolve().parent / "bench_engine_report.py"
 WORKLOADS = ["kimi_k3", "small_gpu", "cpu_offload", "sglang"]
 # Seconds per pass, per criterion bench id; the same for every workload except where noted.
 TIMES = {
@@ -184,6 +185,52 @@ class IndexReportTest(unittest.TestCase):
         self.assertIn("| 6. Router's index | `kimi_k3`: events/s, normalize + index (one policy) vs normalize alone | 0.50x events/s |", glance)
         self.assertIn("| 6. Router's index | bytes per block (RSS): Dynamo's index as modelled vs kvscope's tier tree | 1.50x bytes |", glance)
         self.assertIn("| 6. Router's index | server CPU at 64 workers: /dump polled every 1s vs not polled | 1.25x cores |", glance)
+
+
+class EngineReportTest(unittest.TestCase):
+    """bench_engine_report.py on a made-up run of scripts/bench_engine.sh, into an existing report."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        run = root / "target/bench-run/engine"
+        run.mkdir(parents=True)
+        (run / "run.txt").write_text("date=2026-01-01T00:00Z\ncores=2\ncpu=Test CPU\ncommit=abc1234\nload=1.00 1.00 1.00\n")
+        (run / "engine.log").write_text(
+            'BENCH engine_stream {"stream":"kimi_k3","workers":3,"frames":60,"events":300,"bytes":1000000}\n'
+            'BENCH engine_stream {"stream":"fleet16","workers":16,"frames":3200,"events":26000,"bytes":5000000}\n'
+        )
+        # decode 0.5 ms, normalize 1 ms, engine 4 ms (0.25x), router side on 5 ms (0.20x), a summary 2 ms.
+        for stream in ("kimi_k3", "fleet16"):
+            for bench, secs in (("decode", 0.0005), ("normalize", 0.001), ("engine", 0.004), ("engine_router", 0.005), ("summarize", 0.002)):
+                d = root / "target/criterion" / f"engine_{stream}" / bench / "new"
+                d.mkdir(parents=True)
+                (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
+        (root / "BENCHMARKS.md").write_text(
+            "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
+            "| 1. Decode | row | 1.00x |\n| 7. Engine worker | old | 9.99x |\n\n## Commands\n\n"
+            "## 7. The engine worker alone: old\nold figures\n\n## Not measured in this run\n- x\n"
+        )
+        cls.proc = subprocess.run([sys.executable, str(ENGINE_SCRIPT), "target/bench-run/engine"], cwd=root, capture_output=True, text=True)
+        cls.md = (root / "BENCHMARKS.md").read_text()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_section_replaces_the_old_one(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertNotIn("old figures", self.md)
+        self.assertEqual(self.md.count("## 7. The engine worker alone"), 1)
+        self.assertIn("2 cores, Test CPU", self.md)
+
+    def test_each_figure_is_a_ratio_against_normalize_of_the_same_bytes(self):
+        # 300 events: decode 600 k/s, normalize 300 k/s (1 MB in 1 ms: 1 GB/s), engine 75 k/s, router side on 60 k/s.
+        self.assertIn("| 60 | 300 | 600.0 kev/s | 300.0 kev/s, 1000.00 MB/s | 75.0 kev/s | **0.25x** | 60.0 kev/s | **0.20x** | 2.00 ms |", self.md)
+        glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
+        self.assertNotIn("9.99x", glance)
+        self.assertIn("| 7. Engine worker | `fleet16`: the worker's engine, router side on, vs decode+normalize of the same bytes (native; goal 0.5x) | 0.20x events/s |", glance)
 
 
 if __name__ == "__main__":

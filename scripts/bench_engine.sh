@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The dashboard's engine worker alone (issue 22, step 1): a pass over a recorded stream through
+# the worker's Engine, natively, against decode and decode+normalize of the same bytes in the
+# same run, written into BENCHMARKS.md as section "7. The engine worker alone".
+#
+#   scripts/bench_engine.sh                               # about 3 minutes on 2 cores, after a build
+#   KVSCOPE_ENGINE_REPORT_ONLY=1 scripts/bench_engine.sh  # rewrite the section from the last run
+#
+# Log in target/bench-run/engine/; the figures from criterion's estimates (target/criterion).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+RUN=target/bench-run/engine
+mkdir -p "$RUN"
+
+if [ "${KVSCOPE_ENGINE_REPORT_ONLY:-0}" != 1 ]; then
+  rm -rf target/criterion/engine_kimi_k3 target/criterion/engine_fleet16
+  {
+    echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "cores=$(nproc)"
+    echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  } >"$RUN/run.txt"
+  echo "[bench-engine] criterion: decode, normalize, the engine without and with the router side, a summary" >&2
+  cargo bench -p kvscope-engine --bench engine >"$RUN/engine.log" 2>&1 \
+    || { tail -40 "$RUN/engine.log"; echo "[bench-engine] the engine bench failed; see $RUN/engine.log" >&2; exit 1; }
+  echo "load=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RUN/run.txt"
+fi
+python3 scripts/bench_engine_report.py "$RUN"

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Writes section 7 of BENCHMARKS.md, the engine worker alone, from one run of
+scripts/bench_engine.sh (its directory as the only argument; criterion's estimates from
+target/criterion, relative to the working directory). Every figure is a ratio against
+decode+normalize of the same bytes in the same run. Standard library only."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from bench_sections import write_section
+
+HEADING = "## 7. The engine worker alone"
+GLANCE = "| 7. Engine worker |"
+run = Path(sys.argv[1] if len(sys.argv) > 1 else "target/bench-run/engine")
+STREAMS = (
+    ("kimi_k3", "the Kimi-K3 incident (corpus bytes, 3 workers, 43-64 KB batches)"),
+    ("fleet16", "a synthetic vLLM 0.33 fleet (16 workers, about 8 small events a batch)"),
+)
+BENCHES = ("decode", "normalize", "engine", "engine_router", "summarize")
+
+
+def kv(path):
+    return dict(l.split("=", 1) for l in path.read_text().splitlines() if "=" in l) if path.exists() else {}
+
+
+def median_seconds(stream, bench):
+    p = Path("target/criterion") / f"engine_{stream}" / bench / "new" / "estimates.json"
+    return json.loads(p.read_text())["median"]["point_estimate"] / 1e9 if p.exists() else None
+
+
+def streams():
+    log = run / "engine.log"
+    out = {}
+    for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
+        m = re.search(r"BENCH engine_stream (\{.*\})", line)
+        if m:
+            s = json.loads(m.group(1))
+            out[s["stream"]] = s
+    return out
+
+
+def per_s(n, secs, unit):
+    if not n or not secs:
+        return "n/a"
+    r = n / secs
+    return f"{r / 1e6:.2f} M{unit}/s" if r >= 1e6 else f"{r / 1e3:.1f} k{unit}/s"
+
+
+info = kv(run / "run.txt")
+found = streams()
+md = [HEADING + ": a recorded stream through the worker's engine, natively\n"]
+md.append(f"Written by `scripts/bench_engine.sh` (run {info.get('date', '?')}, commit {info.get('commit', '?')}, "
+          f"{info.get('cores', '?')} cores, {info.get('cpu', '?')}; load average {info.get('load', '?')} when it ended).")
+md.append("criterion medians of one pass over every frame (`crates/kvscope-engine/benches/engine.rs`): the worker's")
+md.append("`Engine` applying the server's WebSocket messages as its host does (protocol decode, both policies, trees,")
+md.append("timeline marks, retention, the router's index under A and B), without and with an event-plane source")
+md.append("(the relay's prediction and the reconciliation: `kvscope demo`'s default), against decoding alone and")
+md.append("decode+normalize under one policy, the figure table 1's wasm bench reports. Native, not in Chromium: the")
+md.append("ratios say where the worker's time goes beside decoding; the page's own run is table 4 and section 5.\n")
+md.append("| stream | frames | events | decode | decode+normalize | engine | vs normalize | engine, router side on | vs normalize | one summary |")
+md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+glance = []
+missing = []
+for name, about in STREAMS:
+    s = found.get(name, {})
+    t = {b: median_seconds(name, b) for b in BENCHES}
+    if not t["normalize"] or not t["engine"] or not t["engine_router"]:
+        missing.append(f"the `{name}` stream's criterion estimates")
+        continue
+    ev, nbytes = s.get("events"), s.get("bytes")
+    r1, r2 = t["normalize"] / t["engine"], t["normalize"] / t["engine_router"]
+    summ = f"{t['summarize'] * 1e3:.2f} ms" if t["summarize"] else "n/a"
+    md.append(f"| `{name}`: {about} | {s.get('frames', 'n/a')} | {ev or 'n/a'} | {per_s(ev, t['decode'], 'ev')} | "
+              f"{per_s(ev, t['normalize'], 'ev')}, {per_s(nbytes, t['normalize'], 'B')} | {per_s(ev, t['engine'], 'ev')} | **{r1:.2f}x** | "
+              f"{per_s(ev, t['engine_router'], 'ev')} | **{r2:.2f}x** | {summ} |")
+    glance.append(f"{GLANCE} `{name}`: the worker's engine, router side on, vs decode+normalize of the same bytes (native; goal 0.5x) | "
+                  f"{r2:.2f}x events/s |")
+if missing:
+    md.append("\nNot measured in this run: " + "; ".join(missing) + ".")
+write_section(HEADING, md + [""], GLANCE, glance)
