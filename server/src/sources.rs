@@ -26,20 +26,11 @@ pub struct Source {
 impl Source {
     /// `worker_id:dp_rank`, as logs, metrics and errors name the source.
     pub fn key(&self) -> String {
-        format!("{}:{}", self.worker_id, self.dp_rank)
+        proto::engine_key(&self.worker_id, self.dp_rank)
     }
 
     pub fn info(&self, index: u32) -> proto::SourceInfo {
-        proto::SourceInfo {
-            index,
-            key: self.key(),
-            worker_id: self.worker_id.clone(),
-            dp_rank: self.dp_rank,
-            endpoint: self.endpoint.clone(),
-            replay_endpoint: self.replay_endpoint.clone(),
-            kind: proto::SourceKind::Engine,
-            event_plane: None,
-        }
+        proto::SourceInfo::engine(index, &self.worker_id, self.dp_rank, &self.endpoint, self.replay_endpoint.clone())
     }
 }
 

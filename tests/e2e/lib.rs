@@ -182,18 +182,8 @@ pub fn check_json(capture: &Path, block_size: u32, policy: &str) -> Value {
 pub fn write_kimi_capture(path: &Path, repeat: usize) {
     use kvscope_protocol as proto;
     let workers = kvscope_corpus::KIMI_K3_WORKERS;
-    let sources: Vec<proto::SourceInfo> = (0..workers)
-        .map(|w| proto::SourceInfo {
-            index: w,
-            key: format!("{w}:0"),
-            worker_id: w.to_string(),
-            dp_rank: 0,
-            endpoint: format!("tcp://127.0.0.1:{}", 5557 + w),
-            replay_endpoint: None,
-            kind: proto::SourceKind::Engine,
-            event_plane: None,
-        })
-        .collect();
+    let sources: Vec<proto::SourceInfo> =
+        (0..workers).map(|w| proto::SourceInfo::engine(w, &w.to_string(), 0, &format!("tcp://127.0.0.1:{}", 5557 + w), None)).collect();
     let header = proto::capture::CaptureHeader {
         created_unix_nanos: 1_700_000_000_000_000_000,
         kvscope_version: "e2e".into(),

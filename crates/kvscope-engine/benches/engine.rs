@@ -46,28 +46,10 @@ impl Stream {
 
     fn hello(&self, event_plane: bool) -> Vec<u8> {
         let mut sources: Vec<proto::SourceInfo> = (0..self.workers)
-            .map(|i| proto::SourceInfo {
-                index: i,
-                key: format!("{i}:0"),
-                worker_id: i.to_string(),
-                dp_rank: 0,
-                endpoint: format!("tcp://127.0.0.1:{}", 5557 + i),
-                replay_endpoint: None,
-                kind: proto::SourceKind::Engine,
-                event_plane: None,
-            })
+            .map(|i| proto::SourceInfo::engine(i, &i.to_string(), 0, &format!("tcp://127.0.0.1:{}", 5557 + i), None))
             .collect();
         if event_plane {
-            sources.push(proto::SourceInfo {
-                index: self.workers,
-                key: "plane:nats://127.0.0.1:4222".into(),
-                worker_id: String::new(),
-                dp_rank: 0,
-                endpoint: "nats://127.0.0.1:4222".into(),
-                replay_endpoint: None,
-                kind: proto::SourceKind::EventPlane,
-                event_plane: Some(proto::EventPlaneInfo { url: "nats://127.0.0.1:4222".into(), subject: Some("namespace.>".into()) }),
-            });
+            sources.push(proto::SourceInfo::event_plane(self.workers, "nats://127.0.0.1:4222", Some("namespace.>".into())));
         }
         proto::encode(&proto::Message::Hello(proto::Hello {
             protocol_version: proto::PROTOCOL_VERSION,

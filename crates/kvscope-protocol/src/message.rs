@@ -121,6 +121,47 @@ pub struct SourceInfo {
     pub event_plane: Option<EventPlaneInfo>,
 }
 
+impl SourceInfo {
+    /// An engine source at `index`, keyed [`engine_key`].
+    pub fn engine(index: u32, worker_id: &str, dp_rank: u32, endpoint: &str, replay_endpoint: Option<String>) -> SourceInfo {
+        SourceInfo {
+            index,
+            key: engine_key(worker_id, dp_rank),
+            worker_id: worker_id.to_owned(),
+            dp_rank,
+            endpoint: endpoint.to_owned(),
+            replay_endpoint,
+            kind: SourceKind::Engine,
+            event_plane: None,
+        }
+    }
+
+    /// An event-plane source at `index` reading `url` (credentials already left out), keyed
+    /// [`plane_key`]; `subject` for NATS.
+    pub fn event_plane(index: u32, url: &str, subject: Option<String>) -> SourceInfo {
+        SourceInfo {
+            index,
+            key: plane_key(url),
+            worker_id: String::new(),
+            dp_rank: 0,
+            endpoint: url.to_owned(),
+            replay_endpoint: None,
+            kind: SourceKind::EventPlane,
+            event_plane: Some(EventPlaneInfo { url: url.to_owned(), subject }),
+        }
+    }
+}
+
+/// `worker_id:dp_rank`: how logs, metrics labels and errors name an engine source.
+pub fn engine_key(worker_id: &str, dp_rank: u32) -> String {
+    format!("{worker_id}:{dp_rank}")
+}
+
+/// `plane:URL`: how logs, metrics labels and errors name an event-plane source.
+pub fn plane_key(url: &str) -> String {
+    format!("plane:{url}")
+}
+
 /// What a source reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

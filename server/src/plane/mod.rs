@@ -84,7 +84,7 @@ impl PlaneSource {
 
     /// `plane:URL`, as logs, metrics and errors name the source (credentials left out).
     pub fn key(&self) -> String {
-        format!("plane:{}", redact(&self.url))
+        proto::plane_key(&redact(&self.url))
     }
 
     pub fn info(&self, index: u32) -> proto::SourceInfo {
@@ -92,16 +92,7 @@ impl PlaneSource {
             PlaneKind::Nats { subject } => Some(subject.clone()),
             PlaneKind::Zmq { .. } => None,
         };
-        proto::SourceInfo {
-            index,
-            key: self.key(),
-            worker_id: String::new(),
-            dp_rank: 0,
-            endpoint: redact(&self.url),
-            replay_endpoint: None,
-            kind: proto::SourceKind::EventPlane,
-            event_plane: Some(proto::EventPlaneInfo { url: redact(&self.url), subject }),
-        }
+        proto::SourceInfo::event_plane(index, &redact(&self.url), subject)
     }
 
     /// Rebuilds a source from a capture header's entry (`replay`).

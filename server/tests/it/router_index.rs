@@ -437,18 +437,8 @@ async fn router_index_the_kimi_k3_capture_published_by_kvscope_leaves_the_model_
 /// The Kimi-K3 incident streams as a capture: sources 0, 1 and 2, records interleaved.
 fn write_kimi_capture(path: &std::path::Path) {
     use proto::capture::{self, CaptureHeader};
-    let sources: Vec<proto::SourceInfo> = (0..3)
-        .map(|w| proto::SourceInfo {
-            index: w,
-            key: format!("{w}:0"),
-            worker_id: w.to_string(),
-            dp_rank: 0,
-            endpoint: format!("tcp://127.0.0.1:{}", 5557 + w),
-            replay_endpoint: None,
-            kind: proto::SourceKind::Engine,
-            event_plane: None,
-        })
-        .collect();
+    let sources: Vec<proto::SourceInfo> =
+        (0..3).map(|w| proto::SourceInfo::engine(w, &w.to_string(), 0, &format!("tcp://127.0.0.1:{}", 5557 + w), None)).collect();
     let header = CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources, note: None };
     let mut bytes = Vec::new();
     capture::write_header(&mut bytes, &header).unwrap();

@@ -6,16 +6,7 @@ use kvscope_protocol as proto;
 use super::*;
 
 pub(crate) fn source_info(i: u32) -> proto::SourceInfo {
-    proto::SourceInfo {
-        index: i,
-        key: format!("{i}:0"),
-        worker_id: i.to_string(),
-        dp_rank: 0,
-        endpoint: format!("tcp://127.0.0.1:{}", 5557 + i),
-        replay_endpoint: None,
-        kind: proto::SourceKind::Engine,
-        event_plane: None,
-    }
+    proto::SourceInfo::engine(i, &i.to_string(), 0, &format!("tcp://127.0.0.1:{}", 5557 + i), None)
 }
 
 pub(crate) fn hello(workers: u32, block_size: u32) -> proto::Message {

@@ -246,16 +246,7 @@ fn plane_hello() -> proto::Message {
     let mut engine = super::tests::source_info(0);
     engine.worker_id = kvscope_corpus::dynamo_plane::WORKER_ID.to_string();
     engine.key = format!("{}:0", engine.worker_id);
-    let plane = proto::SourceInfo {
-        index: 1,
-        key: "plane:nats://127.0.0.1:4222".into(),
-        kind: proto::SourceKind::EventPlane,
-        event_plane: Some(proto::EventPlaneInfo { url: "nats://127.0.0.1:4222".into(), subject: Some("namespace.>".into()) }),
-        worker_id: String::new(),
-        dp_rank: 0,
-        endpoint: "nats://127.0.0.1:4222".into(),
-        replay_endpoint: None,
-    };
+    let plane = proto::SourceInfo::event_plane(1, "nats://127.0.0.1:4222", Some("namespace.>".into()));
     let proto::Message::Hello(mut h) = hello(1, kvscope_corpus::dynamo_plane::KV_BLOCK_SIZE) else { unreachable!() };
     h.sources = vec![engine, plane];
     proto::Message::Hello(h)
