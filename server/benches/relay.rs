@@ -210,12 +210,17 @@ fn human(x: f64) -> String {
 
 fn main() {
     let quick = std::env::var_os("RELAY_BENCH_QUICK").is_some();
+    // `RELAY_BENCH_PAYLOAD=kimi` (or `small`) runs one payload only, e.g. under a profiler.
+    let only = std::env::var("RELAY_BENCH_PAYLOAD").ok();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         for (name, payload, burst, rates) in [
             ("small (16-token store)", small_payload(), if quick { 50_000 } else { 200_000 }, vec![5_000.0, 20_000.0, 50_000.0, 100_000.0]),
             ("kimi-k3 batch", kimi_payload(), if quick { 5_000 } else { 20_000 }, vec![500.0, 2_000.0, 5_000.0, 10_000.0]),
         ] {
+            if only.as_deref().is_some_and(|o| !name.starts_with(o)) {
+                continue;
+            }
             println!("\n== payload: {name}, {} bytes ==", payload.len());
             let (raw, _) = raw_zmq(&payload, burst, 0.0).await;
             println!(

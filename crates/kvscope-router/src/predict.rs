@@ -27,7 +27,6 @@
 
 use kvscope_normalize::rules::own_namespace;
 use kvscope_normalize::{Apply, NamespaceState, Normalizer, Outcome, PayloadState, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
-use kvscope_wire::msgpack::Reader;
 use kvscope_wire::{BatchHeader, BlockStored, DecodeError, EventSink, KvEvent};
 use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
@@ -490,42 +489,23 @@ impl TokensHashes {
     }
 }
 
-/// The tokens hash of every block of a store (its block hashes' count), as Dynamo computes them.
+/// The tokens hash of every block of a store (its block hashes' count), as Dynamo computes them:
+/// the ids as little-endian bytes once, each block's window hashed in place. A store whose span
+/// holds no u32 ids hashes empty windows (no preset publishes such a store with blocks:
+/// `dynamo-1.6.1` rejects the batch).
 fn block_tokens_hashes(payload: &[u8], s: &BlockStored, block_size: u32, seed: u64) -> Vec<u64> {
-    let tokens = token_ids(payload, s).unwrap_or_default();
+    let tokens = s.token_ids.values(payload).unwrap_or_default();
+    let mut bytes = Vec::with_capacity(tokens.len() * 4);
+    for t in &tokens {
+        bytes.extend_from_slice(&t.to_le_bytes());
+    }
     let stride = block_size as usize;
     let window = stride + usize::from(s.token_ids.is_bigram);
     (0..s.block_hashes.len())
         .map(|i| {
             let start = i * stride;
-            let chunk = tokens.get(start..start + window).unwrap_or(&[]);
-            tokens_hash(chunk, seed)
+            let chunk = bytes.get(start * 4..(start + window) * 4).unwrap_or(&[]);
+            xxh3_64_with_seed(chunk, seed)
         })
         .collect()
-}
-
-/// A store's token ids, read from the payload at [`kvscope_wire::TokenIds::span`]. SGLang bigram
-/// pages (`[a, b]` pairs) become the first of each pair and the last pair's second, as Dynamo
-/// normalizes them. `None` when the span does not hold u32 ids (no preset publishes such a
-/// store with blocks: `dynamo-1.6.1` rejects the batch).
-pub fn token_ids(payload: &[u8], s: &BlockStored) -> Option<Vec<u32>> {
-    let span = s.token_ids.span.start as usize..s.token_ids.span.end as usize;
-    let bytes = payload.get(span)?;
-    Reader::read(bytes, |r| {
-        let n = r.array("token_ids")?;
-        let mut out = Vec::with_capacity(n.min(r.remaining()) + 1);
-        let mut last_second = None;
-        for _ in 0..n {
-            if s.token_ids.is_bigram {
-                r.array("token pair")?;
-                out.push(r.u32("token id")?);
-                last_second = Some(r.u32("token id")?);
-            } else {
-                out.push(r.u32("token id")?);
-            }
-        }
-        out.extend(last_second);
-        Ok(out)
-    })
-    .ok()
 }

@@ -280,6 +280,16 @@ pub struct TokenIds {
     pub outside_u32: bool,
 }
 
+impl TokenIds {
+    /// The ids themselves, read from the payload they were decoded from at [`TokenIds::span`]:
+    /// for SGLang bigram pages the first id of each pair and the last pair's second, as Dynamo
+    /// normalizes them. `None` when the span does not hold u32 ids (or another payload is given).
+    pub fn values(&self, payload: &[u8]) -> Option<Vec<u32>> {
+        let bytes = payload.get(self.span.start as usize..self.span.end as usize)?;
+        crate::skip::token_id_values(bytes, self.is_bigram)
+    }
+}
+
 /// `BlockStored`: blocks entered a cache.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct BlockStored {

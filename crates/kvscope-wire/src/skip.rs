@@ -121,6 +121,57 @@ fn any_outside_u32(buf: &[u8], mut at: usize, len: usize, is_bigram: bool) -> bo
     false
 }
 
+/// The int at `at` as a u32, and its encoded length; `None` when it is not an int, does not fit
+/// u32, or runs past the end. The markers engines write come first.
+#[inline(always)]
+fn u32_at(buf: &[u8], at: usize) -> Option<(u32, usize)> {
+    let m = *buf.get(at)?;
+    let be = |n: usize| buf.get(at + 1..at + 1 + n).map(|b| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)));
+    let (value, len): (i128, usize) = match m {
+        0x00..=0x7f => return Some((u32::from(m), 1)),
+        0xcc => (be(1)?.into(), 2),
+        0xcd => (be(2)?.into(), 3),
+        0xce => return Some((be(4)? as u32, 5)),
+        0xcf => (be(8)?.into(), 9),
+        0xd0 => (i128::from(be(1)? as u8 as i8), 2),
+        0xd1 => (i128::from(be(2)? as u16 as i16), 3),
+        0xd2 => (i128::from(be(4)? as u32 as i32), 5),
+        0xd3 => (i128::from(be(8)? as i64), 9),
+        // Negative fixints and everything that is not an int.
+        _ => return None,
+    };
+    Some((u32::try_from(value).ok()?, len))
+}
+
+/// The ids of an encoded `token_ids` array (`array` holds exactly that value), as the router
+/// hashes them: for SGLang bigram pages, the first id of each pair and the last pair's second.
+/// `None` when an id is not a u32 or a bigram item is not a pair. One tight loop, no per-item
+/// value decode: on large batches it is most of the work of computing tokens hashes.
+pub(crate) fn token_id_values(array: &[u8], is_bigram: bool) -> Option<Vec<u32>> {
+    let (len, mut at) = array_header(array, 0).ok()??;
+    if len > array.len() - at {
+        return None;
+    }
+    let mut out = Vec::with_capacity(len + usize::from(is_bigram));
+    let mut last_second = None;
+    for _ in 0..len {
+        if is_bigram {
+            let (2, inner) = array_header(array, at).ok()?? else { return None };
+            let (first, n) = u32_at(array, inner)?;
+            let (second, m) = u32_at(array, inner + n)?;
+            out.push(first);
+            last_second = Some(second);
+            at = inner + n + m;
+        } else {
+            let (id, n) = u32_at(array, at)?;
+            out.push(id);
+            at += n;
+        }
+    }
+    out.extend(last_second);
+    Some(out)
+}
+
 /// Counts the items of a `token_ids` array at `pos` without building them.
 ///
 /// Items are ints, or pairs of ints (SGLang bigram pages), never a mix.
@@ -327,6 +378,36 @@ pub(crate) fn skip_raw(buf: &[u8], pos: usize, max_depth: usize) -> Result<usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_id_values_read_every_int_marker_that_fits_u32() {
+        // [1, 200 (u8), 300 (u16), 70000 (u32), 5 (u64), 6 (i8), 7 (i16), 8 (i32), 9 (i64)]
+        let ints = [
+            0x99, 0x01, 0xcc, 200, 0xcd, 0x01, 0x2c, 0xce, 0x00, 0x01, 0x11, 0x70, 0xcf, 0, 0, 0, 0, 0, 0, 0, 5, 0xd0, 6, 0xd1, 0, 7, 0xd2,
+            0, 0, 0, 8, 0xd3, 0, 0, 0, 0, 0, 0, 0, 9,
+        ];
+        assert_eq!(token_id_values(&ints, false), Some(vec![1, 200, 300, 70000, 5, 6, 7, 8, 9]));
+        // [[1, 2], [3, 4]] -> 1, 3, 4
+        assert_eq!(token_id_values(&[0x92, 0x92, 0x01, 0x02, 0x92, 0x03, 0x04], true), Some(vec![1, 3, 4]));
+        assert_eq!(token_id_values(&[0x90], false), Some(vec![]));
+    }
+
+    #[test]
+    fn token_id_values_refuse_what_is_not_a_u32_id() {
+        for (what, buf, bigram) in [
+            ("negative fixint", &[0x91, 0xff][..], false),
+            ("negative i8", &[0x91, 0xd0, 0x80], false),
+            ("u64 past u32", &[0x91, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0], false),
+            ("a string", &[0x91, 0xa1, b'x'], false),
+            ("cut short", &[0x92, 0x01], false),
+            ("u16 cut short", &[0x91, 0xcd, 0x01], false),
+            ("a length beyond the input", &[0xdc, 0xff, 0xff, 0x01], false),
+            ("a triple on a bigram page", &[0x91, 0x93, 1, 2, 3], true),
+            ("not an array", &[0x01], false),
+        ] {
+            assert_eq!(token_id_values(buf, bigram), None, "{what}");
+        }
+    }
 
     #[test]
     fn counts_ints_and_pairs() {

@@ -39,3 +39,49 @@ fn trailing_bytes_are_rejected_with_their_offset() {
         assert_eq!(err.to_string(), format!("byte {}: 1 trailing bytes after the batch", bytes.len() - 1));
     }
 }
+
+/// The ids as a generic msgpack reader sees them: every item a value, read and range-checked.
+fn ids_read_item_by_item(payload: &[u8], ids: &kvscope_wire::TokenIds) -> Option<Vec<u32>> {
+    let bytes = &payload[ids.span.start as usize..ids.span.end as usize];
+    kvscope_wire::msgpack::Reader::read(bytes, |r| {
+        let n = r.array("token_ids")?;
+        let mut out = Vec::new();
+        let mut last_second = None;
+        for _ in 0..n {
+            if ids.is_bigram {
+                if r.array("token pair")? != 2 {
+                    return Err(r.mismatch("a pair"));
+                }
+                out.push(r.u32("token id")?);
+                last_second = Some(r.u32("token id")?);
+            } else {
+                out.push(r.u32("token id")?);
+            }
+        }
+        out.extend(last_second);
+        Ok(out)
+    })
+    .ok()
+}
+
+/// `TokenIds::values` (the router's tokens hashes read every store's ids through it) reads what
+/// an item-by-item reader reads, on every store of the corpus.
+#[test]
+fn token_id_values_equal_an_item_by_item_read_on_every_store() {
+    let mut stores = 0;
+    let mut ids = 0;
+    for entry in kvscope_corpus::manifest() {
+        let bytes = entry.payload();
+        let Ok(batch) = kvscope_wire::decode_batch(bytes) else { continue };
+        for event in &batch.events {
+            if let kvscope_wire::KvEvent::BlockStored(s) = event {
+                let fast = s.token_ids.values(bytes);
+                assert_eq!(fast, ids_read_item_by_item(bytes, &s.token_ids), "{}", entry.file);
+                assert_eq!(fast.is_none(), s.token_ids.outside_u32, "{}", entry.file);
+                stores += 1;
+                ids += fast.map_or(0, |v| v.len());
+            }
+        }
+    }
+    assert!(stores > 300 && ids > 10_000, "only {stores} stores, {ids} ids");
+}
