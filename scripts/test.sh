@@ -12,7 +12,29 @@ cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+# Each step prints the time since the start, and the run closes with every step's own time (also
+# when a step fails), so a slow step names itself: "==> [ 312 s] native tests (workspace)".
+started=$SECONDS
+step_name=""
+step_at=0
+step_times=()
+end_step() {
+  [ -n "$step_name" ] && step_times+=("$(printf '%6d s  %s' $((SECONDS - step_at)) "$step_name")")
+  step_name=""
+}
+step() {
+  end_step
+  step_name=$*
+  step_at=$SECONDS
+  printf '\n==> [%4d s] %s\n' "$((SECONDS - started))" "$*" >&2
+}
+print_step_times() {
+  end_step
+  [ ${#step_times[@]} -gt 0 ] || return 0
+  printf '\nstep times (%d s in all):\n' "$((SECONDS - started))" >&2
+  printf '%s\n' "${step_times[@]}" >&2
+}
+trap print_step_times EXIT
 
 # Incremental caches only help rebuilds after edits; on a clean clone they cost gigabytes of disk.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
@@ -99,10 +121,15 @@ if [ -d web/tests ]; then
   run wasm-pack test --headless --chrome --release web
 fi
 
-step "end-to-end: real ZMQ, real WebSocket, real Chromium"
+step "the server for the end-to-end tests (release)"
 KVSCOPE_REQUIRE_WEB=1 cargo build --release -p kvscope
+
+step "end-to-end: real ZMQ, real WebSocket, real Chromium"
 KVSCOPE_BIN="$PWD/target/release/kvscope" run cargo test -p kvscope-e2e -- --test-threads=1
 
-step "all tests passed"
+end_step
+printf '\n==> [%4d s] all tests passed\n' "$((SECONDS - started))" >&2
+trap - EXIT
+print_step_times
 disk
 total
