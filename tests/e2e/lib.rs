@@ -88,10 +88,17 @@ impl Server {
     /// sources); `None` when the server does not answer.
     pub async fn metric_sum(&self, family: &str) -> Option<f64> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.ok()?;
-        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await.ok()?;
-        let mut text = String::new();
-        stream.read_to_string(&mut text).await.ok()?;
+        let scrape = async {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.ok()?;
+            stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await.ok()?;
+            let mut text = String::new();
+            stream.read_to_string(&mut text).await.ok()?;
+            Some(text)
+        };
+        let deadline = Duration::from_secs(20);
+        let text = tokio::time::timeout(deadline, scrape)
+            .await
+            .unwrap_or_else(|_| panic!("GET /metrics on port {}: no complete answer within {deadline:?}", self.port))?;
         let sum = text
             .lines()
             .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
@@ -165,16 +172,45 @@ impl Server {
 /// Runs `kvscope check FILE --block-size N --policy P --json` and returns the JSON.
 pub fn check_json(capture: &Path, block_size: u32, policy: &str) -> Value {
     let bin = kvscope_bin().expect("kvscope binary");
-    let out = std::process::Command::new(&bin)
-        .arg("check")
-        .arg(capture)
-        .args(["--block-size", &block_size.to_string(), "--policy", policy, "--json"])
-        .output()
-        .expect("run kvscope check");
+    let mut command = std::process::Command::new(&bin);
+    command.arg("check").arg(capture).args(["--block-size", &block_size.to_string(), "--policy", policy, "--json"]);
+    let out = output_within(command, Duration::from_secs(120), "kvscope check --json");
     let code = out.status.code();
     assert!(matches!(code, Some(0 | 3)), "kvscope check exited {code:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("check --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Runs `command` to its end and returns what it printed; kills it and panics, naming `what`,
+/// when it has not exited within `timeout`. Its output is read on threads as it comes, so a
+/// full pipe never stalls it.
+pub fn output_within(mut command: std::process::Command, timeout: Duration, what: &str) -> std::process::Output {
+    use std::io::Read;
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::process::Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
 }
 
 /// Writes the corpus's Kimi-K3 incident streams (three workers) as a `.kvcap`, frames exactly as
@@ -439,13 +475,18 @@ impl Browser {
     pub async fn wait_for(&self, script: &str, timeout: Duration, what: &str) {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.js(script).await.as_bool() == Some(true) {
+            // Each poll is bounded by what is left: a page whose main thread hangs fails here too.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let answered = tokio::time::timeout(left, self.js(script)).await;
+            if answered.as_ref().is_ok_and(|v| v.as_bool() == Some(true)) {
                 return;
             }
             if Instant::now() > deadline {
-                let errors = self.errors().await;
-                let _ = self.screenshot(&format!("timeout-{}", what.replace(' ', "-"))).await;
-                panic!("timed out after {timeout:?} waiting for {what}; page errors: {errors:?}");
+                let brief = Duration::from_secs(5);
+                let errors = tokio::time::timeout(brief, self.errors()).await;
+                let _ = tokio::time::timeout(brief, self.screenshot(&format!("timeout-{}", what.replace(' ', "-")))).await;
+                let state = if answered.is_ok() { "the condition stayed false" } else { "the page stopped answering scripts" };
+                panic!("timed out after {timeout:?} waiting for {what} ({state}); page errors: {errors:?}");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

@@ -302,19 +302,26 @@ impl Fleet {
         self.send(&ToEngine::Ingest(bytes.to_vec()));
     }
 
-    /// Resolves once the page shows everything sent to the engine before it.
-    pub async fn sync(&self) {
-        let Some(wire) = self.wire.try_get_value() else { return };
+    /// Resolves once the page shows everything sent to the engine before it, or fails after
+    /// `timeout_ms` naming what it waited for (an engine that never answers does not hang its
+    /// caller).
+    pub async fn sync(&self, timeout_ms: i32) -> Result<(), String> {
+        let Some(wire) = self.wire.try_get_value() else { return Err("the page is gone".into()) };
         let id = {
             let mut w = wire.borrow_mut();
             w.next_sync += 1;
             w.next_sync
         };
-        let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let promise = js_sys::Promise::new(&mut |resolve, reject| {
             wire.borrow_mut().syncs.insert(id, resolve);
+            if let Some(window) = web_sys::window() {
+                let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&reject, timeout_ms);
+            }
         });
         self.send(&ToEngine::Sync { id });
-        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+        let answered = wasm_bindgen_futures::JsFuture::from(promise).await;
+        wire.borrow_mut().syncs.remove(&id);
+        answered.map(|_| ()).map_err(|_| format!("the engine did not answer sync {id} within {timeout_ms} ms"))
     }
 
     pub fn update_settings(&self, f: impl FnOnce(&mut Settings)) {

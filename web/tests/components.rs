@@ -132,7 +132,7 @@ async fn feed(fleet: Fleet, messages: &[Vec<u8>]) {
 
 /// Waits until the page shows everything asked of the engine so far.
 async fn settled(fleet: Fleet) {
-    fleet.sync().await;
+    fleet.sync(30_000).await.unwrap();
     leptos::task::tick().await;
 }
 

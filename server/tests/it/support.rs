@@ -96,12 +96,20 @@ impl Server {
     /// Waits until `series` equals `want`, then returns; panics with the last value after 30 s.
     pub async fn wait_metric(&self, series: &str, want: f64) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut last = None;
         loop {
-            let last = self.metric(series).await;
-            if last == want {
-                return;
+            // Each scrape is bounded by what is left, so a server that stops answering fails here too.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Ok(value) = tokio::time::timeout(left, self.metric(series)).await {
+                if value == want {
+                    return;
+                }
+                last = Some(value);
             }
-            assert!(tokio::time::Instant::now() < deadline, "{series}: wanted {want}, still {last} after 30 s");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{series}: wanted {want}, still {last:?} after 30 s (None: /metrics did not answer)"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -158,18 +166,28 @@ pub async fn http_get_as(addr: &str, host: &str, path: &str, headers: &[(&str, &
     (status, headers, body)
 }
 
+/// How long one test request may take, connect to the last byte: the server answers on loopback.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// [`http_get_as`] with the body as bytes, as sent (not de-chunked: for fixed-length bodies).
+/// Panics, naming the request, when the server does not answer in full within [`HTTP_TIMEOUT`].
 pub async fn http_get_raw(addr: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, Vec<u8>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    stream.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    stream.read_to_end(&mut buf).await.unwrap();
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        stream.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = Vec::new();
+        stream.read_to_end(&mut buf).await.unwrap();
+        buf
+    };
+    let buf = tokio::time::timeout(HTTP_TIMEOUT, exchange)
+        .await
+        .unwrap_or_else(|_| panic!("GET http://{addr}{path}: no complete answer within {HTTP_TIMEOUT:?}"));
     let split = buf.windows(4).position(|w| w == b"\r\n\r\n").map_or(buf.len(), |i| i + 4);
     let head = String::from_utf8_lossy(&buf[..split]).into_owned();
     let body = buf[split..].to_vec();
@@ -294,8 +312,12 @@ pub async fn read_preamble(ws: &mut Ws) -> (proto::Hello, Vec<proto::Message>) {
     let Some(proto::Message::Hello(hello)) = next_message(ws, Duration::from_secs(10)).await else {
         panic!("the first message is not a hello")
     };
+    // Each message within 10 s, and the whole history within 60 s: a server that keeps sending
+    // without ever completing its history fails too.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut history = Vec::new();
     loop {
+        assert!(Instant::now() < deadline, "no HistoryComplete within 60 s ({} history messages read)", history.len());
         match next_message(ws, Duration::from_secs(10)).await.expect("socket open") {
             proto::Message::HistoryComplete(_) => return (hello, history),
             // How much history follows; the tests count the history itself.
