@@ -21,8 +21,10 @@ pub mod label;
 mod message;
 pub mod overview;
 pub mod settings;
+pub mod severity;
 pub mod view;
 
 pub use message::{DecodeError, ENGINE_PROTOCOL_VERSION, ExportKind, FromEngine, ToEngine, ViewQuery, decode, encode};
 pub use settings::{EventRef, Settings, Side};
+pub use severity::Severity;
 pub use view::Summary;

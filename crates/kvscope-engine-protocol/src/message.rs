@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::settings::{Settings, Side};
+use crate::severity::Severity;
 use crate::view::Summary;
 
 /// Bumped whenever a message or a view struct changes shape.
@@ -53,9 +54,9 @@ pub enum ToEngine {
     },
     /// Show this event in the inspector (`None` closes it).
     Select(Option<u64>),
-    /// Select the next event marked under either policy with at least this severity (3: an
-    /// offload skip or worse, 4: fatal), after the selected one, wrapping around.
-    SelectNext { min_severity: u8 },
+    /// Select the next event marked under either policy with at least this severity, after the
+    /// selected one, wrapping around.
+    SelectNext { min_severity: Severity },
     /// Select the marked event nearest `time_ms` on a lane, within `tolerance_ms`.
     SelectAt { source: u32, side: Side, time_ms: f64, tolerance_ms: f64 },
     /// What a lane holds between two times, in words: answered by [`FromEngine::Hover`].

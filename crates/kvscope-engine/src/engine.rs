@@ -3,7 +3,7 @@
 //! I/O around it (socket, timers, files, the page's messages) is `crate::host`'s.
 
 use kvscope_engine_protocol::view::{Overview, Selection};
-use kvscope_engine_protocol::{ExportKind, Settings, Side, Summary, ViewQuery};
+use kvscope_engine_protocol::{ExportKind, Settings, Severity, Side, Summary, ViewQuery};
 use kvscope_protocol as proto;
 
 use crate::model::{Config, Model};
@@ -170,7 +170,7 @@ impl Engine {
 
     /// Selects the next event marked under either policy (a fatal under A is the skip under B)
     /// with at least `min_severity`, after the selected one, wrapping around.
-    pub fn select_next(&mut self, min_severity: u8) {
+    pub fn select_next(&mut self, min_severity: Severity) {
         let m = &self.model;
         let next = |after| [Side::A, Side::B].into_iter().filter_map(|s| m.next_marked(s, after, min_severity)).min();
         let id = next(self.selection).or_else(|| next(None));
@@ -344,9 +344,9 @@ mod tests {
     fn next_fatal_walks_the_marked_events_and_wraps() {
         let mut e = kimi();
         e.select(None);
-        e.select_next(4);
+        e.select_next(Severity::Fatal);
         let first = e.selection().expect("a fatal under legacy");
-        e.select_next(4);
+        e.select_next(Severity::Fatal);
         let second = e.selection().expect("a second fatal");
         assert!(second > first);
         let hover = e.hover(0, Side::A, 0.0, 1e9);

@@ -10,7 +10,7 @@
 //! what a pixel holds and which event a click opens.
 
 use kvscope_engine_protocol::view::Timeline as TimelineView;
-use kvscope_engine_protocol::{Side, ToEngine};
+use kvscope_engine_protocol::{Severity, Side, ToEngine};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
@@ -189,7 +189,7 @@ pub fn Timeline() -> impl IntoView {
         zoom(fleet, if ev.delta_y() > 0.0 { 1.25 } else { 0.8 }, frac);
     };
     // Next event marked under either policy (a fatal under A is the skip under B).
-    let jump = move |min_severity: u8| fleet.send(&ToEngine::SelectNext { min_severity });
+    let jump = move |min_severity: Severity| fleet.send(&ToEngine::SelectNext { min_severity });
     let on_key = move |ev: web_sys::KeyboardEvent| {
         let handled = match ev.key().as_str() {
             "+" | "=" => {
@@ -213,7 +213,7 @@ pub fn Timeline() -> impl IntoView {
                 true
             }
             "Enter" => {
-                jump(3);
+                jump(Severity::Skip);
                 true
             }
             _ => false,
@@ -330,8 +330,8 @@ pub fn Timeline() -> impl IntoView {
                     >
                         {move || if fleet.settings.with(|s| s.show_all) { "Show mismatches only" } else { "Show every event" }}
                     </button>
-                    <button data-testid="next-fatal" on:click=move |_| jump(4)>"Next fatal"</button>
-                    <button data-testid="next-skip" on:click=move |_| jump(3)>"Next offload skip or fatal"</button>
+                    <button data-testid="next-fatal" on:click=move |_| jump(Severity::Fatal)>{Severity::Fatal.next_button()}</button>
+                    <button data-testid="next-skip" on:click=move |_| jump(Severity::Skip)>{Severity::Skip.next_button()}</button>
                 </div>
             </div>
             {move || lane_note.get().map(|n| view! { <p class="legend-note" data-testid="lane-note">{n}</p> })}

@@ -15,6 +15,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 
+use kvscope_engine_protocol::Severity;
 use kvscope_normalize::{Outcome, SmallStr, StorageTier, Verdict, VerdictFlags, VerdictLabel};
 
 /// One byte naming a class in a [`ClassTable`]; 0 means "no verdict" (a frame that did not
@@ -146,15 +147,15 @@ impl ClassTable {
         self.classes.iter().enumerate().map(|(i, c)| ((i + 1) as ClassCode, c))
     }
 
-    /// 0 none, 1 applied, 2 routine filter skip, 3 other skip, 4 fatal.
-    pub fn severity(&self, code: ClassCode) -> u8 {
+    /// How much a class matters on the timeline (code 0, no verdict, is `Unmarked`).
+    pub fn severity(&self, code: ClassCode) -> Severity {
         match self.get(code) {
-            None => 0,
+            None => Severity::Unmarked,
             Some(c) => match c.kind {
-                Outcome::Apply => 1,
-                Outcome::Skip if c.reason.is_routine_filter() => 2,
-                Outcome::Skip => 3,
-                Outcome::Fatal => 4,
+                Outcome::Apply => Severity::Applied,
+                Outcome::Skip if c.reason.is_routine_filter() => Severity::RoutineSkip,
+                Outcome::Skip => Severity::Skip,
+                Outcome::Fatal => Severity::Fatal,
             },
         }
     }
@@ -205,7 +206,7 @@ mod tests {
         assert_eq!(t.intern(Class::labelled(VerdictLabel::OffloadBlockSizeMismatch)), a);
         assert_ne!(a, b);
         assert_eq!(t.get(b).unwrap().describe(), "fatal block_size_mismatch on host_pinned");
-        assert_eq!(t.severity(0), 0);
+        assert_eq!(t.severity(0), Severity::Unmarked);
         assert!(t.severity(b) > t.severity(a));
     }
 
@@ -247,9 +248,11 @@ mod tests {
             assert_eq!(class.reason.as_str(), label.as_str());
             let severity = t.severity(code);
             match label.outcome() {
-                Outcome::Apply => assert_eq!(severity, 1, "{label}"),
-                Outcome::Skip => assert_eq!(severity, if label.is_routine_filter() { 2 } else { 3 }, "{label}"),
-                Outcome::Fatal => assert_eq!(severity, 4, "{label}"),
+                Outcome::Apply => assert_eq!(severity, Severity::Applied, "{label}"),
+                Outcome::Skip => {
+                    assert_eq!(severity, if label.is_routine_filter() { Severity::RoutineSkip } else { Severity::Skip }, "{label}")
+                }
+                Outcome::Fatal => assert_eq!(severity, Severity::Fatal, "{label}"),
             }
         }
         assert_eq!(t.iter().count(), VerdictLabel::COUNT);

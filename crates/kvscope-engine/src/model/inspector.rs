@@ -1,6 +1,7 @@
 //! The inspector and the log: one event's detail (re-running fresh normalizers for its rule
 //! sentences), event references, the next marked event, and an indexer's log lines.
 
+use kvscope_engine_protocol::Severity;
 use kvscope_protocol as proto;
 use kvscope_wire::KvEvent;
 
@@ -293,7 +294,7 @@ impl Model {
 
     /// The first retained event of the given class severity or above under `side`, after
     /// `after` (exclusive), optionally on one source.
-    pub fn next_marked(&self, side: Side, after: Option<u64>, min_severity: u8) -> Option<u64> {
+    pub fn next_marked(&self, side: Side, after: Option<u64>, min_severity: Severity) -> Option<u64> {
         let start = after.map_or(self.first_event_id, |a| a + 1).max(self.first_event_id);
         let skip = (start - self.first_event_id) as usize;
         (skip..self.events.len())

@@ -311,7 +311,7 @@ fn event_records_stay_within_their_bound_with_their_timeline_marks() {
 #[test]
 fn the_inspector_explains_an_event_under_both_policies() {
     let m = loaded(1536);
-    let id = m.next_marked(Side::A, None, 4).expect("a fatal event under legacy");
+    let id = m.next_marked(Side::A, None, kvscope_engine_protocol::Severity::Fatal).expect("a fatal event under legacy");
     let d = m.event_detail(id).unwrap();
     assert_eq!(d.verdicts[0].0, "legacy");
     assert!(d.verdicts[0].2.contains("fatal block_size_mismatch"), "{}", d.verdicts[0].2);

@@ -19,6 +19,7 @@
 
 use super::chunked::Chunked;
 use super::classes::{ClassCode, ClassSet, ClassTable};
+use kvscope_engine_protocol::Severity;
 
 /// One source's marks, oldest first, in [`Chunked`] columns (eviction frees whole chunks
 /// instead of moving every mark kept).
@@ -86,7 +87,7 @@ impl Bucket {
         self.events = self.events.saturating_add(1);
         for (policy, &code) in codes.iter().enumerate() {
             let severity = classes.severity(code);
-            if mismatch && severity >= 2 {
+            if mismatch && severity.is_marked() {
                 self.marked[policy] = self.marked[policy].saturating_add(1);
             }
             if mismatch && severity > classes.severity(self.top[policy][0]) {
@@ -252,7 +253,7 @@ impl Show {
 /// differently, or either stops or skips it for a reason that is not routine filtering.
 pub fn is_mismatch(lane: &Lane, classes: &ClassTable, i: usize) -> bool {
     let (a, b) = (lane.class_a[i], lane.class_b[i]);
-    a != b || classes.severity(a) >= 3 || classes.severity(b) >= 3
+    a != b || classes.severity(a) >= Severity::Skip || classes.severity(b) >= Severity::Skip
 }
 
 /// Folds the marks of `lane` inside `[t0, t1)` into `width_px` columns under one policy:
@@ -363,7 +364,7 @@ fn mark_columns(out: &mut [Column], lane: &Lane, classes: &ClassTable, t0: f64, 
             continue;
         }
         let severity = classes.severity(code);
-        if severity >= 2 {
+        if severity.is_marked() {
             col.marked += 1;
         }
         if severity > classes.severity(col.top) {

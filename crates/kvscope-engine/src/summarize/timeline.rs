@@ -10,7 +10,7 @@
 
 use kvscope_engine_protocol::fmt::{human_duration_ms, thousands};
 use kvscope_engine_protocol::view::{LaneLabel, RangeCounts, Timeline};
-use kvscope_engine_protocol::{Settings, Side, ViewQuery};
+use kvscope_engine_protocol::{Settings, Severity, Side, ViewQuery};
 
 use super::clock;
 use super::pixels::{Pixels, rgb};
@@ -206,7 +206,7 @@ fn paint(m: &Model, lanes: &[u32], lane_h: f64, (css_w, css_h, dpr): (f64, f64, 
             }
             for run in runs(&cols) {
                 let sev = classes.severity(run.top);
-                let (pad, h) = if sev <= 1 { (half * 0.35, half * 0.3) } else { (0.5, half - 1.0) };
+                let (pad, h) = if !sev.is_marked() { (half * 0.35, half * 0.3) } else { (0.5, half - 1.0) };
                 px.fill(run.x as f64, top + pad, run.width as f64, h.max(1.0), colour(run.top));
             }
         }
@@ -270,13 +270,13 @@ fn paint(m: &Model, lanes: &[u32], lane_h: f64, (css_w, css_h, dpr): (f64, f64, 
 fn legend(m: &Model) -> Vec<(String, String)> {
     let classes = m.classes();
     let seen = m.lanes().iter().fold(ClassSet::default(), |s, l| s.union(l.seen));
-    let mut present: Vec<(u8, String, &'static str)> = classes
+    let mut present: Vec<(Severity, String, &'static str)> = classes
         .iter()
         .filter(|&(code, _)| seen.contains(code))
         .map(|(code, c)| (classes.severity(code), c.describe(), classes.colour(code)))
         .collect();
     present.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    present.dedup_by(|x, y| x.2 == y.2 && x.0 == 1 && y.0 == 1);
+    present.dedup_by(|x, y| x.2 == y.2 && x.0 == Severity::Applied && y.0 == Severity::Applied);
     present.into_iter().map(|(_, name, colour)| (name, colour.to_owned())).collect()
 }
 
@@ -286,7 +286,7 @@ fn range_counts_view(m: &Model, lanes: &[u32], (a, b): (f64, f64)) -> RangeCount
     let counts = range_counts(lanes.iter().filter_map(|&i| m.lanes().get(i as usize)), a, b);
     let classes = m.classes();
     let rows = counts.map(|c| {
-        let mut rows: Vec<(u8, String, u64, &'static str)> = c
+        let mut rows: Vec<(Severity, String, u64, &'static str)> = c
             .into_iter()
             .map(|(code, n)| {
                 (classes.severity(code), classes.get(code).map_or("no verdict".into(), |c| c.describe()), n, classes.colour(code))
@@ -335,7 +335,7 @@ pub fn hover_text(m: &Model, source: u32, side: Side, t_lo: f64, t_hi: f64) -> S
         *counts.entry(codes[i]).or_default() += 1;
     }
     let classes = m.classes();
-    let mut parts: Vec<(u8, String)> = counts
+    let mut parts: Vec<(Severity, String)> = counts
         .into_iter()
         .map(|(c, k)| (classes.severity(c), format!("{k} {}", classes.get(c).map_or("undecoded".into(), |c| c.describe()))))
         .collect();
