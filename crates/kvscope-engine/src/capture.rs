@@ -10,6 +10,7 @@ use std::io::Cursor;
 use std::rc::Rc;
 
 use kvscope_engine_protocol::view::CaptureProgress;
+use kvscope_normalize::{Policy, StorageTier, resolve_tier};
 use kvscope_protocol as proto;
 use kvscope_wire::KvEvent;
 use wasm_bindgen_futures::JsFuture;
@@ -46,7 +47,8 @@ async fn read_file(host: &Host, file: &web_sys::File) -> Result<Vec<u8>, String>
 }
 
 /// The block size an operator would pass for this capture: that of the first non-empty store on
-/// the Device tier (no medium, or GPU/DEVICE in any case). `None` when the capture has none.
+/// the Device tier (no medium, or one the medium table maps to Device). `None` when the capture
+/// has none.
 pub fn infer_block_size(bytes: &[u8], max_records: usize) -> Option<u32> {
     let mut reader = proto::capture::CaptureReader::new(Cursor::new(bytes)).ok()?;
     for _ in 0..max_records {
@@ -55,11 +57,11 @@ pub fn infer_block_size(bytes: &[u8], max_records: usize) -> Option<u32> {
         let Ok(batch) = kvscope_wire::decode_batch(msg.payload) else { continue };
         for ev in &batch.events {
             if let KvEvent::BlockStored(s) = ev {
-                let device = match s.medium.as_deref() {
-                    None | Some("") => true,
-                    Some(m) => m.eq_ignore_ascii_case("gpu") || m.eq_ignore_ascii_case("device"),
-                };
-                if device
+                // The medium table as the fix reads it (any case); a medium it does not know is
+                // not taken for Device here, though a policy may fall back to it.
+                let tier = resolve_tier(s.medium.as_deref(), &Policy::FIXED);
+                if tier.tier == StorageTier::Device
+                    && !tier.is_fallback()
                     && !s.block_hashes.is_empty()
                     && let Some(bs) = s.block_size.filter(|&b| b > 0)
                 {
