@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decode the kvscope benchmark inputs with msgspec, the decoder vLLM's own example subscriber uses.
 
-The event structs below are written from the wire rules (docs: ../shared/DESIGN.md, "Wire rules";
+The event structs below are written from the wire rules (docs: docs/rules.md, "Wire rules";
 the corpus README), not copied from vLLM:
 
 - vLLM up to 0.23 publishes each event as a tagged array (msgspec ``array_like=True, tag=True``):

@@ -9,7 +9,7 @@
 //! Kind strings are written by engine code (one per vLLM `KVCacheSpec` class), never by users,
 //! so they are matched exactly: `Mamba` is unknown, not `mamba`.
 //!
-//! - Main: `full_attention`, `mla_attention`, `sink_full_attention` (DESIGN.md).
+//! - Main: `full_attention`, `mla_attention`, `sink_full_attention` (docs/rules.md).
 //! - Known non-main: the other vLLM `KVCacheSpec` kinds: `mamba`, `sliding_window`,
 //!   `sliding_window_mla`, `chunked_local_attention`, `cross_attention`,
 //!   `encoder_only_attention`. Each keeps a bounded window or a recurrent state rather than the

@@ -6,7 +6,7 @@
 //! files, no clocks. It compiles for `wasm32-unknown-unknown`, so the browser classifies with the
 //! same code the server runs.
 //!
-//! - [`StorageTier`] and [`resolve_tier`]: the medium table of DESIGN.md.
+//! - [`StorageTier`] and [`resolve_tier`]: the medium table of docs/rules.md.
 //! - [`Policy`]: a named preset of switches (`fixed`, `legacy`, `dynamo-1.6.1`); see [`policy`]
 //!   for adding one.
 //! - [`VerdictLabel`]: every verdict's label, the one enum every consumer spells verdicts with.

@@ -103,7 +103,7 @@ pub enum UnknownMedium {
 /// Which version of the group filter (steps 2 and 3) runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GroupRules {
-    /// DESIGN.md's: a store with a kind teaches even without `group_idx` (it counts as group 0);
+    /// docs/rules.md's: a store with a kind teaches even without `group_idx` (it counts as group 0);
     /// an event without `group_idx` is checked as group 0; a group learned with an unknown kind
     /// filters as `non_main_attention_group`; removals carry no kind.
     Kvscope,

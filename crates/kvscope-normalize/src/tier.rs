@@ -75,7 +75,7 @@ pub struct MediumRow {
     pub in_legacy_table: bool,
 }
 
-/// The medium table of DESIGN.md, "Normalizer rules".
+/// The medium table of docs/rules.md, "Normalizer rules".
 pub const MEDIUM_TABLE: &[MediumRow] = &[
     MediumRow { name: "GPU", tier: StorageTier::Device, in_legacy_table: true },
     MediumRow { name: "DEVICE", tier: StorageTier::Device, in_legacy_table: true },

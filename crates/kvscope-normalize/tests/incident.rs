@@ -1,4 +1,4 @@
-//! The Kimi-K3 incident (DESIGN.md), replayed from the corpus: three workers of an aggregated
+//! The Kimi-K3 incident (docs/rules.md), replayed from the corpus: three workers of an aggregated
 //! Kimi-K3 deployment on vLLM 0.33.0 with a CPU offload connector. Per worker, groups 0-2 are
 //! `mamba` and group 3 `mla_attention`, all GPU stores at block_size 1536; every 8 GPU blocks a
 //! `cpu` store of one 12288-token block (group 3, no kind) follows.

@@ -68,7 +68,7 @@ pub struct JsVerdict {
     pub blocks_applied: u32,
     /// `unknown_medium_fallback`, `short_token_ids`, ...
     pub flags: Vec<String>,
-    /// Label and DESIGN.md step of the deciding rule.
+    /// Label and docs/rules.md step of the deciding rule.
     pub rule: String,
     pub rule_step: String,
     /// Compact code: `store device 2 +short_token_ids`.

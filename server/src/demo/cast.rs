@@ -1,7 +1,7 @@
 //! The `fleet` scenario's cast: which simulated workers misbehave, and how.
 //!
 //! Most workers are healthy vLLM GPU engines; a few are not, in the ways real fleets are not
-//! (DESIGN.md, "At fleet scale"): behind a CPU-offload connector at another block size, an
+//! (docs/rules.md, "At fleet scale"): behind a CPU-offload connector at another block size, an
 //! engine that restarts, one that loses frames its replay buffer no longer holds, and one on an
 //! older vLLM release. The overview must make exactly these obvious; the positions are fixed so
 //! a test (and an operator comparing two runs) knows where they are.

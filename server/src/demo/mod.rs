@@ -10,7 +10,7 @@
 //! onto a NATS server, which the demo's server reads as event-plane sources like any other.
 //!
 //! Scenarios:
-//! - `kimi-k3` (default, the incident of DESIGN.md): groups 0-2 `mamba` and group 3
+//! - `kimi-k3` (default, the incident of docs/rules.md): groups 0-2 `mamba` and group 3
 //!   `mla_attention` at block_size 1536 on `GPU`; every 8 GPU blocks a `cpu` store of one
 //!   12288-token block; evictions on both tiers. Block size 1536, so `legacy` shows the fatal cpu
 //!   stores and `fixed` the offload skips.

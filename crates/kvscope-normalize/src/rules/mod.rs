@@ -24,7 +24,7 @@
 //!
 //! # One list, three presets
 //!
-//! Steps `0`-`7` are those of DESIGN.md, "Normalizer rules", numbered the same way; `fixed` and
+//! Steps `0`-`7` are those of docs/rules.md, "Normalizer rules", numbered the same way; `fixed` and
 //! `legacy` run only them (step 0 prepares the tier and never decides). The rules whose step is
 //! a letter come from docs/dynamo-1.6.1.md, section 3 (`D` decoding, `P1`-`P7` preprocessing),
 //! and only `dynamo-1.6.1` switches them on. Each rule says which policies run it
@@ -46,7 +46,7 @@
 //!
 //! Steps 4 (`offload_block_size_mismatch`) and 5 (fatal `block_size_mismatch`) are off under
 //! `dynamo-1.6.1`, so its self-reference check comes before its block-size check, as in
-//! Dynamo's `convert_event`, while `fixed` and `legacy` keep DESIGN.md's order (block size,
+//! Dynamo's `convert_event`, while `fixed` and `legacy` keep docs/rules.md's order (block size,
 //! then self-reference). Rejected alternative: a second ordered list for `dynamo-1.6.1`; the
 //! two would repeat steps 0-3 and 6-7 with the same checks, and every later rule would have to be
 //! placed twice.
@@ -91,7 +91,7 @@ pub type Clause = fn(&Verdict, &mut Sentence<'_, '_>) -> fmt::Result;
 /// One rule: what it is called, what it says, its check and its words.
 #[derive(Debug)]
 pub struct Rule {
-    /// The DESIGN.md step it implements (`"4"`, `"3a"`), or the docs/dynamo-1.6.1.md row
+    /// The docs/rules.md step it implements (`"4"`, `"3a"`), or the docs/dynamo-1.6.1.md row
     /// (`"P3"`) for rules only `dynamo-1.6.1` switches on.
     pub step: &'static str,
     /// The rule's name: the label of its verdicts, `apply` for the rule whose verdicts are
@@ -271,7 +271,7 @@ mod tests {
     fn rules_are_listed_once_in_evaluation_order() {
         let steps: Vec<&str> = RULES.iter().map(|r| r.step).collect();
         assert_eq!(steps, ["D", "P1a", "P1b", "0", "1", "P3", "P4", "2", "3a", "3b", "3c", "3d", "P7", "4", "5", "6", "7"]);
-        // fixed and legacy still run DESIGN.md's steps in DESIGN.md's order.
+        // fixed and legacy still run docs/rules.md's steps in docs/rules.md's order.
         let design: Vec<&str> = steps.iter().copied().filter(|s| s.starts_with(|c: char| c.is_ascii_digit())).collect();
         assert_eq!(design, ["0", "1", "2", "3a", "3b", "3c", "3d", "4", "5", "6", "7"]);
         let mut names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
