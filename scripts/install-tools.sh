@@ -9,8 +9,8 @@
 #                                   node is on PATH), and the real peers' virtualenv (the default)
 #
 # Idempotent: each step checks for the pinned version first and says what it does and about how
-# long it takes on 2 cores. Nothing is downloaded from GitHub: every tool comes from crates.io,
-# Debian or PyPI (see docs/toolchain.md).
+# long it takes on 2 cores; what is missing builds and downloads side by side. Nothing is downloaded from GitHub: every tool comes from crates.io,
+# Debian or PyPI, and the README says how each is pinned.
 set -euo pipefail
 
 job=test
@@ -44,32 +44,75 @@ tool_install() {
 
 have_version() { command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -q "$2"; }
 
-rust_for_demo() {
+# What is missing is installed side by side: one cargo build leaves a core idle in its serial
+# stretches (build scripts, the final crates, linking), and apt and pip wait on downloads. Each
+# job's output goes to a log of its own, printed if it fails; `finish` waits for them all.
+jobs_pids=()
+jobs_names=()
+jobs_logs=()
+in_background() {
+  local name=$1
+  shift
+  local out
+  out=$(mktemp)
+  (
+    start=$SECONDS
+    "$@"
+    printf '[install-tools] %s: done in %d s\n' "$name" $((SECONDS - start)) >&2
+  ) >"$out" 2>&1 &
+  jobs_pids+=($!)
+  jobs_names+=("$name")
+  jobs_logs+=("$out")
+}
+finish() {
+  local failed=0 i
+  for i in "${!jobs_pids[@]}"; do
+    if wait "${jobs_pids[$i]}"; then
+      tail -n 1 "${jobs_logs[$i]}" >&2
+    else
+      log "${jobs_names[$i]} failed; the end of its output:"
+      tail -n 40 "${jobs_logs[$i]}" >&2
+      failed=1
+    fi
+    rm -f "${jobs_logs[$i]}"
+  done
+  jobs_pids=()
+  jobs_names=()
+  jobs_logs=()
+  return "$failed"
+}
+
+# rustup changes the toolchain, so it runs first, before any build starts.
+rustup_parts() {
   rustup target list --installed | grep -qx wasm32-unknown-unknown \
     || { log "adding rust target wasm32-unknown-unknown (seconds)"; rustup target add wasm32-unknown-unknown; }
+  [ "$job" = test ] || return 0
+  cargo clippy --version >/dev/null 2>&1 || { log "adding rust component clippy"; rustup component add clippy; }
+  cargo fmt --version >/dev/null 2>&1 || { log "adding rust component rustfmt"; rustup component add rustfmt; }
+}
+
+rust_for_demo() {
   have_version wasm-bindgen "$WASM_BINDGEN_VERSION" || {
-    log "building wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 4 min on 2 cores)"
+    log "building wasm-bindgen-cli $WASM_BINDGEN_VERSION (2-4 min of 2 cores)"
     # Without --locked: the CLI's own lockfile names a crate version the registry lacks.
-    tool_install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
+    in_background wasm-bindgen-cli tool_install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
   }
   have_version trunk "$TRUNK_VERSION" || {
-    log "building trunk $TRUNK_VERSION (about 7 min on 2 cores)"
+    log "building trunk $TRUNK_VERSION (4-7 min of 2 cores)"
     # No default features: `update_check` asks GitHub for releases, and `rustls` is for
     # downloads the build never makes (wasm-bindgen and wasm-opt come from PATH).
-    tool_install --locked trunk --version "$TRUNK_VERSION" --no-default-features --force
+    in_background trunk tool_install --locked trunk --version "$TRUNK_VERSION" --no-default-features --force
   }
 }
 
 rust_for_tests() {
-  cargo clippy --version >/dev/null 2>&1 || { log "adding rust component clippy"; rustup component add clippy; }
-  cargo fmt --version >/dev/null 2>&1 || { log "adding rust component rustfmt"; rustup component add rustfmt; }
   have_version wasm-pack "$WASM_PACK_VERSION" || {
-    log "building wasm-pack $WASM_PACK_VERSION (about 3 min on 2 cores)"
-    tool_install --locked wasm-pack --version "$WASM_PACK_VERSION" --force
+    log "building wasm-pack $WASM_PACK_VERSION (2-3 min of 2 cores)"
+    in_background wasm-pack tool_install --locked wasm-pack --version "$WASM_PACK_VERSION" --force
   }
   have_version cargo-fuzz "$CARGO_FUZZ_VERSION" || {
-    log "building cargo-fuzz $CARGO_FUZZ_VERSION (about 1 min on 2 cores)"
-    tool_install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" --force
+    log "building cargo-fuzz $CARGO_FUZZ_VERSION (about 1 min of 2 cores)"
+    in_background cargo-fuzz tool_install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" --force
   }
 }
 
@@ -125,10 +168,12 @@ PY
   }
 }
 
+rustup_parts
 rust_for_demo
 if [ "$job" = test ]; then
   rust_for_tests
-  debian_for_tests
-  peers_for_tests
+  in_background "Debian's packages" debian_for_tests
+  in_background "the peers' virtualenv" peers_for_tests
 fi
+finish || { log "some tools failed to install (above); nothing else was changed"; exit 1; }
 log "tools ready for the $job"
