@@ -3,8 +3,9 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    default: 60 s each, every target
 #
-# Writes the seed corpora from the fixtures (fuzz/seeds.py), builds the targets, runs each in
-# turn (one libFuzzer process at a time) and prints per target the executions, the final
+# Writes the seed corpora from the fixtures (fuzz/seeds.py), builds the targets, runs them side
+# by side (one libFuzzer process per core, KVSCOPE_FUZZ_JOBS to change it; each target still gets
+# its full time) and prints per target the executions, the final
 # coverage (libFuzzer's `cov:` edges and `ft:` features), the corpus size and the crashes.
 # Exits non-zero if any target crashed, hung or ran out of memory; the input is then in
 # fuzz/artifacts/<target>/ and the log in fuzz/artifacts/<target>.log.
@@ -40,15 +41,14 @@ log "built in $((SECONDS - build_start)) s"
 
 count_artifacts() { find "fuzz/artifacts/$1" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) 2>/dev/null | wc -l; }
 
-failed=0
-summary=()
-for t in "${targets[@]}"; do
-  [ -n "${max_len[$t]:-}" ] || { log "unknown target $t (targets: ${all[*]})"; exit 2; }
+# One target: runs it, logs its figures, and leaves its summary line in fuzz/artifacts/T.summary
+# and, when it crashed, hung or ran out of memory, a fuzz/artifacts/T.failed marker.
+fuzz_one() {
+  local t=$1 out="fuzz/artifacts/$1.log" before rc=0 crashes status execs rate line
   mkdir -p "fuzz/artifacts/$t"
-  out="fuzz/artifacts/$t.log"
+  rm -f "fuzz/artifacts/$t.failed"
   before=$(count_artifacts "$t")
   log "$t: ${secs} s, -max_len=${max_len[$t]}"
-  rc=0
   cargo fuzz run -s none "$t" "fuzz/corpus/$t" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -max_len="${max_len[$t]}" -timeout=10 \
     -print_final_stats=1 >"$out" 2>&1 || rc=$?
@@ -61,15 +61,39 @@ for t in "${targets[@]}"; do
   [ -n "$execs" ] || execs=$(sed -nE 's/^#([0-9]+).*/\1/p' <<<"$status")
   line=$(printf '%-16s execs %10s  exec/s %7s  cov %5s  ft %6s  corpus %12s  crashes %s' \
     "$t" "${execs:-?}" "${rate:-?}" "$(field cov)" "$(field ft)" "$(field corp)" "$crashes")
-  summary+=("$line")
+  printf '%s\n' "$line" >"fuzz/artifacts/$t.summary"
   log "$line"
   if [ "$rc" != 0 ] || [ "$crashes" != 0 ]; then
-    failed=1
+    touch "fuzz/artifacts/$t.failed"
     log "$t FAILED (exit $rc); the end of $out:"
     grep -E 'panicked|ERROR: libFuzzer|SUMMARY|Test unit written|Base64' "$out" | head -n 20 >&2 || tail -n 30 "$out" >&2
     log "reproduce: RUSTC_BOOTSTRAP=1 cargo fuzz run -s none $t fuzz/artifacts/$t/<file>"
     log "minimize:  RUSTC_BOOTSTRAP=1 cargo fuzz tmin -s none $t fuzz/artifacts/$t/<file>  (then see fuzz/README.md)"
   fi
+}
+
+for t in "${targets[@]}"; do
+  [ -n "${max_len[$t]:-}" ] || { log "unknown target $t (targets: ${all[*]})"; exit 2; }
+done
+# libFuzzer runs on one core; with more, targets run side by side, each for its full time.
+jobs_max=${KVSCOPE_FUZZ_JOBS:-$(nproc)}
+log "${#targets[@]} targets, $jobs_max at a time"
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs_max" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+failed=0
+summary=()
+for t in "${targets[@]}"; do
+  summary+=("$(cat "fuzz/artifacts/$t.summary" 2>/dev/null || echo "$t: no summary (the run stopped early)")")
+  [ -f "fuzz/artifacts/$t.summary" ] && [ ! -f "fuzz/artifacts/$t.failed" ] || failed=1
 done
 
 printf '\nfuzz summary (%s s per target):\n' "$secs"
