@@ -14,6 +14,7 @@ APART = (
     ("## 5. The dashboard at fleet scale", "| 5. "),
     ("## 6. The router's index", "| 6. "),
     ("## 7. The engine worker alone", "| 7. "),
+    ("## 8. First run", "| 8. "),
 )
 
 HEADINGS = tuple(h for h, _ in APART)

@@ -1,49 +1,81 @@
 #!/usr/bin/env bash
 # A newcomer's first minutes, measured: clones this repository (its committed HEAD) into a
-# temporary directory, points CARGO_HOME at an empty temporary directory (the Rust toolchain
-# itself stays where rustup put it), and runs the README's commands there, printing each step's
-# time as scripts/demo.sh reports it.
+# temporary directory and runs the README's commands there, printing each step's time as the
+# scripts themselves report it.
 #
-#   scripts/first-run.sh            the demo command: until `kvscope demo` prints its URL
-#   scripts/first-run.sh test       then the test command too (scripts/test.sh, with the tools
-#                                   the demo step left in the temporary CARGO_HOME)
+#   scripts/first-run.sh demo   scripts/demo.sh until `kvscope demo` prints its URL, with
+#                               CARGO_HOME pointing at an empty temporary directory (the Rust
+#                               toolchain itself stays where rustup put it): every crate is
+#                               downloaded and every tool built, as on a fresh machine
+#   scripts/first-run.sh test   scripts/test.sh in a second fresh clone (an empty target
+#                               directory), with the machine's own CARGO_HOME: the tools as a
+#                               developer has them once installed (the run installs any missing,
+#                               and its "installing tools" step says how long that took)
+#   scripts/first-run.sh        both, demo first
 #
 # Debian's packages and the peers' virtualenv are machine-wide and are not removed first: on a
-# fresh machine add about a minute and a half for them. Prints `FIRST-RUN {json}` lines.
+# fresh machine add about a minute and a half for them. Prints `FIRST-RUN {json}` lines and keeps
+# them, with each command's log, in KVSCOPE_FIRST_RUN_OUT (default target/bench-run/first-run),
+# which scripts/first_run_report.py turns into BENCHMARKS.md's section 8.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-want=${1:-demo}
+want=${1:-both}
+case "$want" in demo | test | both) ;; *) echo "usage: scripts/first-run.sh [demo|test]" >&2; exit 2 ;; esac
+
+out=${KVSCOPE_FIRST_RUN_OUT:-$PWD/target/bench-run/first-run}
+mkdir -p "$out"
+repo=$PWD
 work=$(mktemp -d /tmp/kvscope-first-run.XXXXXX)
-export CARGO_HOME="$work/cargo-home"
-mkdir -p "$CARGO_HOME"
-# rustup's shims live in the old CARGO_HOME; keep them on PATH behind the new bin dir.
-export PATH="$CARGO_HOME/bin:$HOME/.cargo/bin:$PATH"
-export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
-git clone --quiet . "$work/kvscope"
-cd "$work/kvscope"
-log="$work/demo.log"
-started=$(date +%s)
-scripts/demo.sh --listen 127.0.0.1:0 >"$log" 2>&1 &
-demo=$!
-while ! grep -q "^listening on http" "$log"; do
-  if ! kill -0 "$demo" 2>/dev/null; then
-    cat "$log" >&2
-    echo "first-run: scripts/demo.sh stopped before printing its URL" >&2
-    exit 1
-  fi
-  sleep 1
-done
-total=$(($(date +%s) - started))
-kill -INT "$demo" 2>/dev/null || true
-wait "$demo" 2>/dev/null || true
-# demo.sh's own step lines: "==> [  12 s] 2/3 ..."
-grep '^==> \[' "$log" | sed 's/^==> //' >&2
-steps=$(grep '^==> \[' "$log" | sed -E 's/^==> \[ *([0-9]+) s\] (.*)$/{"at_s":\1,"step":"\2"}/' | paste -sd, -)
-printf 'FIRST-RUN {"command":"scripts/demo.sh","to_url_s":%s,"steps":[%s],"cpu":"%s","cores":%s}\n' \
-  "$total" "$steps" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" "$(nproc)"
-if [ "$want" = test ]; then
-  t0=$(date +%s)
-  scripts/test.sh >"$work/test.log" 2>&1 || { tail -40 "$work/test.log" >&2; echo "first-run: scripts/test.sh failed" >&2; exit 1; }
-  printf 'FIRST-RUN {"command":"scripts/test.sh","s":%s,"result":"%s"}\n' "$(($(date +%s) - t0))" "$(tail -1 "$work/test.log")"
+trap 'rm -rf "$work"' EXIT
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
+record() { printf 'FIRST-RUN %s\n' "$1" | tee -a "$out/first-run.log"; }
+: >"$out/first-run.log"
+record "$(printf '{"what":"run","commit":"%s","date":"%s","cpu":"%s","cores":%s}' \
+  "$(git rev-parse --short HEAD)" "$(date -u +%Y-%m-%dT%H:%MZ)" "$cpu" "$(nproc)")"
+
+# Step lines as the scripts print them, "==> [  12 s] 2/3 ...", as JSON: {"at_s":12,"step":"..."}.
+steps_json() { grep -E '^==> \[ *[0-9]+ s\]' "$1" | sed -E 's/^==> \[ *([0-9]+) s\] (.*)$/{"at_s":\1,"step":"\2"}/' | paste -sd, -; }
+
+if [ "$want" != test ]; then
+  (
+    export CARGO_HOME="$work/cargo-home"
+    mkdir -p "$CARGO_HOME"
+    # rustup's shims live in the old CARGO_HOME; keep them on PATH behind the new bin dir.
+    export PATH="$CARGO_HOME/bin:$HOME/.cargo/bin:$PATH"
+    export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
+    git clone --quiet "$repo" "$work/demo"
+    cd "$work/demo"
+    log="$out/demo.log"
+    started=$(date +%s)
+    scripts/demo.sh --listen 127.0.0.1:0 >"$log" 2>&1 &
+    demo=$!
+    while ! grep -q "^listening on http" "$log"; do
+      if ! kill -0 "$demo" 2>/dev/null; then
+        tail -40 "$log" >&2
+        echo "first-run: scripts/demo.sh stopped before printing its URL" >&2
+        exit 1
+      fi
+      sleep 1
+    done
+    total=$(($(date +%s) - started))
+    kill -INT "$demo" 2>/dev/null || true
+    wait "$demo" 2>/dev/null || true
+    grep '^==> \[' "$log" | sed 's/^==> //' >&2
+    record "$(printf '{"what":"demo","command":"scripts/demo.sh","to_url_s":%s,"steps":[%s]}' "$total" "$(steps_json "$log")")"
+  )
 fi
-rm -rf "$work"
+
+if [ "$want" != demo ]; then
+  git clone --quiet "$repo" "$work/test"
+  cd "$work/test"
+  log="$out/test.log"
+  started=$(date +%s)
+  rc=0
+  scripts/test.sh >"$log" 2>&1 || rc=$?
+  total=$(($(date +%s) - started))
+  # test.sh closes with "step times": one "   123 s  name" line per step.
+  steps=$(awk '/^step times/ { on = 1; next } on && /^ *[0-9]+ s  / { n = $1; sub(/^ *[0-9]+ s  /, ""); gsub(/"/, "\\\""); printf "%s{\"s\":%s,\"step\":\"%s\"}", sep, n, $0; sep = ","; next } on && !/^ *[0-9]+ s  / { on = 0 }' "$log")
+  result=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)
+  record "$(printf '{"what":"test","command":"scripts/test.sh","s":%s,"exit":%s,"result":"%s","steps":[%s]}' "$total" "$rc" "$result" "$steps")"
+  [ "$rc" = 0 ] || { tail -40 "$log" >&2; echo "first-run: scripts/test.sh failed (exit $rc); its log: $log" >&2; exit 1; }
+fi

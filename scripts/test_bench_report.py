@@ -19,6 +19,7 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parent / "bench_report.py"
 INDEX_SCRIPT = Path(__file__).resolve().parent / "bench_index_report.py"
 ENGINE_SCRIPT = Path(__file__).resolve().parent / "bench_engine_report.py"
+FIRST_RUN_SCRIPT = Path(__file__).resolve().parent / "first_run_report.py"
 WORKLOADS = ["kimi_k3", "small_gpu", "cpu_offload", "sglang"]
 # Seconds per pass, per criterion bench id; the same for every workload except where noted.
 TIMES = {
@@ -231,6 +232,56 @@ class EngineReportTest(unittest.TestCase):
         glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
         self.assertNotIn("9.99x", glance)
         self.assertIn("| 7. Engine worker | `fleet16`: the worker's engine, router side on, vs decode+normalize of the same bytes (native; goal 0.5x) | 0.20x events/s |", glance)
+
+
+class FirstRunReportTest(unittest.TestCase):
+    """first_run_report.py on a made-up run of scripts/first-run.sh, into an existing report."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = Path(cls.tmp.name)
+        run = root / "target/bench-run/first-run"
+        run.mkdir(parents=True)
+        (run / "first-run.log").write_text(
+            'FIRST-RUN {"what":"run","commit":"abc1234","date":"2026-01-01T00:00Z","cpu":"Test CPU","cores":2}\n'
+            'FIRST-RUN {"what":"demo","command":"scripts/demo.sh","to_url_s":650,"steps":[{"at_s":0,"step":"1/3 tools"},'
+            '{"at_s":340,"step":"2/3 the dashboard"},{"at_s":497,"step":"3/3 the server"},{"at_s":643,"step":"starting the demo"}]}\n'
+            'FIRST-RUN {"what":"test","command":"scripts/test.sh","s":1300,"exit":0,"result":"400 passed, 0 failed",'
+            '"steps":[{"s":300,"step":"installing tools (pinned; skipped when present)"},{"s":250,"step":"native tests (workspace)"},'
+            '{"s":750,"step":"end-to-end"}]}\n'
+        )
+        (root / "BENCHMARKS.md").write_text(
+            "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
+            "| 1. Decode | row | 1.00x |\n| 8. First run | old | 99 min |\n\n## Commands\n\n"
+            "## 8. First run: old\nold figures\n\n## Not measured in this run\n- x\n"
+        )
+        cls.proc = subprocess.run([sys.executable, str(FIRST_RUN_SCRIPT), "target/bench-run/first-run"], cwd=root, capture_output=True, text=True)
+        cls.md = (root / "BENCHMARKS.md").read_text()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_section_replaces_the_old_one(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertNotIn("old figures", self.md)
+        self.assertEqual(self.md.count("## 8. First run"), 1)
+        self.assertIn("commit abc1234, 2 cores, Test CPU", self.md)
+
+    def test_each_demo_step_lasts_until_the_next(self):
+        self.assertIn("until `kvscope demo` printed its URL: **10 min 50 s**", self.md)
+        self.assertIn("| 1/3 tools | 5 min 40 s |", self.md)
+        self.assertIn("| 2/3 the dashboard | 2 min 37 s |", self.md)
+        self.assertIn("| starting the demo | 7 s |", self.md)
+
+    def test_the_test_time_is_given_without_the_tool_installs(self):
+        self.assertIn("`scripts/test.sh`: **16 min 40 s** with the tools installed (goal: 25 min), 21 min 40 s in all", self.md)
+        self.assertIn("| native tests (workspace) | 4 min 10 s | 25% |", self.md)
+        self.assertIn("| end-to-end | 12 min 30 s | 75% |", self.md)
+        glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
+        self.assertNotIn("99 min", glance)
+        self.assertIn("| 8. First run | `scripts/test.sh` on a fresh clone, tools installed (goal 25 min) | 16 min 40 s |", glance)
 
 
 if __name__ == "__main__":
