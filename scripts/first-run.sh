@@ -26,6 +26,7 @@ out=${KVSCOPE_FIRST_RUN_OUT:-$PWD/target/bench-run/first-run}
 mkdir -p "$out"
 repo=$PWD
 work=$(mktemp -d /tmp/kvscope-first-run.XXXXXX)
+machine_cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 trap 'rm -rf "$work"' EXIT
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 record() { printf 'FIRST-RUN %s\n' "$1" | tee -a "$out/first-run.log"; }
@@ -40,8 +41,16 @@ if [ "$want" != test ]; then
   (
     export CARGO_HOME="$work/cargo-home"
     mkdir -p "$CARGO_HOME"
-    # rustup's shims live in the old CARGO_HOME; keep them on PATH behind the new bin dir.
-    export PATH="$CARGO_HOME/bin:$HOME/.cargo/bin:$PATH"
+    # rustup's proxies (cargo, rustc, ...) live in the machine's CARGO_HOME beside the tools a
+    # developer installed there; only the proxies come along, so the new CARGO_HOME's tools are
+    # built from nothing, as on a fresh machine.
+    old_bin=$machine_cargo_bin
+    mkdir -p "$work/rustup-bin"
+    for proxy in cargo cargo-clippy cargo-fmt clippy-driver rustc rustdoc rustfmt rustup; do
+      [ -e "$old_bin/$proxy" ] && ln -s "$old_bin/$proxy" "$work/rustup-bin/$proxy"
+    done
+    PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$old_bin" | paste -sd: -)
+    export PATH="$CARGO_HOME/bin:$work/rustup-bin:$PATH"
     export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}
     git clone --quiet "$repo" "$work/demo"
     cd "$work/demo"

@@ -28,7 +28,7 @@ declare -A max_len=([decode_batch]=16384 [frames]=16384 [protocol_decode]=4096 [
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
 
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 cargo fuzz --version >/dev/null 2>&1 || { log "cargo-fuzz is missing: run scripts/install-tools.sh"; exit 2; }
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR=${KVSCOPE_FUZZ_TARGET_DIR:-$PWD/fuzz/target}

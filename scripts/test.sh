@@ -74,7 +74,7 @@ fi
 
 step "installing tools (pinned; skipped when present)"
 scripts/install-tools.sh test
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 step "building the dashboard (trunk, release)"
 scripts/build-web.sh
