@@ -65,7 +65,7 @@ impl AppConfig {
             block_size: 16,
             policy_a: Policy::LEGACY,
             policy_b: Policy::FIXED,
-            relay_policy: Policy::DYNAMO_1_6_1,
+            relay_policy: kvscope_router::RelayConfig::DEFAULT_POLICY,
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             http: HttpConfig::loopback(65536),
             history_bytes: 64 << 20,
@@ -111,6 +111,47 @@ pub struct App {
     pub feed_done: watch::Receiver<bool>,
 }
 
+impl AppConfig {
+    /// What every page is told first: the sources and the defaults it classifies and predicts
+    /// with (the policies, the block size, the relay policy).
+    fn hello(&self, sources: Vec<proto::SourceInfo>) -> proto::Hello {
+        proto::Hello {
+            protocol_version: proto::PROTOCOL_VERSION,
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            mode: self.mode,
+            mode_detail: self.mode_detail.clone(),
+            sources,
+            defaults: proto::Defaults {
+                block_size: self.block_size,
+                policy_a: self.policy_a.name.to_owned(),
+                policy_b: self.policy_b.name.to_owned(),
+                relay_policy: self.relay_policy.name.to_owned(),
+            },
+            history_bytes: self.history_bytes as u64,
+            client_queue_bytes: self.client_queue_bytes as u64,
+            started_unix_nanos: unix_nanos(),
+        }
+    }
+}
+
+/// Binds `listen` and serves `router` on it; the error says what to do when the port is taken.
+async fn serve_http(listen: SocketAddr, router: axum::Router) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            format!("{listen} is in use; pass --listen {}:0 for a free port, or stop the other process", listen.ip())
+        } else {
+            format!("cannot listen on {listen}: {e}")
+        }
+    })?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!("HTTP server stopped: {e}");
+        }
+    });
+    Ok((addr, task))
+}
+
 fn policies(a: Policy, b: Policy) -> Vec<Policy> {
     if a == b { vec![a] } else { vec![a, b] }
 }
@@ -127,42 +168,17 @@ impl App {
             .map(|(i, s)| s.info(i as u32))
             .chain(config.planes.iter().enumerate().map(|(i, p)| p.info((num_engines + i) as u32)))
             .collect();
-        let hello = proto::Hello {
-            protocol_version: proto::PROTOCOL_VERSION,
-            server_version: env!("CARGO_PKG_VERSION").to_owned(),
-            mode: config.mode,
-            mode_detail: config.mode_detail.clone(),
-            sources: infos.clone(),
-            defaults: proto::Defaults {
-                block_size: config.block_size,
-                policy_a: config.policy_a.name.to_owned(),
-                policy_b: config.policy_b.name.to_owned(),
-            },
-            history_bytes: config.history_bytes as u64,
-            client_queue_bytes: config.client_queue_bytes as u64,
-            started_unix_nanos: unix_nanos(),
-        };
         let hub = Arc::new(Hub::new(
-            HubConfig { history_bytes: config.history_bytes, client_queue_bytes: config.client_queue_bytes, hello },
+            HubConfig {
+                history_bytes: config.history_bytes,
+                client_queue_bytes: config.client_queue_bytes,
+                hello: config.hello(infos.clone()),
+            },
             metrics.clone(),
         ));
-
         let (addr, http_task) = match config.listen {
             Some(listen) => {
-                let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::AddrInUse {
-                        format!("{listen} is in use; pass --listen {}:0 for a free port, or stop the other process", listen.ip())
-                    } else {
-                        format!("cannot listen on {listen}: {e}")
-                    }
-                })?;
-                let addr = listener.local_addr().map_err(|e| e.to_string())?;
-                let router = http::router(hub.clone(), metrics.clone(), config.http.clone());
-                let task = tokio::spawn(async move {
-                    if let Err(e) = axum::serve(listener, router).await {
-                        tracing::error!("HTTP server stopped: {e}");
-                    }
-                });
+                let (addr, task) = serve_http(listen, http::router(hub.clone(), metrics.clone(), config.http.clone())).await?;
                 (Some(addr), Some(task))
             }
             None => (None, None),

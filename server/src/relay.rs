@@ -499,7 +499,12 @@ mod tests {
             mode: proto::ServerMode::Live,
             mode_detail: String::new(),
             sources: vec![],
-            defaults: proto::Defaults { block_size: 16, policy_a: "legacy".into(), policy_b: "fixed".into() },
+            defaults: proto::Defaults {
+                block_size: 16,
+                policy_a: "legacy".into(),
+                policy_b: "fixed".into(),
+                relay_policy: "dynamo-1.6.1".into(),
+            },
             history_bytes: history_bytes as u64,
             client_queue_bytes: client_queue_bytes as u64,
             started_unix_nanos: 0,

@@ -26,8 +26,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
 
-/// The relay policy `check` and the live server predict by default: Dynamo 1.6.1's relay.
-pub const DEFAULT_RELAY_POLICY: &str = "dynamo-1.6.1";
+/// `--relay-policy`'s default, by name ([`RelayConfig::DEFAULT_POLICY`]: Dynamo 1.6.1's relay).
+pub const DEFAULT_RELAY_POLICY: &str = RelayConfig::DEFAULT_POLICY.name;
 
 /// The relay of an engine source, when its worker id is a decimal u64.
 pub fn relay_config(worker_id: &str, dp_rank: u32, kv_block_size: u32, policy: Policy) -> Option<RelayConfig> {

@@ -123,26 +123,41 @@ async fn assert_headline_matches_check(b: &Browser, legacy: &Value, same_order: 
     }
 }
 
-/// The demo plays Dynamo 1.6.1's relay for each worker: every card's router row shows what
-/// `check --json` reconciled for that source (expected, received, matched; nothing missing).
-async fn assert_router_rows_match_check(b: &Browser, check: &Value) {
+/// The alignment's counts, by the names the page, /metrics and `check --json` share.
+const ROUTER_COUNTS: [&str; 6] = ["expected", "received", "matched", "missing", "unexpected", "mismatched"];
+
+/// Every card's router row: `{key, policy, expected, received, ..., pending}`.
+async fn router_rows(b: &Browser) -> Vec<Value> {
     let rows = b
         .js("return Array.from(document.querySelectorAll('[data-testid=\"worker-card\"]')).map(c => { \
                const r = {key: c.getAttribute('aria-label')}; \
+               const row = c.querySelector('[data-testid=\"router-counts\"]'); \
+               r.line = row ? row.textContent : null; \
                c.querySelectorAll('[data-testid=\"router-counts\"] [data-count]').forEach(e => \
                  r[e.dataset.count] = Number(e.textContent.replace(/[^0-9]/g, ''))); return r; });")
         .await;
     let rows = rows.as_array().cloned().unwrap_or_default();
-    assert!(!rows.is_empty());
-    for row in rows {
+    assert!(!rows.is_empty(), "the page shows worker cards");
+    rows
+}
+
+/// The source `key`'s `"router"` in `check --json`.
+fn check_router<'a>(check: &'a Value, key: &str) -> &'a Value {
+    check["sources"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["key"] == key))
+        .map(|s| &s["router"])
+        .unwrap_or_else(|| panic!("the card's source {key} in check --json"))
+}
+
+/// The demo plays Dynamo 1.6.1's relay for each worker: every card's router row shows what
+/// `check --json` reconciled for that source (expected, received, matched; nothing missing).
+async fn assert_router_rows_match_check(b: &Browser, check: &Value) {
+    for row in router_rows(b).await {
         let key = row["key"].as_str().unwrap_or_default();
-        let source = check["sources"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["key"] == key))
-            .unwrap_or_else(|| panic!("the card's source {key} in check --json"));
-        let router = &source["router"];
+        let router = check_router(check, key);
         assert!(router["expected"].as_u64().unwrap_or(0) > 0, "{key}: the demo's relay publishes: {router}");
-        for count in ["expected", "received", "matched", "missing", "unexpected", "mismatched"] {
+        for count in ROUTER_COUNTS {
             assert_eq!(row[count], router[count], "{key} {count}: page {row} vs check {router}");
         }
         assert_eq!(router["missing"], 0, "{key}");
@@ -220,6 +235,52 @@ async fn demo_fleet_matches_check_on_its_own_recording() {
     assert_headline_matches_check(&b, &legacy, false).await;
     assert_router_rows_match_check(&b, &legacy).await;
     screenshots(&b, "demo").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    drop(server);
+    let _ = std::fs::remove_file(capture);
+}
+
+/// `--relay-policy fixed` on the demo, whose simulated relays are Dynamo 1.6.1's: the server
+/// sends the relay policy with its other defaults, so every card's router row predicts what
+/// /metrics (`kvscope_router_events_total`) and `check --json --relay-policy fixed` on the
+/// recording predict, and differs from what the default policy predicts for the same frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_default_relay_policy_reaches_the_page_metrics_and_check_alike() {
+    if !ready() {
+        return;
+    }
+    let capture = std::env::temp_dir().join(format!("kvscope-e2e-{}-relay-policy.kvcap", std::process::id()));
+    let server =
+        Server::start(&["demo", "--rate", "50", "--batches", "60", "--relay-policy", "fixed", "--record", capture.to_str().unwrap()], 0)
+            .await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    wait_for_demo_to_finish(&b, 1).await;
+    let fixed = check_json_with(&capture, BLOCK_SIZE, "legacy", &["--relay-policy", "fixed"]);
+    let default = check_json(&capture, BLOCK_SIZE, "legacy");
+    assert_eq!(fixed["router"]["relay_policy"], "fixed", "{}", fixed["router"]);
+    wait_for_frames(&b, total_frames(&fixed), "the demo's recorded frames on the cards").await;
+    let mut differs = false;
+    for row in router_rows(&b).await {
+        let key = row["key"].as_str().unwrap_or_default();
+        let line = row["line"].as_str().unwrap_or_default();
+        assert!(line.contains("fixed's relay"), "{key}: the row names the relay policy it predicts: {line:?}");
+        let (ours, theirs) = (check_router(&fixed, key), check_router(&default, key));
+        differs |= ROUTER_COUNTS.iter().any(|c| ours[c] != theirs[c]);
+        for count in ROUTER_COUNTS {
+            let series = format!("kvscope_router_events_total{{source=\"{key}\",count=\"{count}\"}}");
+            let metric = server.metric(&series).await.unwrap_or_else(|| panic!("/metrics answers ({series})"));
+            assert_eq!(row[count].as_f64(), Some(metric), "{key} {count}: page {row} vs /metrics {metric}");
+        }
+        // check reads to the end, where what the live view still holds pending is missing.
+        for count in ["expected", "received", "matched", "unexpected", "mismatched"] {
+            assert_eq!(row[count], ours[count], "{key} {count}: page {row} vs check {ours}");
+        }
+        let live_missing = row["missing"].as_u64().unwrap_or(0) + row["pending"].as_u64().unwrap_or(0);
+        assert_eq!(Some(live_missing), ours["missing"].as_u64(), "{key} missing + pending: page {row} vs check {ours}");
+    }
+    assert!(differs, "fixed predicts other RouterEvents than dynamo-1.6.1 for these frames: {} vs {}", fixed["router"], default["router"]);
     b.assert_no_errors().await;
     b.close().await;
     drop(server);

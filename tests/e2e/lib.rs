@@ -87,6 +87,25 @@ impl Server {
     /// The sum of every series of a `/metrics` family (e.g. `kvscope_frames_total` over all
     /// sources); `None` when the server does not answer.
     pub async fn metric_sum(&self, family: &str) -> Option<f64> {
+        let text = self.scrape_metrics().await?;
+        let sum = text
+            .lines()
+            .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+            .sum();
+        Some(sum)
+    }
+
+    /// The value of one series, written as /metrics prints it (`family{label="v",...}`); 0 when
+    /// the server has not exported it (a counter that never moved).
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let text = self.scrape_metrics().await?;
+        let value = text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse::<f64>().ok());
+        Some(value.unwrap_or(0.0))
+    }
+
+    /// `GET /metrics`, whole, within 20 s; `None` when the server does not answer.
+    async fn scrape_metrics(&self) -> Option<String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let scrape = async {
             let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.ok()?;
@@ -96,15 +115,9 @@ impl Server {
             Some(text)
         };
         let deadline = Duration::from_secs(20);
-        let text = tokio::time::timeout(deadline, scrape)
+        tokio::time::timeout(deadline, scrape)
             .await
-            .unwrap_or_else(|_| panic!("GET /metrics on port {}: no complete answer within {deadline:?}", self.port))?;
-        let sum = text
-            .lines()
-            .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
-            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-            .sum();
-        Some(sum)
+            .unwrap_or_else(|_| panic!("GET /metrics on port {}: no complete answer within {deadline:?}", self.port))
     }
 
     /// Runs `kvscope ARGS --listen 127.0.0.1:PORT` and waits for its `listening on` line. Pass
@@ -171,9 +184,14 @@ impl Server {
 
 /// Runs `kvscope check FILE --block-size N --policy P --json` and returns the JSON.
 pub fn check_json(capture: &Path, block_size: u32, policy: &str) -> Value {
+    check_json_with(capture, block_size, policy, &[])
+}
+
+/// [`check_json`] with more arguments (`--relay-policy NAME`).
+pub fn check_json_with(capture: &Path, block_size: u32, policy: &str, more: &[&str]) -> Value {
     let bin = kvscope_bin().expect("kvscope binary");
     let mut command = std::process::Command::new(&bin);
-    command.arg("check").arg(capture).args(["--block-size", &block_size.to_string(), "--policy", policy, "--json"]);
+    command.arg("check").arg(capture).args(["--block-size", &block_size.to_string(), "--policy", policy, "--json"]).args(more);
     let out = output_within(command, Duration::from_secs(120), "kvscope check --json");
     let code = out.status.code();
     assert!(matches!(code, Some(0 | 3)), "kvscope check exited {code:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -97,7 +97,7 @@ fn hello(workers: u32, block_size: u32) -> proto::Message {
                 event_plane: None,
             })
             .collect(),
-        defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into() },
+        defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() },
         history_bytes: 0,
         client_queue_bytes: 0,
         started_unix_nanos: 0,

@@ -57,7 +57,12 @@ impl Stream {
             mode: proto::ServerMode::Demo,
             mode_detail: self.name.into(),
             sources,
-            defaults: proto::Defaults { block_size: self.block_size, policy_a: "legacy".into(), policy_b: "fixed".into() },
+            defaults: proto::Defaults {
+                block_size: self.block_size,
+                policy_a: "legacy".into(),
+                policy_b: "fixed".into(),
+                relay_policy: "dynamo-1.6.1".into(),
+            },
             history_bytes: 1 << 20,
             client_queue_bytes: 1 << 20,
             started_unix_nanos: 0,

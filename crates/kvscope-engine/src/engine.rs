@@ -17,6 +17,9 @@ pub fn config_from(settings: &Settings, server: Option<&proto::Defaults>) -> Con
         policy_a: settings.policy_a.clone().or_else(|| server.map(|s| s.policy_a.clone())).unwrap_or(d.policy_a),
         policy_b: settings.policy_b.clone().or_else(|| server.map(|s| s.policy_b.clone())).unwrap_or(d.policy_b),
         block_size: settings.block_size.or(server.map(|s| s.block_size)).unwrap_or(d.block_size),
+        // Not a page setting: the page predicts the relay the server predicts, so its router
+        // rows and /metrics agree.
+        relay_policy: server.map(|s| s.relay_policy.clone()).unwrap_or(d.relay_policy),
         trees: settings.trees_side(),
         retain_bytes: settings.retain_bytes(),
         retain_events: settings.retain_events(),
@@ -153,8 +156,12 @@ impl Engine {
     pub fn begin_capture(&mut self, name: &str, header: &proto::capture::CaptureHeader, inferred_block_size: Option<u32>) {
         self.model.begin_capture(name, header);
         let d = Config::default();
-        self.model.server_defaults =
-            Some(proto::Defaults { block_size: inferred_block_size.unwrap_or(d.block_size), policy_a: d.policy_a, policy_b: d.policy_b });
+        self.model.server_defaults = Some(proto::Defaults {
+            block_size: inferred_block_size.unwrap_or(d.block_size),
+            policy_a: d.policy_a,
+            policy_b: d.policy_b,
+            relay_policy: d.relay_policy,
+        });
         self.model.defaults_note =
             inferred_block_size.map(|bs| format!("block size {bs} inferred from the capture's first Device-tier store"));
         self.started_over();

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version of both the WebSocket messages and the `.kvcap` format. Bump it whenever the
 /// bytes of any message or of the capture format change (the golden-bytes tests say so).
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// Opens every WebSocket message.
 pub const WS_MAGIC: [u8; 4] = *b"KVSW";
@@ -178,6 +178,10 @@ pub struct Defaults {
     /// Policy B, by preset name (`fixed` unless `--policy-b`/`--policy` says otherwise): the
     /// candidate normalizer.
     pub policy_b: String,
+    /// The policy Dynamo's relays are predicted to run (`--relay-policy`, by preset name), for
+    /// the reconciliation with the event plane: the page's router rows predict what `/metrics`
+    /// and `check` predict.
+    pub relay_policy: String,
 }
 
 #[cfg(test)]
@@ -195,7 +199,7 @@ mod tests {
             (b"KVS", "message of 3 bytes is shorter than the 6-byte prefix (magic + version)"),
             (
                 b"KVSW\x00\x07\x80",
-                "kvscope protocol version 7, this build speaks version 5: the server and the \
+                "kvscope protocol version 7, this build speaks version 6: the server and the \
                  dashboard come from different kvscope builds; reload the page, or rebuild both \
                  from one checkout",
             ),

@@ -92,7 +92,12 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
                 mode: ServerMode::Demo,
                 mode_detail: "scenario kimi-k3 (vLLM 0.33.0)".into(),
                 sources: vec![source(0, true), source(1, false), plane_source(2)],
-                defaults: Defaults { block_size: 1536, policy_a: "legacy".into(), policy_b: "fixed".into() },
+                defaults: Defaults {
+                    block_size: 1536,
+                    policy_a: "legacy".into(),
+                    policy_b: "fixed".into(),
+                    relay_policy: "dynamo-1.6.1".into(),
+                },
                 history_bytes: 64 << 20,
                 client_queue_bytes: 16 << 20,
                 started_unix_nanos: 1_700_000_000_000_000_000,

@@ -69,6 +69,11 @@ pub struct RelayConfig {
 }
 
 impl RelayConfig {
+    /// The policy a relay is predicted to run unless `--relay-policy` says otherwise: Dynamo
+    /// 1.6.1's `KvEventPublisher`. The one default the server, `check` and the page share (the
+    /// server sends its choice to the page with its other defaults).
+    pub const DEFAULT_POLICY: Policy = Policy::DYNAMO_1_6_1;
+
     /// A Dynamo 1.6.1 relay.
     pub fn dynamo_1_6_1(worker_id: u64, dp_rank: u32, kv_block_size: u32) -> RelayConfig {
         RelayConfig { worker_id, dp_rank, kv_block_size, policy: Policy::DYNAMO_1_6_1, feed: Feed::Relay }

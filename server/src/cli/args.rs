@@ -89,10 +89,19 @@ pub struct PlaneArgs {
     /// ending in .kv-events are taken.
     #[arg(long, env = "KVSCOPE_EVENT_PLANE_SUBJECT", value_name = "SUBJECT")]
     pub event_plane_subject: Option<String>,
-    /// With --event-plane: the policy Dynamo's relays are predicted to run, for the live
-    /// reconciliation /metrics exports (kvscope_router_*); dynamo-1.6.1 is Dynamo 1.6.1's
-    /// KvEventPublisher. Engine sources take part when their worker id is Dynamo's decimal
-    /// worker_id, at their dp_rank, with --block-size as the relay's kv_block_size.
+    #[command(flatten)]
+    pub relay: RelayPolicyArgs,
+}
+
+/// `--relay-policy`, one definition for `serve`, `record`, `demo` and `check`.
+#[derive(Debug, Args)]
+pub struct RelayPolicyArgs {
+    /// With event-plane sources: the policy Dynamo's relays (KvEventPublisher) are predicted to
+    /// run when reconciling what each engine sent with what the router received (/metrics'
+    /// kvscope_router_*, the page's router rows, check's router counts); dynamo-1.6.1 is Dynamo
+    /// 1.6.1's relay. Engine sources take part when their worker id is Dynamo's decimal
+    /// worker_id, at their dp_rank, with --block-size as the relay's kv_block_size. Independent
+    /// of the policies that judge the indexer.
     #[arg(long, env = "KVSCOPE_RELAY_POLICY", default_value = crate::router::DEFAULT_RELAY_POLICY, value_parser = parse_policy, value_name = "NAME")]
     pub relay_policy: Policy,
 }
@@ -279,6 +288,10 @@ pub struct DemoArgs {
     /// Do not simulate Dynamo's relay (engines only).
     #[arg(long)]
     pub no_event_plane: bool,
+    // What the demo's server predicts its simulated relays (Dynamo 1.6.1's) publish: another
+    // policy shows what a relay rollout would change.
+    #[command(flatten)]
+    pub relay: RelayPolicyArgs,
     /// Block size to classify at (default: the scenario's main block size, 1536 for kimi-k3).
     #[arg(long, value_name = "N")]
     pub block_size: Option<u32>,
@@ -366,11 +379,8 @@ pub struct CheckArgs {
     /// The normalizer policy of the indexer being checked (fatal verdicts, exit 3).
     #[arg(long, env = "KVSCOPE_POLICY", default_value = "fixed", value_parser = parse_policy, value_name = "NAME")]
     pub policy: Policy,
-    /// With event-plane sources in the capture: the policy Dynamo's relay (KvEventPublisher) is
-    /// predicted to run when reconciling what each engine sent with what the router received.
-    /// dynamo-1.6.1 is Dynamo 1.6.1's relay. Independent of --policy, which judges the indexer.
-    #[arg(long, env = "KVSCOPE_RELAY_POLICY", default_value = crate::router::DEFAULT_RELAY_POLICY, value_parser = parse_policy, value_name = "NAME")]
-    pub relay_policy: Policy,
+    #[command(flatten)]
+    pub relay: RelayPolicyArgs,
     /// Exit 4 when the reconciliation with the event plane shows anything but matches (missing,
     /// unexpected or mismatched RouterEvents, unknown workers, undecodable plane messages). A
     /// fatal verdict still exits 3 first.

@@ -27,7 +27,7 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, b
         block_size,
         policy_a: policy.policy_a,
         policy_b: policy.policy,
-        relay_policy: Policy::DYNAMO_1_6_1,
+        relay_policy: kvscope_router::RelayConfig::DEFAULT_POLICY,
         listen: Some(server.listen),
         http: server.http(),
         history_bytes: server.history_bytes,
@@ -81,7 +81,7 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
         n => format!("{} endpoint(s), {n} event plane(s)", config.sources.len()),
     };
     config.planes = planes;
-    config.relay_policy = args.plane.relay_policy;
+    config.relay_policy = args.plane.relay.relay_policy;
     config.record = args.record.map(|p| (p, command_line()));
     config.router_indexes = match args.router_index.sources() {
         Ok(r) => r,
@@ -182,8 +182,12 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     if scenario == Scenario::Fleet {
         config.mode_detail.push_str(&format!(" ({})", crate::demo::cast::Role::cast(workers)));
     }
+    config.relay_policy = args.relay.relay_policy;
     if !config.planes.is_empty() {
         config.mode_detail.push_str("; Dynamo 1.6.1's relay per worker on the event plane");
+        if config.relay_policy != kvscope_router::RelayConfig::DEFAULT_POLICY {
+            config.mode_detail.push_str(&format!(", predicted under {}", config.relay_policy.name));
+        }
     }
     config.record = args.record.map(|p| (p, command_line()));
     let app = match App::start(config, Feed::Live).await {
@@ -244,7 +248,7 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         block_size: 16,
         policy_a: Policy::LEGACY,
         policy_b: Policy::FIXED,
-        relay_policy: args.plane.relay_policy,
+        relay_policy: args.plane.relay.relay_policy,
         listen: None,
         http: HttpConfig::loopback(0),
         history_bytes: 0,
@@ -359,7 +363,7 @@ pub(super) fn check(args: CheckArgs) -> ExitCode {
     let opts = crate::check::CheckOptions {
         block_size: args.block_size,
         policy: args.policy,
-        relay_policy: args.relay_policy,
+        relay_policy: args.relay.relay_policy,
         stream: args.stream.options(),
     };
     let report = match crate::check::check(&args.file, &opts) {

@@ -32,7 +32,10 @@ async fn demo_clients_get_hello_history_then_live_frames_once_and_in_order() {
     assert_eq!(hello.sources.len(), 3);
     assert_eq!(hello.sources.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["0:0", "1:0", "2:0"]);
     assert!(hello.sources.iter().all(|s| s.replay_endpoint.is_some()));
-    assert_eq!(hello.defaults, proto::Defaults { block_size: 1536, policy_a: "legacy".into(), policy_b: "fixed".into() });
+    assert_eq!(
+        hello.defaults,
+        proto::Defaults { block_size: 1536, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() }
+    );
     assert!(hello.mode_detail.starts_with("scenario kimi-k3 (vllm-0.33.0), 3 worker(s)"), "{}", hello.mode_detail);
 
     // The first client reads live frames until every source has sent 30.

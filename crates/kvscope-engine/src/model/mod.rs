@@ -58,6 +58,8 @@ pub struct Config {
     pub policy_a: String,
     pub policy_b: String,
     pub block_size: u32,
+    /// The policy the relays are predicted to run (the server's `--relay-policy`), by name.
+    pub relay_policy: String,
     /// Whose verdicts build the tier trees.
     pub trees: Side,
     /// Bound on retained frames (their raw bytes), in bytes.
@@ -74,6 +76,7 @@ impl Default for Config {
             policy_a: settings::DEFAULT_POLICY_A.to_owned(),
             policy_b: settings::DEFAULT_POLICY_B.to_owned(),
             block_size: 16,
+            relay_policy: kvscope_router::RelayConfig::DEFAULT_POLICY.name.to_owned(),
             trees: Side::B,
             retain_bytes: settings::DEFAULT_RETAIN_MIB as usize * 1024 * 1024,
             retain_events: settings::DEFAULT_RETAIN_EVENTS,
@@ -521,7 +524,15 @@ impl Model {
             self.ensure_source(info.index);
             self.sources[info.index as usize] = Source::new(info);
         }
-        self.router = router::RouterSide::for_sources(sources, kvscope_normalize::Policy::DYNAMO_1_6_1, self.config.block_size);
+        let relay_policy = match self.config.relay_policy.parse::<kvscope_normalize::Policy>() {
+            Ok(p) => p,
+            Err(e) => {
+                let fallback = kvscope_router::RelayConfig::DEFAULT_POLICY;
+                self.config_error.get_or_insert(format!("relay policy: {e}; predicting {}", fallback.name));
+                fallback
+            }
+        };
+        self.router = router::RouterSide::for_sources(sources, relay_policy, self.config.block_size);
         self.index = index::RouterIndexes::new(sources, [self.runs[0].policy(), self.runs[1].policy()], self.config.block_size);
     }
 

@@ -187,7 +187,12 @@ mod tests {
             mode: proto::ServerMode::Demo,
             mode_detail: "fleet".into(),
             sources,
-            defaults: proto::Defaults { block_size: 16, policy_a: "legacy".into(), policy_b: "fixed".into() },
+            defaults: proto::Defaults {
+                block_size: 16,
+                policy_a: "legacy".into(),
+                policy_b: "fixed".into(),
+                relay_policy: "dynamo-1.6.1".into(),
+            },
             history_bytes: 1 << 20,
             client_queue_bytes: 1 << 20,
             started_unix_nanos: 0,

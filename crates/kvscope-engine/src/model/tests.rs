@@ -16,7 +16,7 @@ pub(crate) fn hello(workers: u32, block_size: u32) -> proto::Message {
         mode: proto::ServerMode::Demo,
         mode_detail: "kimi_k3".into(),
         sources: (0..workers).map(source_info).collect(),
-        defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into() },
+        defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() },
         history_bytes: 1 << 20,
         client_queue_bytes: 1 << 20,
         started_unix_nanos: 0,
