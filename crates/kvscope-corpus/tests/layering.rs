@@ -142,3 +142,34 @@ fn crate_layers_point_one_way() {
     forbid(&graph, "kvscope", &["kvscope-corpus"], "the corpus is test support", &mut violations);
     assert!(violations.is_empty(), "layer rules broken:\n{}", violations.join("\n"));
 }
+
+/// The page's crate graph reaches `kvscope-normalize` (and `kvscope-wire` under it) for the label
+/// enums the engine protocol carries, so the graph alone cannot say the page decides nothing.
+/// Its sources can: they name no core crate and call none of the label methods that consult the
+/// rule table. Every flag the page shows (routine, severity, clean) comes from the engine.
+#[test]
+fn the_page_calls_no_rule() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../web/src"));
+    let forbidden = ["kvscope_normalize", "kvscope_wire", "is_routine_filter", "label_text", "RULES", ".rule()", ".summary("];
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    let mut files = 0;
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files += 1;
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in text.lines().enumerate() {
+                    for word in forbidden.iter().filter(|w| line.contains(**w)) {
+                        found.push(format!("{}:{}: {word}", path.display(), n + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(files > 10, "read the page's sources in {}", root.display());
+    assert!(found.is_empty(), "the page consults the core; let the engine send the flag instead:\n{}", found.join("\n"));
+}

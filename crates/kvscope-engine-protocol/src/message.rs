@@ -9,7 +9,7 @@ use crate::severity::Severity;
 use crate::view::Summary;
 
 /// Bumped whenever a message or a view struct changes shape.
-pub const ENGINE_PROTOCOL_VERSION: u32 = 2;
+pub const ENGINE_PROTOCOL_VERSION: u32 = 3;
 
 /// What the page shows and asks about: the engine summarises the model for this.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
@@ -46,12 +46,6 @@ pub enum ToEngine {
     Ingest(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Open the capture file that rides beside this message (a `File`), closing the socket.
     OpenCapture { name: String },
-    /// Open capture bytes already in memory.
-    OpenCaptureBytes {
-        name: String,
-        #[serde(with = "serde_bytes")]
-        bytes: Vec<u8>,
-    },
     /// Show this event in the inspector (`None` closes it).
     Select(Option<u64>),
     /// Select the next event marked under either policy with at least this severity, after the

@@ -222,6 +222,10 @@ pub struct Overview {
 pub struct CardRow {
     pub kind: Outcome,
     pub reason: Reason,
+    /// A skip that is routine filtering, drawn below the reasons that mean "the indexer's view
+    /// of a tier is incomplete": decided by the engine from the rule table, which the page does
+    /// not consult.
+    pub routine: bool,
     /// Per policy: count and the tiers it happened on.
     pub cells: [(u64, String); 2],
 }

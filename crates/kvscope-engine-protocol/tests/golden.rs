@@ -103,6 +103,7 @@ fn the_engines_answers() {
         rows: vec![CardRow {
             kind: Outcome::Skip,
             reason: Reason::Label(VerdictLabel::OffloadBlockSizeMismatch),
+            routine: false,
             cells: [(0, String::new()), (2, "host_pinned".into())],
         }],
         ..Card::default()

@@ -21,14 +21,6 @@ use crate::scope::{js_text, now_ms, yield_now};
 const CHUNK_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
 const SLICE_MS: f64 = 12.0;
 
-/// What to open.
-#[derive(Debug)]
-pub enum Source {
-    File(web_sys::File),
-    /// A name and the bytes (the component tests open captures built in memory).
-    Bytes(String, Vec<u8>),
-}
-
 /// Reads a whole file with progress.
 async fn read_file(host: &Host, file: &web_sys::File) -> Result<Vec<u8>, String> {
     let name = file.name();
@@ -80,27 +72,22 @@ pub async fn read_span(file: &web_sys::File, offset: u64, len: u32) -> Result<Ve
     Ok(js_sys::Uint8Array::new(&buf).to_vec())
 }
 
-/// Opens a capture: reads it, then analyses it record by record.
-pub async fn open(host: Rc<Host>, source: Source) {
+/// Opens a capture file: reads it, then analyses it record by record.
+pub async fn open(host: Rc<Host>, file: web_sys::File) {
     host.disconnect();
     host.keep_capture_file(None);
-    match source {
-        Source::Bytes(name, bytes) => open_bytes(&host, name, bytes).await,
-        Source::File(file) => {
-            let name = file.name();
-            host.capture_progress(CaptureProgress::Running { name: name.clone(), phase: "reading".into(), done: 0.0, total: file.size() });
-            let bytes = match read_file(&host, &file).await {
-                Ok(b) => b,
-                Err(error) => {
-                    host.capture_progress(CaptureProgress::Failed { name, error: format!("could not read the file: {error}") });
-                    return;
-                }
-            };
-            open_bytes(&host, name, bytes).await;
-            // Kept after opening: the engine reads a record's raw bytes again from it on request.
-            host.keep_capture_file(Some(file));
+    let name = file.name();
+    host.capture_progress(CaptureProgress::Running { name: name.clone(), phase: "reading".into(), done: 0.0, total: file.size() });
+    let bytes = match read_file(&host, &file).await {
+        Ok(b) => b,
+        Err(error) => {
+            host.capture_progress(CaptureProgress::Failed { name, error: format!("could not read the file: {error}") });
+            return;
         }
-    }
+    };
+    open_bytes(&host, name, bytes).await;
+    // Kept after opening: the engine reads a record's raw bytes again from it on request.
+    host.keep_capture_file(Some(file));
 }
 
 /// Analyses capture bytes already in memory.

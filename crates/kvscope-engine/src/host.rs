@@ -117,10 +117,9 @@ impl Host {
                 self.apply_queued(f64::INFINITY);
             }
             ToEngine::OpenCapture { name } => match extra.dyn_into::<web_sys::File>() {
-                Ok(file) => self.spawn_capture(crate::capture::Source::File(file)),
+                Ok(file) => self.spawn_capture(file),
                 Err(_) => self.capture_progress(CaptureProgress::Failed { name, error: "no file came with the request".to_owned() }),
             },
-            ToEngine::OpenCaptureBytes { name, bytes } => self.spawn_capture(crate::capture::Source::Bytes(name, bytes)),
             ToEngine::Select(id) => {
                 self.with_engine(|e| e.select(id));
                 self.flush_soon();
@@ -319,9 +318,9 @@ impl Host {
         self.schedule_flush();
     }
 
-    fn spawn_capture(&self, source: crate::capture::Source) {
+    fn spawn_capture(&self, file: web_sys::File) {
         let Some(me) = self.rc() else { return };
-        wasm_bindgen_futures::spawn_local(crate::capture::open(me, source));
+        wasm_bindgen_futures::spawn_local(crate::capture::open(me, file));
     }
 
     /// Keeps (or forgets) the file a capture was opened from, so records can be read again.

@@ -21,7 +21,7 @@ fn row_view(r: CardRow) -> impl IntoView {
     let differs = r.cells[0].0 != r.cells[1].0;
     let kind = r.kind.past_tense();
     let reason = r.reason.as_str();
-    let routine = r.kind == Outcome::Skip && r.reason.is_routine_filter();
+    let routine = r.routine;
     let label = row_label(&r);
     let cell = move |side: &'static str, (n, tiers): (u64, String)| {
         view! {

@@ -58,13 +58,14 @@ pub fn card_rows(m: &Model, index: u32) -> Vec<CardRow> {
     });
     keys.into_iter()
         .map(|(kind, reason)| {
+            let routine = kind == Outcome::Skip && reason.is_routine_filter();
             let cell = |rows: &Rows| {
                 rows.get(&(kind, reason)).map_or((0, String::new()), |(n, tiers)| {
-                    let routine = kind == Outcome::Apply || (kind == Outcome::Skip && reason.is_routine_filter());
-                    (*n, if routine { String::new() } else { tiers.keys().map(ToString::to_string).collect::<Vec<_>>().join(", ") })
+                    let no_tiers = kind == Outcome::Apply || routine;
+                    (*n, if no_tiers { String::new() } else { tiers.keys().map(ToString::to_string).collect::<Vec<_>>().join(", ") })
                 })
             };
-            CardRow { kind, reason, cells: [cell(&a), cell(&b)] }
+            CardRow { kind, reason, routine, cells: [cell(&a), cell(&b)] }
         })
         .collect()
 }
