@@ -406,8 +406,10 @@ async fn a_lag_notice_is_incomplete() {
     assert_no_all_clear(&root, "incomplete", "lag");
 }
 
+/// Joining late is not a hole: history the server evicted before the page joined leaves the
+/// strip complete, and the time range says where the window starts.
 #[wasm_bindgen_test]
-async fn history_evicted_before_joining_is_incomplete() {
+async fn joining_late_is_not_a_hole_and_the_time_range_says_where_the_window_starts() {
     let (root, fleet, _handle) = mount();
     let mut messages = kimi_messages();
     messages.push(proto::encode(&proto::Message::HistoryComplete(proto::HistoryComplete {
@@ -416,7 +418,11 @@ async fn history_evicted_before_joining_is_incomplete() {
         bytes: 1 << 20,
     })));
     feed(fleet, &messages).await;
-    assert_no_all_clear(&root, "incomplete", "history");
+    let (strip, _) = truth(&root);
+    assert_eq!(strip, "complete");
+    assert_eq!(shortfalls(&root), ["complete"], "no shortfall");
+    let span = q(&root, "[data-testid=\"time-span\"]").first().and_then(|e| e.text_content()).unwrap_or_default();
+    assert!(span.contains("the window starts there, 5,000 earlier frames had left the server's history before this page joined"), "{span}");
 }
 
 #[wasm_bindgen_test]

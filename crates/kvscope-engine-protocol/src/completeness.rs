@@ -15,9 +15,6 @@ pub enum Shortfall {
     LostInGaps { frames: u64 },
     /// Frames the server dropped for this page because it read too slowly.
     LostToLag { frames: u64 },
-    /// Frames the server's history had evicted before this page joined (fleet-wide: the server
-    /// does not say whose).
-    HistoryEvicted { frames: u64 },
     /// Frames that are not in the counts: evicted by the page's retention bound before a
     /// re-classification rebuilt the counts from what was still retained.
     Uncounted { frames: u64 },
@@ -33,7 +30,6 @@ impl Shortfall {
         match self {
             Shortfall::LostInGaps { .. } => "gaps",
             Shortfall::LostToLag { .. } => "lag",
-            Shortfall::HistoryEvicted { .. } => "history",
             Shortfall::Uncounted { .. } => "retention",
             Shortfall::Errors { .. } => "errors",
             Shortfall::DroppedUnread { .. } => "intake",
@@ -46,9 +42,6 @@ impl fmt::Display for Shortfall {
         match self {
             Shortfall::LostInGaps { frames } => write!(f, "{} frames lost in seq gaps", thousands(*frames)),
             Shortfall::LostToLag { frames } => write!(f, "{} frames lost to lag", thousands(*frames)),
-            Shortfall::HistoryEvicted { frames } => {
-                write!(f, "{} frames of history evicted before this page joined", thousands(*frames))
-            }
             Shortfall::Uncounted { frames } => {
                 write!(f, "{} frames evicted by the page's retention bound and not counted", thousands(*frames))
             }

@@ -6,6 +6,11 @@
 //! data-quality strip and the tests all read [`Completeness`], never the counters directly.
 //! Rejected alternative: each view checking the counters it happens to show (the card looked at
 //! gaps, the headline at nothing); a verdict then read green over 24,000 lost frames.
+//!
+//! Joining late is not a hole: frames the server's history had evicted before this page joined
+//! are before the window, not missing inside it (every operator who opens kvscope mid-incident
+//! joins late). The window's start is said once, where the time range is
+//! ([`crate::summarize::quality`]); a gap, lag or drop inside the window stays a shortfall.
 
 use super::{Model, Origin, Source};
 
@@ -30,7 +35,6 @@ impl Model {
         };
         push(&mut shortfalls, lost_in_gaps(src), |frames| Shortfall::LostInGaps { frames });
         push(&mut shortfalls, src.lagged_frames, |frames| Shortfall::LostToLag { frames });
-        push(&mut shortfalls, self.history_evicted_frames, |frames| Shortfall::HistoryEvicted { frames });
         push(&mut shortfalls, self.uncounted_frames, |frames| Shortfall::Uncounted { frames });
         push(&mut shortfalls, src.decode_errors + src.frame_errors, |frames| Shortfall::Errors { frames });
         push(&mut shortfalls, self.intake_dropped_messages, |messages| Shortfall::DroppedUnread { messages });
@@ -54,20 +58,18 @@ impl Model {
         if analysed == 0 {
             return Completeness::Unknown(Unknown::NoEvents);
         }
-        let mut sum = [0u64; 6];
+        let mut sum = [0u64; 5];
         let attributed_lag: u64 = self.engine_sources().map(|s| s.lagged_frames).sum();
         for src in self.engine_sources() {
             sum[0] += lost_in_gaps(src);
-            sum[4] += src.decode_errors + src.frame_errors;
+            sum[3] += src.decode_errors + src.frame_errors;
         }
         sum[1] = self.lagged_frames.max(attributed_lag);
-        sum[2] = self.history_evicted_frames;
-        sum[3] = self.uncounted_frames;
-        sum[5] = self.intake_dropped_messages;
-        let make: [fn(u64) -> Shortfall; 6] = [
+        sum[2] = self.uncounted_frames;
+        sum[4] = self.intake_dropped_messages;
+        let make: [fn(u64) -> Shortfall; 5] = [
             |frames| Shortfall::LostInGaps { frames },
             |frames| Shortfall::LostToLag { frames },
-            |frames| Shortfall::HistoryEvicted { frames },
             |frames| Shortfall::Uncounted { frames },
             |frames| Shortfall::Errors { frames },
             |messages| Shortfall::DroppedUnread { messages },

@@ -153,10 +153,16 @@ fn messages_the_intake_bound_dropped_leave_every_source_short_across_a_reclassif
 }
 
 #[test]
-fn history_evicted_before_the_page_joined_is_said_fleet_wide() {
+fn joining_late_is_not_a_hole_and_the_window_says_where_it_starts() {
     let mut m = loaded(1536);
-    m.apply_message(proto::Message::HistoryComplete(proto::HistoryComplete { frames: 10, evicted_frames: 300, bytes: 1 }), 0.0);
-    assert_eq!(m.fleet_completeness(), Completeness::Incomplete(vec![Shortfall::HistoryEvicted { frames: 300 }]));
+    let before = m.fleet_completeness();
+    m.apply_message(proto::Message::HistoryComplete(proto::HistoryComplete { frames: 10, evicted_frames: 2_048, bytes: 1 }), 0.0);
+    assert_eq!(m.fleet_completeness(), before, "frames before the window are not missing inside it");
+    let span = crate::summarize::quality(&m).span.expect("a time range");
+    assert!(span.contains("the window starts there, 2,048 earlier frames had left the server's history before this page joined"), "{span}");
+    // A hole inside the window still is one.
+    m.apply_message(frame(1, 10_000, vec![0xc1, 0x00]), 0.0);
+    assert!(!m.fleet_completeness().is_complete());
     assert!(!m.policy_summary(Side::B).all_clear());
 }
 

@@ -198,7 +198,15 @@ pub fn quality(m: &Model) -> Quality {
     let span = m.t0_nanos().map(|t0| {
         let (a, b) = m.time_span_ms();
         let from = t0 + (a.max(0.0) * 1e6) as u64;
-        format!("covers {} from {}", human_duration_ms(b - a), clock(from))
+        let mut span = format!("covers {} from {}", human_duration_ms(b - a), clock(from));
+        if m.history_evicted_frames > 0 {
+            // Before the window, not a hole in it (model/completeness.rs).
+            span.push_str(&format!(
+                ": the window starts there, {} earlier frames had left the server's history before this page joined",
+                thousands(m.history_evicted_frames)
+            ));
+        }
+        span
     });
     let short = m.short_sources();
     let sources = match short.len() {
