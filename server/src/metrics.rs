@@ -225,118 +225,130 @@ impl Metrics {
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            r.register("frames", "Engine frames relayed, live and replayed", m.frames.clone());
-            r.register("payload_bytes", "Engine payload bytes relayed", m.payload_bytes.clone());
-            r.register("replayed_frames", "Frames recovered from an engine's replay socket", m.replayed_frames.clone());
-            r.register("events", "Decoded KV events by type", m.events.clone());
-            r.register("verdicts", "Normalizer verdicts (one per event) by policy, storage tier and verdict label", m.verdicts.clone());
-            r.register("frame_errors", "Messages with a wrong frame count or sequence-number size", m.frame_errors.clone());
-            r.register("decode_errors", "Payloads that did not decode, by error group", m.decode_errors.clone());
-            r.register("gaps", "Jumps forward in an engine's sequence numbers", m.gaps.clone());
-            r.register("lost_frames", "Frames missing in gaps that replay did not recover", m.lost_frames.clone());
-            r.register("restarts", "Engine restarts (sequence number went back)", m.restarts.clone());
-            r.register("reconnects", "Connections re-established after being up", m.reconnects.clone());
-            r.register("source_connected", "1 while the source's socket is connected", m.connected.clone());
-            r.register("clients", "WebSocket clients connected now", m.clients.clone());
-            r.register("clients_accepted", "WebSocket clients accepted since start", m.clients_total.clone());
-            r.register("client_lagged_frames", "Frames lost by slow WebSocket clients", m.lagged_frames.clone());
-            r.register("client_lag_notices", "Lag notices sent to slow WebSocket clients", m.lag_notices.clone());
-            r.register("client_queued_bytes", "Bytes waiting in all WebSocket client queues", m.client_queued_bytes.clone());
-            r.register(
-                "client_ws_messages",
-                "WebSocket messages sent to clients (a batch counts once; a browser pays per message)",
-                m.client_ws_messages.clone(),
-            );
-            r.register(
-                "client_protocol_messages",
-                "Protocol messages sent to clients (frames, statuses, notices), alone or in a batch",
-                m.client_protocol_messages.clone(),
-            );
-            r.register("history_bytes", "Bytes held by the history ring", m.history_bytes.clone());
-            r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());
-            r.register("history_evicted_frames", "Frames evicted from the history ring", m.history_evicted_frames.clone());
-            r.register("ws_rejected", "WebSocket upgrades refused, by reason", m.ws_rejected.clone());
-            r.register(
-                "http_rejected",
-                "Requests refused on any route because their Host is not a loopback name or an allowed origin",
-                m.http_rejected.clone(),
-            );
-            r.register(
-                "recording",
-                "1 for the capture's current state (recording, failed, finished); absent without --record",
-                m.recording.clone(),
-            );
-            r.register("recording_records", "Complete records in the capture file", m.recording_records.clone());
-            r.register(
-                "recording_dropped_records",
-                "Records not in the capture because writing had stopped (see the failed state's log line)",
-                m.recording_dropped_records.clone(),
-            );
-            r.register(
-                "router_events",
-                "Reconciliation with Dynamo's event plane per engine source (worker:rank): RouterEvents its relay should \
-                 have published (expected), that arrived (received), matched, missing, unexpected, mismatched",
-                m.router_events.clone(),
-            );
-            r.register(
-                "router_dropped",
-                "Engine events the relay publishes nothing for under the relay policy, by the rule's label",
-                m.router_dropped.clone(),
-            );
-            r.register(
-                "router_unknown_worker_events",
-                "RouterEvents on the event plane for a (worker_id, dp_rank) no engine source has",
-                m.router_unknown_worker_events.clone(),
-            );
-            r.register(
-                "router_dropped_inputs",
-                "Engine batches and envelopes the live reconciler had no room for (its counts then undercount)",
-                m.router_dropped_inputs.clone(),
-            );
-            r.register(
-                "index_blocks",
-                "The router's index (Dynamo 1.6.1's, modelled under a policy) against the engine, per source and tier: \
-                 blocks the engine holds, blocks the index holds, blocks both hold",
-                m.index_blocks.clone(),
-            );
-            r.register(
-                "index_engine_only_blocks",
-                "Blocks the engine holds that the router's index lacks (it cannot score them), by cause",
-                m.index_missing.clone(),
-            );
-            r.register(
-                "index_router_only_blocks",
-                "Blocks the router's index holds that the engine evicted (phantom hits), by cause",
-                m.index_stale.clone(),
-            );
-            r.register(
-                "index_prefix_tokens",
-                "Device-tier prefix tokens: cached by the engine, visible to the router's find_matches, phantom",
-                m.index_prefix_tokens.clone(),
-            );
-            r.register(
-                "index_indexer_exits",
-                "Times the modelled indexer exited on a fatal verdict and restarted empty",
-                m.index_exits.clone(),
-            );
-            r.register(
-                "router_index_polls",
-                "Reads of a real index (--router-index): /workers and /dump, by result (ok, or why not)",
-                m.router_index_polls.clone(),
-            );
-            r.register("router_index_bytes", "Bytes read from a real index's /workers and /dump", m.router_index_bytes.clone());
-            r.register(
-                "router_index_real_blocks",
-                "Blocks the real index (--router-index, its last /dump) holds per source and tier",
-                m.router_index_real_blocks.clone(),
-            );
-            r.register(
-                "router_index_differences",
-                "Blocks on which the real index's last /dump and the model of Dynamo 1.6.1's index disagree",
-                m.router_index_differences.clone(),
-            );
+            m.register_relay(&mut r);
+            m.register_router(&mut r);
         }
         m
+    }
+
+    /// The relay's own series: sources, clients, history, recording.
+    fn register_relay(&self, r: &mut Registry) {
+        let m = self;
+        r.register("frames", "Engine frames relayed, live and replayed", m.frames.clone());
+        r.register("payload_bytes", "Engine payload bytes relayed", m.payload_bytes.clone());
+        r.register("replayed_frames", "Frames recovered from an engine's replay socket", m.replayed_frames.clone());
+        r.register("events", "Decoded KV events by type", m.events.clone());
+        r.register("verdicts", "Normalizer verdicts (one per event) by policy, storage tier and verdict label", m.verdicts.clone());
+        r.register("frame_errors", "Messages with a wrong frame count or sequence-number size", m.frame_errors.clone());
+        r.register("decode_errors", "Payloads that did not decode, by error group", m.decode_errors.clone());
+        r.register("gaps", "Jumps forward in an engine's sequence numbers", m.gaps.clone());
+        r.register("lost_frames", "Frames missing in gaps that replay did not recover", m.lost_frames.clone());
+        r.register("restarts", "Engine restarts (sequence number went back)", m.restarts.clone());
+        r.register("reconnects", "Connections re-established after being up", m.reconnects.clone());
+        r.register("source_connected", "1 while the source's socket is connected", m.connected.clone());
+        r.register("clients", "WebSocket clients connected now", m.clients.clone());
+        r.register("clients_accepted", "WebSocket clients accepted since start", m.clients_total.clone());
+        r.register("client_lagged_frames", "Frames lost by slow WebSocket clients", m.lagged_frames.clone());
+        r.register("client_lag_notices", "Lag notices sent to slow WebSocket clients", m.lag_notices.clone());
+        r.register("client_queued_bytes", "Bytes waiting in all WebSocket client queues", m.client_queued_bytes.clone());
+        r.register(
+            "client_ws_messages",
+            "WebSocket messages sent to clients (a batch counts once; a browser pays per message)",
+            m.client_ws_messages.clone(),
+        );
+        r.register(
+            "client_protocol_messages",
+            "Protocol messages sent to clients (frames, statuses, notices), alone or in a batch",
+            m.client_protocol_messages.clone(),
+        );
+        r.register("history_bytes", "Bytes held by the history ring", m.history_bytes.clone());
+        r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());
+        r.register("history_evicted_frames", "Frames evicted from the history ring", m.history_evicted_frames.clone());
+        r.register("ws_rejected", "WebSocket upgrades refused, by reason", m.ws_rejected.clone());
+        r.register(
+            "http_rejected",
+            "Requests refused on any route because their Host is not a loopback name or an allowed origin",
+            m.http_rejected.clone(),
+        );
+        r.register(
+            "recording",
+            "1 for the capture's current state (recording, failed, finished); absent without --record",
+            m.recording.clone(),
+        );
+        r.register("recording_records", "Complete records in the capture file", m.recording_records.clone());
+        r.register(
+            "recording_dropped_records",
+            "Records not in the capture because writing had stopped (see the failed state's log line)",
+            m.recording_dropped_records.clone(),
+        );
+    }
+
+    /// The router's side: the reconciliation with the event plane and the router's index.
+    fn register_router(&self, r: &mut Registry) {
+        let m = self;
+        r.register(
+            "router_events",
+            "Reconciliation with Dynamo's event plane per engine source (worker:rank): RouterEvents its relay should \
+                 have published (expected), that arrived (received), matched, missing, unexpected, mismatched",
+            m.router_events.clone(),
+        );
+        r.register(
+            "router_dropped",
+            "Engine events the relay publishes nothing for under the relay policy, by the rule's label",
+            m.router_dropped.clone(),
+        );
+        r.register(
+            "router_unknown_worker_events",
+            "RouterEvents on the event plane for a (worker_id, dp_rank) no engine source has",
+            m.router_unknown_worker_events.clone(),
+        );
+        r.register(
+            "router_dropped_inputs",
+            "Engine batches and envelopes the live reconciler had no room for (its counts then undercount)",
+            m.router_dropped_inputs.clone(),
+        );
+        r.register(
+            "index_blocks",
+            "The router's index (Dynamo 1.6.1's, modelled under a policy) against the engine, per source and tier: \
+                 blocks the engine holds, blocks the index holds, blocks both hold",
+            m.index_blocks.clone(),
+        );
+        r.register(
+            "index_engine_only_blocks",
+            "Blocks the engine holds that the router's index lacks (it cannot score them), by cause",
+            m.index_missing.clone(),
+        );
+        r.register(
+            "index_router_only_blocks",
+            "Blocks the router's index holds that the engine evicted (phantom hits), by cause",
+            m.index_stale.clone(),
+        );
+        r.register(
+            "index_prefix_tokens",
+            "Device-tier prefix tokens: cached by the engine, visible to the router's find_matches, phantom",
+            m.index_prefix_tokens.clone(),
+        );
+        r.register(
+            "index_indexer_exits",
+            "Times the modelled indexer exited on a fatal verdict and restarted empty",
+            m.index_exits.clone(),
+        );
+        r.register(
+            "router_index_polls",
+            "Reads of a real index (--router-index): /workers and /dump, by result (ok, or why not)",
+            m.router_index_polls.clone(),
+        );
+        r.register("router_index_bytes", "Bytes read from a real index's /workers and /dump", m.router_index_bytes.clone());
+        r.register(
+            "router_index_real_blocks",
+            "Blocks the real index (--router-index, its last /dump) holds per source and tier",
+            m.router_index_real_blocks.clone(),
+        );
+        r.register(
+            "router_index_differences",
+            "Blocks on which the real index's last /dump and the model of Dynamo 1.6.1's index disagree",
+            m.router_index_differences.clone(),
+        );
     }
 
     /// The OpenMetrics text exposition.

@@ -124,7 +124,6 @@ impl RealIndex {
 
 /// Checks a capture under one block size and policy.
 pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
-    let options = opts.stream;
     let mut reader = capture::open(path)?;
     let infos = reader.header().sources.clone();
     let any_plane = infos.iter().any(|i| i.kind == proto::SourceKind::EventPlane);
@@ -134,20 +133,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let any_real = infos.iter().any(|i| i.kind == proto::SourceKind::RouterIndex);
     let policies = if any_real { vec![opts.policy, Policy::DYNAMO_1_6_1] } else { vec![opts.policy] };
     let mut index = IndexModel::new(IndexConfig::sides(opts.block_size, &policies));
-    let mut pipelines: Vec<Fed> = infos
-        .iter()
-        .map(|info| match info.kind {
-            proto::SourceKind::Engine => {
-                let classifier = Classifier::new(&info.worker_id, info.dp_rank, opts.block_size, &[opts.policy], None);
-                let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
-                let id = reconciler.as_mut().zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
-                let indexed = index.add_source(&info.key, &info.worker_id, info.dp_rank);
-                Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id, indexed)
-            }
-            proto::SourceKind::EventPlane => Fed::Plane(Box::new(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))),
-            proto::SourceKind::RouterIndex => Fed::RouterIndex(Box::new(RealIndex { url: info.endpoint.clone(), ..RealIndex::default() })),
-        })
-        .collect();
+    let mut pipelines: Vec<Fed> = infos.iter().map(|info| Fed::new(info, opts, reconciler.as_mut(), &mut index)).collect();
     let mut stray = 0u64;
     let mut fleet_exit = FleetExit::default();
     while let Some(record) = reader.next_record().map_err(|e| e.with_path(&path.display().to_string()).to_string())? {
@@ -260,20 +246,44 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
             first_exit: index.first_exit,
             refused_blocks: index.refused_blocks,
         },
-        router_indexes: router_indexes
-            .iter()
-            .map(|r| RouterIndexReport {
-                url: r.url.clone(),
-                reads: r.reads,
-                dumps: r.dumps,
-                errors: r.errors,
-                first_errors: r.first_errors.clone(),
-                last_dump_utc: r.last.as_ref().map(|l| kvscope_protocol::time::utc(l.recv_time_nanos)),
-                differences: r.last.as_ref().map_or(0, |l| l.differences),
-                first_differences: r.last.as_ref().map(|l| l.first_differences.clone()).unwrap_or_default(),
-            })
-            .collect(),
+        router_indexes: router_indexes.iter().map(|r| r.report()).collect(),
     })
+}
+
+impl Fed {
+    /// The pipeline a source of the capture is read through: an engine source is also a lane of
+    /// the reconciler (when the capture has an event plane and its worker id is Dynamo's) and a
+    /// source of the index model.
+    fn new(info: &proto::SourceInfo, opts: &CheckOptions, reconciler: Option<&mut Reconciler>, index: &mut IndexModel) -> Fed {
+        let options = opts.stream;
+        match info.kind {
+            proto::SourceKind::Engine => {
+                let classifier = Classifier::new(&info.worker_id, info.dp_rank, opts.block_size, &[opts.policy], None);
+                let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
+                let id = reconciler.zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
+                let indexed = index.add_source(&info.key, &info.worker_id, info.dp_rank);
+                Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id, indexed)
+            }
+            proto::SourceKind::EventPlane => Fed::Plane(Box::new(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))),
+            proto::SourceKind::RouterIndex => Fed::RouterIndex(Box::new(RealIndex { url: info.endpoint.clone(), ..RealIndex::default() })),
+        }
+    }
+}
+
+impl RealIndex {
+    /// What `check` says of a real index read with the capture.
+    fn report(&self) -> RouterIndexReport {
+        RouterIndexReport {
+            url: self.url.clone(),
+            reads: self.reads,
+            dumps: self.dumps,
+            errors: self.errors,
+            first_errors: self.first_errors.clone(),
+            last_dump_utc: self.last.as_ref().map(|l| kvscope_protocol::time::utc(l.recv_time_nanos)),
+            differences: self.last.as_ref().map_or(0, |l| l.differences),
+            first_differences: self.last.as_ref().map(|l| l.first_differences.clone()).unwrap_or_default(),
+        }
+    }
 }
 
 /// One engine source's part of the report, from its stream counters and its normalizer.
