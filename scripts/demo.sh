@@ -12,11 +12,11 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 step() { printf '\n==> [%3d s] %s\n' "$(($(date +%s) - started))" "$*" >&2; }
 
-step "1/3 tools: trunk and wasm-bindgen-cli, built once into ${CARGO_HOME:-~/.cargo}/bin (first time: about 11 min; then instant)"
+step "1/3 tools: trunk and wasm-bindgen-cli, built once into ${CARGO_HOME:-~/.cargo}/bin (first time: about 5 min on 2 cores; then instant)"
 scripts/install-tools.sh demo
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
-step "2/3 the dashboard: the page and its engine worker, compiled to wasm with Trunk (first time: about 5 min; then seconds)"
+step "2/3 the dashboard: the page and its engine worker, compiled to wasm with Trunk (first time: about 3 min; then seconds)"
 scripts/build-web.sh
 
 step "3/3 the server, which embeds the dashboard (first time: about 3 min; then seconds)"

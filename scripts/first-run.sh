@@ -28,11 +28,12 @@ repo=$PWD
 work=$(mktemp -d /tmp/kvscope-first-run.XXXXXX)
 machine_cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 trap 'rm -rf "$work"' EXIT
+commit=$(git rev-parse --short HEAD)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 record() { printf 'FIRST-RUN %s\n' "$1" | tee -a "$out/first-run.log"; }
 : >"$out/first-run.log"
 record "$(printf '{"what":"run","commit":"%s","date":"%s","cpu":"%s","cores":%s}' \
-  "$(git rev-parse --short HEAD)" "$(date -u +%Y-%m-%dT%H:%MZ)" "$cpu" "$(nproc)")"
+  "$commit" "$(date -u +%Y-%m-%dT%H:%MZ)" "$cpu" "$(nproc)")"
 
 # Step lines as the scripts print them, "==> [  12 s] 2/3 ...", as JSON: {"at_s":12,"step":"..."}.
 steps_json() { grep -E '^==> \[ *[0-9]+ s\]' "$1" | sed -E 's/^==> \[ *([0-9]+) s\] (.*)$/{"at_s":\1,"step":"\2"}/' | paste -sd, -; }
@@ -70,7 +71,7 @@ if [ "$want" != test ]; then
     kill -INT "$demo" 2>/dev/null || true
     wait "$demo" 2>/dev/null || true
     grep '^==> \[' "$log" | sed 's/^==> //' >&2
-    record "$(printf '{"what":"demo","command":"scripts/demo.sh","to_url_s":%s,"steps":[%s]}' "$total" "$(steps_json "$log")")"
+    record "$(printf '{"what":"demo","commit":"%s","command":"scripts/demo.sh","to_url_s":%s,"steps":[%s]}' "$commit" "$total" "$(steps_json "$log")")"
   )
 fi
 
@@ -85,6 +86,6 @@ if [ "$want" != demo ]; then
   # test.sh closes with "step times": one "   123 s  name" line per step.
   steps=$(awk '/^step times/ { on = 1; next } on && /^ *[0-9]+ s  / { n = $1; sub(/^ *[0-9]+ s  /, ""); gsub(/"/, "\\\""); printf "%s{\"s\":%s,\"step\":\"%s\"}", sep, n, $0; sep = ","; next } on && !/^ *[0-9]+ s  / { on = 0 }' "$log")
   result=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)
-  record "$(printf '{"what":"test","command":"scripts/test.sh","s":%s,"exit":%s,"result":"%s","steps":[%s]}' "$total" "$rc" "$result" "$steps")"
+  record "$(printf '{"what":"test","commit":"%s","command":"scripts/test.sh","s":%s,"exit":%s,"result":"%s","steps":[%s]}' "$commit" "$total" "$rc" "$result" "$steps")"
   [ "$rc" = 0 ] || { tail -40 "$log" >&2; echo "first-run: scripts/test.sh failed (exit $rc); its log: $log" >&2; exit 1; }
 fi

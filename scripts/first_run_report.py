@@ -37,11 +37,19 @@ def demo_rows(demo):
     rows = []
     for i, st in enumerate(steps):
         end = steps[i + 1]["at_s"] if i + 1 < len(steps) else demo["to_url_s"]
-        rows.append(f"| {st['step']} | {mmss(end - st['at_s'])} |")
+        # The run's own empty CARGO_HOME is a temporary directory; name it for what it is.
+        step = re.sub(r"/tmp/kvscope-first-run\.\w+/cargo-home", "$CARGO_HOME", st["step"])
+        rows.append(f"| {step} | {mmss(end - st['at_s'])} |")
     return rows
 
 
 TOOLS_STEP = "installing tools"
+
+
+def at_commit(r):
+    """A command timed at another commit than the run's (one command measured again) says so."""
+    c = r.get("commit")
+    return f" (at commit {c})" if c and c != info.get("commit") else ""
 
 found = records()
 info = found.get("run", {})
@@ -56,7 +64,8 @@ glance = []
 missing = []
 demo = found.get("demo")
 if demo:
-    md.append(f"`scripts/demo.sh`, until `kvscope demo` printed its URL: **{mmss(demo['to_url_s'])}** (goal: 15 min, aim 10).\n")
+    md.append(f"`scripts/demo.sh`, until `kvscope demo` printed its URL: **{mmss(demo['to_url_s'])}** (goal: 15 min, aim 10)"
+              f"{at_commit(demo)}.\n")
     md.append("| step | time |")
     md.append("|---|---:|")
     md += demo_rows(demo)
@@ -70,7 +79,7 @@ if test:
     less_tools = test["s"] - tools
     outcome = test["result"] or f"exit {test['exit']}"
     md.append(f"`scripts/test.sh`: **{mmss(less_tools)}** with the tools installed (goal: 25 min), "
-              f"{mmss(test['s'])} in all with {mmss(tools)} installing what was missing; {outcome}.\n")
+              f"{mmss(test['s'])} in all with {mmss(tools)} installing what was missing; {outcome}{at_commit(test)}.\n")
     md.append("| step | time | share |")
     md.append("|---|---:|---:|")
     for st in test["steps"]:

@@ -33,13 +33,14 @@ WASM_BINDGEN_VERSION=${WASM_BINDGEN_VERSION:-0.2.130}
 
 log() { printf '[install-tools] %s\n' "$*" >&2; }
 
-# The tools are built for this machine only: no link-time optimisation, parallel codegen and no
-# debug info make their cold builds about twice as fast (trunk: 12 min 42 s with its own
-# `lto = "fat"`, `codegen-units = 1`; see BENCHMARKS.md, "First run"), and none of them does
-# work where that shows. Cargo's config profiles take precedence over a package's own.
+# The tools are built for this machine only: no link-time optimisation, parallel codegen, light
+# optimisation and no debug info make their cold builds several times faster (trunk: 12 min 42 s
+# with its own `lto = "fat"`, `codegen-units = 1`; see BENCHMARKS.md, "First run"), and none of
+# them does work where that shows: they spawn cargo and rewrite a few MB of wasm once per build.
+# Cargo's config profiles take precedence over a package's own.
 tool_install() {
   CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_DEBUG=0 \
-    cargo install "$@"
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install "$@"
 }
 
 have_version() { command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -q "$2"; }
