@@ -150,10 +150,34 @@ fn check_router<'a>(check: &'a Value, key: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("the card's source {key} in check --json"))
 }
 
+/// The fleet table's relay columns say what each card's router row says, and the "relay differs"
+/// chip stands on exactly the rows whose relay missed, added or altered something.
+async fn assert_overview_relay_matches_cards(b: &Browser, cards: &[Value]) {
+    let overview = b
+        .js("const n = (r, id) => Number(r.querySelector(`[data-testid=\"${id}\"]`).textContent.replace(/[^0-9]/g, '')); \
+             return Array.from(document.querySelectorAll('[data-testid=\"source-row\"]')).map(r => ({key: r.dataset.source, \
+               expected: n(r, 'relay-expected'), received: n(r, 'relay-received'), missing: n(r, 'relay-missing'), \
+               differs: !!r.querySelector('[data-anomaly=\"relay\"]')}));")
+        .await;
+    let overview = overview.as_array().cloned().unwrap_or_default();
+    assert_eq!(overview.len(), cards.len(), "one overview row per card: {overview:?}");
+    for row in overview {
+        let key = row["key"].as_str().unwrap_or_default();
+        let card = cards.iter().find(|c| c["key"] == key).unwrap_or_else(|| panic!("{key}'s card"));
+        for count in ["expected", "received", "missing"] {
+            assert_eq!(row[count], card[count], "{key} {count}: overview {row} vs card {card}");
+        }
+        let differs = ["missing", "unexpected", "mismatched"].iter().any(|c| card[c].as_u64().unwrap_or(0) > 0);
+        assert_eq!(row["differs"].as_bool(), Some(differs), "{key}: the relay chip vs the card {card}");
+    }
+}
+
 /// The demo plays Dynamo 1.6.1's relay for each worker: every card's router row shows what
 /// `check --json` reconciled for that source (expected, received, matched; nothing missing).
 async fn assert_router_rows_match_check(b: &Browser, check: &Value) {
-    for row in router_rows(b).await {
+    let rows = router_rows(b).await;
+    assert_overview_relay_matches_cards(b, &rows).await;
+    for row in rows {
         let key = row["key"].as_str().unwrap_or_default();
         let router = check_router(check, key);
         assert!(router["expected"].as_u64().unwrap_or(0) > 0, "{key}: the demo's relay publishes: {router}");
@@ -262,7 +286,9 @@ async fn a_non_default_relay_policy_reaches_the_page_metrics_and_check_alike() {
     assert_eq!(fixed["router"]["relay_policy"], "fixed", "{}", fixed["router"]);
     wait_for_frames(&b, total_frames(&fixed), "the demo's recorded frames on the cards").await;
     let mut differs = false;
-    for row in router_rows(&b).await {
+    let rows = router_rows(&b).await;
+    assert_overview_relay_matches_cards(&b, &rows).await;
+    for row in rows {
         let key = row["key"].as_str().unwrap_or_default();
         let line = row["line"].as_str().unwrap_or_default();
         assert!(line.contains("fixed's relay"), "{key}: the row names the relay policy it predicts: {line:?}");

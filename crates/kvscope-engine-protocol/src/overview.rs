@@ -17,6 +17,9 @@ pub enum Anomaly {
     LostFrames,
     /// Payloads that did not decode.
     DecodeErrors,
+    /// What Dynamo's relay published for this source differs from what it should have (missing,
+    /// unexpected or mismatched RouterEvents, or a decode error on either side).
+    RelayDiffers,
     /// The engine's seq went back: it restarted.
     Restarted,
     /// The router's index (under policy A or B, an indexer still running) sees less than half
@@ -32,11 +35,13 @@ pub enum Anomaly {
 }
 
 impl Anomaly {
-    pub const ALL: [Anomaly; 9] = [
+    /// Most severe first, in declaration order.
+    pub const ALL: [Anomaly; 10] = [
         Anomaly::Fatal,
         Anomaly::PoliciesDisagree,
         Anomaly::LostFrames,
         Anomaly::DecodeErrors,
+        Anomaly::RelayDiffers,
         Anomaly::Restarted,
         Anomaly::RouterBlind,
         Anomaly::OtherWireLayout,
@@ -51,6 +56,7 @@ impl Anomaly {
             Anomaly::PoliciesDisagree => "policies disagree",
             Anomaly::LostFrames => "frames lost",
             Anomaly::DecodeErrors => "decode errors",
+            Anomaly::RelayDiffers => "relay differs",
             Anomaly::Restarted => "restarted",
             Anomaly::RouterBlind => "router sees under half",
             Anomaly::OtherWireLayout => "other wire layout",
@@ -66,6 +72,7 @@ impl Anomaly {
             Anomaly::PoliciesDisagree => "disagree",
             Anomaly::LostFrames => "lost",
             Anomaly::DecodeErrors => "errors",
+            Anomaly::RelayDiffers => "relay",
             Anomaly::Restarted => "restarted",
             Anomaly::RouterBlind => "blind",
             Anomaly::OtherWireLayout => "wire",
@@ -74,19 +81,10 @@ impl Anomaly {
         }
     }
 
-    /// What a row's sort weighs: a fatal source outranks any number of lesser anomalies.
+    /// What a row's sort weighs: a power of two by rank in [`Anomaly::ALL`], so a fatal source
+    /// outranks any number of lesser anomalies.
     pub fn weight(self) -> u32 {
-        match self {
-            Anomaly::Fatal => 1 << 8,
-            Anomaly::PoliciesDisagree => 1 << 7,
-            Anomaly::LostFrames => 1 << 6,
-            Anomaly::DecodeErrors => 1 << 5,
-            Anomaly::Restarted => 1 << 4,
-            Anomaly::RouterBlind => 1 << 3,
-            Anomaly::OtherWireLayout => 1 << 2,
-            Anomaly::OffloadSkipped => 1 << 1,
-            Anomaly::Silent => 1,
-        }
+        1 << (Anomaly::ALL.len() - 1 - self as usize)
     }
 }
 
@@ -98,6 +96,15 @@ pub struct Tally {
     pub skipped: u64,
     pub filtered: u64,
     pub applied: u64,
+}
+
+/// What Dynamo's relay should have published for a source, what the event plane delivered, and
+/// what is missing (the card's router row has every count).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayCells {
+    pub expected: u64,
+    pub received: u64,
+    pub missing: u64,
 }
 
 /// One row of the overview.
@@ -126,6 +133,8 @@ pub struct Row {
     pub router_sees: [Option<f32>; 2],
     /// Per side, blocks the router's index scores that the engine evicted.
     pub router_stale: [u64; 2],
+    /// The relay's side, with an event plane and a worker id Dynamo names (`None` otherwise).
+    pub relay: Option<RelayCells>,
     /// Most severe first.
     pub anomalies: Vec<Anomaly>,
 }
@@ -147,4 +156,20 @@ impl Row {
 /// How many sources have each anomaly: the overview's heading.
 pub fn anomaly_counts(rows: &[Row]) -> Vec<(Anomaly, usize)> {
     Anomaly::ALL.iter().map(|a| (*a, rows.iter().filter(|r| r.anomalies.contains(a)).count())).filter(|(_, n)| *n > 0).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anomalies_are_listed_most_severe_first_and_weigh_by_rank() {
+        for (i, a) in Anomaly::ALL.iter().enumerate() {
+            assert_eq!(*a as usize, i, "{a:?}: ALL is in declaration order");
+        }
+        let weights: Vec<u32> = Anomaly::ALL.iter().map(|a| a.weight()).collect();
+        for i in 0..weights.len() {
+            assert!(weights[i] > weights[i + 1..].iter().sum::<u32>(), "{weights:?}: one outranks all lesser ones together");
+        }
+    }
 }

@@ -286,9 +286,19 @@ pub struct Cards {
 /// Dynamo's event-plane sources, when there are any.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct Planes {
-    /// `(source key, line, last error)`.
+    /// `(source key, line, last error)`: those that need a look first, at most
+    /// [`Planes::LISTED`].
     pub planes: Vec<(String, String, Option<String>)>,
+    /// Likewise, at most [`Planes::LISTED`].
     pub publishers: Vec<String>,
+    /// What the lists leave out, in words ("and 60 more event-plane sources, all live, no
+    /// errors"); empty when they hold everything.
+    pub rest: Vec<String>,
+}
+
+impl Planes {
+    /// Rows each list shows: a fleet of 512 relays is said in one line, not listed.
+    pub const LISTED: usize = 8;
 }
 
 /// A lane's label beside the canvas.

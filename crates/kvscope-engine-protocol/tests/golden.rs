@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use kvscope_engine_protocol::completeness::{Completeness, Coverage, Shortfall};
 use kvscope_engine_protocol::label::{Outcome, Reason, StorageTier, VerdictLabel};
-use kvscope_engine_protocol::overview::{Anomaly, Row, Tally};
+use kvscope_engine_protocol::overview::{Anomaly, RelayCells, Row, Tally};
 use kvscope_engine_protocol::view::{Bar, Card, CardRow, Cards, ConnState, Overview, Quality, RouterRow, Selection};
 use kvscope_engine_protocol::{
     ENGINE_PROTOCOL_VERSION, EventRef, ExportKind, FromEngine, Settings, Side, Summary, ToEngine, ViewQuery, decode, encode,
@@ -89,7 +89,8 @@ fn the_engines_answers() {
         completeness: Coverage::Complete,
         router_sees: [Some(0.125), Some(0.125)],
         router_stale: [0, 0],
-        anomalies: vec![Anomaly::Fatal, Anomaly::PoliciesDisagree, Anomaly::RouterBlind, Anomaly::OffloadSkipped],
+        relay: Some(RelayCells { expected: 4, received: 3, missing: 1 }),
+        anomalies: vec![Anomaly::Fatal, Anomaly::PoliciesDisagree, Anomaly::RelayDiffers, Anomaly::RouterBlind, Anomaly::OffloadSkipped],
     };
     let card = Card {
         index: 7,

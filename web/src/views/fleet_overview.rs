@@ -4,7 +4,7 @@
 //! and its tier trees.
 
 use kvscope_engine_protocol::Side;
-use kvscope_engine_protocol::overview::{self, Anomaly, Row, Tally};
+use kvscope_engine_protocol::overview::{self, Anomaly, RelayCells, Row, Tally};
 use leptos::prelude::*;
 
 use crate::contexts::{Part, use_fleet};
@@ -71,6 +71,11 @@ fn plain(n: u64) -> String {
     n.to_string()
 }
 
+/// A relay count, or "—" for a source the relay side does not cover.
+fn relay_count(row: &Row, pick: fn(&RelayCells) -> u64) -> String {
+    row.relay.as_ref().map_or("—".to_owned(), |r| thousands(pick(r)))
+}
+
 /// "12%", or "—" before the engine cached anything.
 fn sees(share: Option<f32>) -> String {
     share.map_or("—".to_owned(), |s| format!("{:.0}%", s * 100.0))
@@ -117,6 +122,9 @@ fn row_view(row: Memo<Option<Row>>) -> impl IntoView {
             {tally_cells(row, Side::B)}
             {text_cell(row, "router-sees", "ov-num", |r| sees(r.router_sees[1]), |r| r.router_sees[1].is_some_and(|s| s < 0.5))}
             {num_cell(row, "router-stale", |r| r.router_stale[1], thousands, true)}
+            {text_cell(row, "relay-expected", "ov-num", |r| relay_count(r, |c| c.expected), |_| false)}
+            {text_cell(row, "relay-received", "ov-num", |r| relay_count(r, |c| c.received), |r| r.anomalies.contains(&Anomaly::RelayDiffers))}
+            {text_cell(row, "relay-missing", "ov-num", |r| relay_count(r, |c| c.missing), |r| r.relay.is_some_and(|c| c.missing > 0))}
             {num_cell(row, "gaps", |r| r.gaps, plain, true)}
             {num_cell(row, "lost-frames", |r| r.lost_frames, thousands, true)}
             {num_cell(row, "restarts", |r| r.restarts, plain, true)}
@@ -200,6 +208,9 @@ pub fn FleetOverview() -> impl IntoView {
                 <span class="ov-num" title="policy B: events applied">"applied"</span>
                 <span class="ov-num" title="policy B: share of the engine's cached prefix tokens the router's index can score (Dynamo 1.6.1's index, modelled)">"sees"</span>
                 <span class="ov-num" title="policy B: blocks the router's index scores that the engine evicted">"stale"</span>
+                <span class="ov-num" title="RouterEvents Dynamo's relay should have published for this source (under the relay policy)"><span class="side side-r">"R"</span>" exp"</span>
+                <span class="ov-num" title="RouterEvents the event plane delivered for this source">"recv"</span>
+                <span class="ov-num" title="expected RouterEvents that never arrived (a later one passed them)">"miss"</span>
                 <span class="ov-num" title="seq gaps">"gaps"</span>
                 <span class="ov-num" title="frames lost: in gaps replay did not fill, or to lag">"lost"</span>
                 <span class="ov-num" title="engine restarts (seq went back)">"restart"</span>
@@ -215,6 +226,8 @@ pub fn FleetOverview() -> impl IntoView {
                  (non-main attention groups, unknown events). Counts where A and B differ are underlined. \
                  sees, stale: what the router's index under B can score of the engine's cached prefix, and the \
                  blocks it scores that the engine evicted (the card says why, by cause). \
+                 R exp, recv, miss: what Dynamo's relay should have published for the source, what the event plane \
+                 delivered, and what never arrived (the card's router row has every count). \
                  wire: how its stores are laid out (tagged arrays up to vLLM 0.23, maps after). \
                  Click a source to open its card, timeline lane and trees."
             </p>

@@ -57,6 +57,7 @@ pub fn EventPlanes() -> impl IntoView {
                         })
                         .collect_view()}
                     {planes.publishers.into_iter().map(|p| view! { <li class="quiet">{p}</li> }).collect_view()}
+                    {planes.rest.into_iter().map(|r| view! { <li class="quiet" data-testid="event-plane-rest">{r}</li> }).collect_view()}
                 </ul>
             </section>
         }

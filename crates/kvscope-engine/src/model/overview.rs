@@ -12,7 +12,7 @@
 use kvscope_normalize::{Outcome, VerdictLabel};
 use kvscope_wire::{EventEncoding, KvEvent};
 
-pub use kvscope_engine_protocol::overview::{Anomaly, Row, Tally, anomaly_counts};
+pub use kvscope_engine_protocol::overview::{Anomaly, RelayCells, Row, Tally, anomaly_counts};
 
 use super::classes::Reason;
 use super::settings::Side;
@@ -104,6 +104,8 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
     flag(src.policies_disagree(m.classes()), Anomaly::PoliciesDisagree);
     flag(lost_frames > 0, Anomaly::LostFrames);
     flag(errors > 0, Anomaly::DecodeErrors);
+    let relay = m.router().and_then(|r| r.source_report(r.report(), src.index)).map(|s| &s.router);
+    flag(relay.is_some_and(|c| !c.is_clean()), Anomaly::RelayDiffers);
     flag(src.restarts() > 0, Anomaly::Restarted);
     let index = [m.index().counts(Side::A, src.index), m.index().counts(Side::B, src.index)];
     let router_sees = index.map(|c| c.filter(|c| c.engine_prefix_tokens > 0).map(|c| c.visible_share() as f32));
@@ -132,6 +134,7 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
         completeness: completeness.coverage(),
         router_sees,
         router_stale: index.map(|c| c.map_or(0, |c| c.blocks.router_only.values().sum())),
+        relay: relay.map(|c| RelayCells { expected: c.expected, received: c.received, missing: c.missing }),
         anomalies,
     }
 }

@@ -164,14 +164,35 @@ fn card(m: &Model, index: u32) -> Option<Card> {
 /// The event-plane sources: what each reads, its state, and the publishers seen on it; `None`
 /// when there is no event plane.
 pub fn planes(m: &Model) -> Option<Planes> {
-    let planes: Vec<_> = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::EventPlane).collect();
+    let mut planes: Vec<_> = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::EventPlane).collect();
     if planes.is_empty() {
         return None;
     }
-    let report = m.router().map(|r| r.report().clone()).unwrap_or_default();
-    let publishers = report
-        .publishers
-        .iter()
+    let report = m.router().map(|r| r.report()).cloned().unwrap_or_default();
+    // Those that need a look first (stable: in source order within each group), then a line for
+    // the rest.
+    let plane_trouble = |s: &&crate::model::Source| {
+        let live = s.status.as_ref().is_none_or(|st| st.state == kvscope_protocol::ConnState::Live);
+        u8::from(!live) + u8::from(s.frame_errors + s.decode_errors > 0)
+    };
+    planes.sort_by_key(|s| std::cmp::Reverse(plane_trouble(s)));
+    let mut publishers: Vec<_> = report.publishers.iter().collect();
+    let publisher_trouble = |p: &&kvscope_router::PublisherCounts| p.gaps + p.restarts + p.decode_errors + p.out_of_order;
+    publishers.sort_by_key(|p| std::cmp::Reverse(publisher_trouble(p) > 0));
+    let mut rest = Vec::new();
+    if planes.len() > Planes::LISTED {
+        let left = &planes[Planes::LISTED..];
+        let troubled = left.iter().filter(|s| plane_trouble(s) > 0).count();
+        rest.push(format!("and {} more event-plane sources ({troubled} not live or with errors)", thousands(left.len() as u64)));
+    }
+    if publishers.len() > Planes::LISTED {
+        let left = &publishers[Planes::LISTED..];
+        let troubled = left.iter().filter(|p| publisher_trouble(p) > 0).count();
+        rest.push(format!("and {} more publishers ({troubled} with gaps, restarts or decode errors)", thousands(left.len() as u64)));
+    }
+    let publishers = publishers
+        .into_iter()
+        .take(Planes::LISTED)
         .map(|p| {
             format!(
                 "publisher {}: {} messages, {} gaps ({} missed), {} restarts, {} decode errors",
@@ -186,6 +207,7 @@ pub fn planes(m: &Model) -> Option<Planes> {
         .collect();
     let planes = planes
         .into_iter()
+        .take(Planes::LISTED)
         .map(|s| {
             let url = s.event_plane.as_ref().map_or_else(|| s.endpoint.clone(), |p| p.url.clone());
             let state = s.status.as_ref().map_or("capture".to_owned(), |st| format!("{:?}", st.state).to_lowercase());
@@ -193,5 +215,61 @@ pub fn planes(m: &Model) -> Option<Planes> {
             (s.key.clone(), line, s.last_error.clone())
         })
         .collect();
-    Some(Planes { planes, publishers })
+    Some(Planes { planes, publishers, rest })
+}
+
+#[cfg(test)]
+mod tests {
+    use kvscope_protocol as proto;
+
+    use super::*;
+    use crate::model::tests::{config, source_info};
+
+    /// A fleet's event plane is said in a bounded list: those that need a look first, then one
+    /// line for the rest.
+    #[test]
+    fn the_event_plane_list_is_bounded_and_puts_trouble_first() {
+        let mut m = Model::new(config(16));
+        let plane_count = 20;
+        let sources = (0..2)
+            .map(source_info)
+            .chain((0..plane_count).map(|i| proto::SourceInfo::event_plane(2 + i, &format!("zmq://127.0.0.1:{}", 7000 + i), None)));
+        m.apply_message(
+            proto::Message::Hello(proto::Hello {
+                protocol_version: proto::PROTOCOL_VERSION,
+                server_version: "test".into(),
+                mode: proto::ServerMode::Live,
+                mode_detail: String::new(),
+                sources: sources.collect(),
+                defaults: proto::Defaults {
+                    block_size: 16,
+                    policy_a: "legacy".into(),
+                    policy_b: "fixed".into(),
+                    relay_policy: "dynamo-1.6.1".into(),
+                },
+                history_bytes: 1 << 20,
+                client_queue_bytes: 1 << 20,
+                started_unix_nanos: 0,
+            }),
+            0.0,
+        );
+        // The 15th plane source lost its connection.
+        m.apply_message(
+            proto::Message::SourceStatus(proto::SourceStatus {
+                source: 2 + 14,
+                state: proto::ConnState::Connecting,
+                error: Some("connection refused".into()),
+                since_unix_nanos: 0,
+                last_seq: None,
+                last_recv_unix_nanos: None,
+                counters: proto::SourceCounters::default(),
+                gaps: Vec::new(),
+            }),
+            0.0,
+        );
+        let p = planes(&m).expect("an event plane");
+        assert_eq!(p.planes.len(), Planes::LISTED);
+        assert_eq!(p.planes[0].0, "plane:zmq://127.0.0.1:7014", "the one not live comes first");
+        assert_eq!(p.rest, ["and 12 more event-plane sources (0 not live or with errors)"]);
+    }
 }
