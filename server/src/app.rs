@@ -76,6 +76,27 @@ impl AppConfig {
             router_index_poll: PollOptions::default(),
         }
     }
+
+    /// What every page is told first: the sources and the defaults it classifies and predicts
+    /// with (the policies, the block size, the relay policy).
+    fn hello(&self, sources: Vec<proto::SourceInfo>) -> proto::Hello {
+        proto::Hello {
+            protocol_version: proto::PROTOCOL_VERSION,
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            mode: self.mode,
+            mode_detail: self.mode_detail.clone(),
+            sources,
+            defaults: proto::Defaults {
+                block_size: self.block_size,
+                policy_a: self.policy_a.name.to_owned(),
+                policy_b: self.policy_b.name.to_owned(),
+                relay_policy: self.relay_policy.name.to_owned(),
+            },
+            history_bytes: self.history_bytes as u64,
+            client_queue_bytes: self.client_queue_bytes as u64,
+            started_unix_nanos: unix_nanos(),
+        }
+    }
 }
 
 /// Where frames come from.
@@ -109,29 +130,6 @@ pub struct App {
     writer: Option<Writer>,
     /// Turns true when a file feed reached the end of the capture.
     pub feed_done: watch::Receiver<bool>,
-}
-
-impl AppConfig {
-    /// What every page is told first: the sources and the defaults it classifies and predicts
-    /// with (the policies, the block size, the relay policy).
-    fn hello(&self, sources: Vec<proto::SourceInfo>) -> proto::Hello {
-        proto::Hello {
-            protocol_version: proto::PROTOCOL_VERSION,
-            server_version: env!("CARGO_PKG_VERSION").to_owned(),
-            mode: self.mode,
-            mode_detail: self.mode_detail.clone(),
-            sources,
-            defaults: proto::Defaults {
-                block_size: self.block_size,
-                policy_a: self.policy_a.name.to_owned(),
-                policy_b: self.policy_b.name.to_owned(),
-                relay_policy: self.relay_policy.name.to_owned(),
-            },
-            history_bytes: self.history_bytes as u64,
-            client_queue_bytes: self.client_queue_bytes as u64,
-            started_unix_nanos: unix_nanos(),
-        }
-    }
 }
 
 /// Binds `listen` and serves `router` on it; the error says what to do when the port is taken.
