@@ -87,7 +87,8 @@ step "format: cargo fmt --check (rustfmt.toml: 140 columns)"
 cargo fmt --all --check
 
 step "lints: clippy on every target, warnings are errors (no unwrap/expect outside tests)"
-cargo clippy --workspace --all-targets -- -D warnings
+# The page's test hooks on, so that its component tests are linted too.
+cargo clippy --workspace --all-targets --features kvscope-web/test-hooks -- -D warnings
 
 step "scripts: bench_report.py (BENCHMARKS.md) on a made-up run (Python unittest, standard library)"
 python3 scripts/test_bench_report.py
@@ -118,7 +119,7 @@ run node crates/kvscope-wasm/tests/node/classify_kimi_k3.cjs "$js_pkg/nodejs" te
 
 if [ -d web/tests ]; then
   step "dashboard component tests in headless Chromium (wasm-pack)"
-  run wasm-pack test --headless --chrome --release web
+  run wasm-pack test --headless --chrome --release web --features test-hooks
 fi
 
 step "the server for the end-to-end tests (release)"

@@ -180,6 +180,7 @@ struct Wire {
     frame_requested: bool,
     /// `Sync` requests waiting for the summary that answers them.
     syncs: HashMap<u64, js_sys::Function>,
+    #[cfg(feature = "test-hooks")]
     next_sync: u64,
 }
 
@@ -298,6 +299,7 @@ impl Fleet {
 
     /// Feeds one server message to the engine (the component tests; the worker reads its own
     /// socket).
+    #[cfg(feature = "test-hooks")]
     pub fn ingest(&self, bytes: &[u8]) {
         self.send(&ToEngine::Ingest(bytes.to_vec()));
     }
@@ -305,6 +307,7 @@ impl Fleet {
     /// Resolves once the page shows everything sent to the engine before it, or fails after
     /// `timeout_ms` naming what it waited for (an engine that never answers does not hang its
     /// caller).
+    #[cfg(feature = "test-hooks")]
     pub async fn sync(&self, timeout_ms: i32) -> Result<(), String> {
         let Some(wire) = self.wire.try_get_value() else { return Err("the page is gone".into()) };
         let id = {

@@ -1,6 +1,7 @@
-//! Component tests in headless Chromium (`wasm-pack test --headless --chrome web --release`):
-//! the dashboard is mounted on a fresh element, fed protocol messages built from the corpus's
-//! Kimi-K3 incident streams, and read back through the same `data-testid` hooks the end-to-end
+//! Component tests in headless Chromium
+//! (`wasm-pack test --headless --chrome web --release --features test-hooks`): the dashboard is
+//! mounted on a fresh element, fed protocol messages built from the corpus's Kimi-K3 incident
+//! streams, and read back through the same `data-testid` hooks the end-to-end
 //! tests and people's scripts use. The expected numbers come from running the normalizer
 //! directly over the same bytes.
 

@@ -43,6 +43,7 @@ pub enum ToEngine {
     /// Open the kvscope server's WebSocket at this URL (and keep it open, with backoff).
     Connect { url: String },
     /// One WebSocket message as the server would send it (the component tests feed these).
+    #[cfg(feature = "test-hooks")]
     Ingest(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Open the capture file that rides beside this message (a `File`), closing the socket.
     OpenCapture { name: String },
@@ -62,6 +63,7 @@ pub enum ToEngine {
     /// The page applied summary `seq`: the engine may send the next.
     Ack(u64),
     /// Summarise now, and list `id` in the summary's `answers` (tests wait on it).
+    #[cfg(feature = "test-hooks")]
     Sync { id: u64 },
 }
 

@@ -112,6 +112,7 @@ impl Host {
                 self.flush_soon();
             }
             ToEngine::Connect { url } => self.connect(url),
+            #[cfg(feature = "test-hooks")]
             ToEngine::Ingest(bytes) => {
                 self.intake.borrow_mut().push(bytes);
                 self.apply_queued(f64::INFINITY);
@@ -152,6 +153,7 @@ impl Host {
                     self.flush_now();
                 }
             }
+            #[cfg(feature = "test-hooks")]
             ToEngine::Sync { id } => {
                 self.flush.borrow_mut().answers.push(id);
                 self.flush_soon();
