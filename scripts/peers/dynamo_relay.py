@@ -24,9 +24,11 @@ NATS must be up first: with no NATS reachable the runtime's constructor retries 
 
 import argparse
 import asyncio
+import atexit
 import glob
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -90,6 +92,8 @@ async def main():
     if args.plane == "zmq":
         os.environ["DYN_EVENT_PLANE_HOST"] = "127.0.0.1"
         root = tempfile.mkdtemp(prefix="kvscope-dyn-kv-")
+        # Removed on a normal exit; a relay a test SIGKILLs leaves it in the temp directory.
+        atexit.register(shutil.rmtree, root, True)
         os.environ["DYN_FILE_KV"] = root
         discovery = "file"
 

@@ -84,6 +84,9 @@ impl Relay {
             .args(["--plane", plane, "--nats", nats, "--worker-id", &worker_id.to_string(), "--block-size", &block_size.to_string()])
             .args(extra)
             .env("DYN_LOG", "warn")
+            // Its file-backend directory (and anything else it makes) stays under target/, not
+            // in /tmp after the test kills it.
+            .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
