@@ -184,22 +184,7 @@ mod tests {
     }
 
     fn hello(sources: Vec<proto::SourceInfo>) -> proto::Message {
-        proto::Message::Hello(proto::Hello {
-            protocol_version: proto::PROTOCOL_VERSION,
-            server_version: "test".into(),
-            mode: proto::ServerMode::Demo,
-            mode_detail: "fleet".into(),
-            sources,
-            defaults: proto::Defaults {
-                block_size: 16,
-                policy_a: "legacy".into(),
-                policy_b: "fixed".into(),
-                relay_policy: "dynamo-1.6.1".into(),
-            },
-            history_bytes: 1 << 20,
-            client_queue_bytes: 1 << 20,
-            started_unix_nanos: 0,
-        })
+        crate::model::tests::hello_of(sources, 16)
     }
 
     /// A vLLM 0.33 batch: one GPU store at block size 16, or a `cpu` offload store at 256.

@@ -10,12 +10,17 @@ pub(crate) fn source_info(i: u32) -> proto::SourceInfo {
 }
 
 pub(crate) fn hello(workers: u32, block_size: u32) -> proto::Message {
+    hello_of((0..workers).map(source_info).collect(), block_size)
+}
+
+/// A server's hello for these sources, with the default policies.
+pub(crate) fn hello_of(sources: Vec<proto::SourceInfo>, block_size: u32) -> proto::Message {
     proto::Message::Hello(proto::Hello {
         protocol_version: proto::PROTOCOL_VERSION,
         server_version: "test".into(),
         mode: proto::ServerMode::Demo,
-        mode_detail: "kimi_k3".into(),
-        sources: (0..workers).map(source_info).collect(),
+        mode_detail: "test".into(),
+        sources,
         defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() },
         history_bytes: 1 << 20,
         client_queue_bytes: 1 << 20,

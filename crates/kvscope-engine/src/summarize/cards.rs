@@ -223,7 +223,7 @@ mod tests {
     use kvscope_protocol as proto;
 
     use super::*;
-    use crate::model::tests::{config, source_info};
+    use crate::model::tests::{config, hello_of, source_info};
 
     /// A fleet's event plane is said in a bounded list: those that need a look first, then one
     /// line for the rest.
@@ -234,25 +234,7 @@ mod tests {
         let sources = (0..2)
             .map(source_info)
             .chain((0..plane_count).map(|i| proto::SourceInfo::event_plane(2 + i, &format!("zmq://127.0.0.1:{}", 7000 + i), None)));
-        m.apply_message(
-            proto::Message::Hello(proto::Hello {
-                protocol_version: proto::PROTOCOL_VERSION,
-                server_version: "test".into(),
-                mode: proto::ServerMode::Live,
-                mode_detail: String::new(),
-                sources: sources.collect(),
-                defaults: proto::Defaults {
-                    block_size: 16,
-                    policy_a: "legacy".into(),
-                    policy_b: "fixed".into(),
-                    relay_policy: "dynamo-1.6.1".into(),
-                },
-                history_bytes: 1 << 20,
-                client_queue_bytes: 1 << 20,
-                started_unix_nanos: 0,
-            }),
-            0.0,
-        );
+        m.apply_message(hello_of(sources.collect(), 16), 0.0);
         // The 15th plane source lost its connection.
         m.apply_message(
             proto::Message::SourceStatus(proto::SourceStatus {
