@@ -5,11 +5,10 @@ target/criterion, relative to the working directory). Every figure is a ratio ag
 decode+normalize of the same bytes in the same run. Standard library only."""
 
 import json
-import re
 import sys
 from pathlib import Path
 
-from bench_sections import write_section
+from bench_sections import tagged_records, write_section
 
 HEADING = "## 7. The engine worker alone"
 GLANCE = "| 7. Engine worker |"
@@ -31,14 +30,7 @@ def median_seconds(stream, bench):
 
 
 def streams():
-    log = run / "engine.log"
-    out = {}
-    for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
-        m = re.search(r"BENCH engine_stream (\{.*\})", line)
-        if m:
-            s = json.loads(m.group(1))
-            out[s["stream"]] = s
-    return out
+    return {s["stream"]: s for s in tagged_records(run / "engine.log", "BENCH engine_stream")}
 
 
 def per_s(n, secs, unit):

@@ -9,11 +9,10 @@ normalize alone, Dynamo's index as modelled against kvscope's tier tree, the ser
 a made-up run."""
 
 import json
-import re
 import sys
 from pathlib import Path
 
-from bench_sections import write_section
+from bench_sections import tagged_records, write_section
 
 HEADING = "## 6. The router's index"
 GLANCE = "| 6. Router's index |"
@@ -29,13 +28,7 @@ def kv(path):
 
 
 def bench_lines(name, tag):
-    path = run / f"{name}.log"
-    out = []
-    for line in (path.read_text(errors="replace").splitlines() if path.exists() else []):
-        m = re.search(r"BENCH " + tag + r" (\{.*\})", line)
-        if m:
-            out.append(json.loads(m.group(1)))
-    return out
+    return tagged_records(run / f"{name}.log", f"BENCH {tag}")
 
 
 def median_seconds(stream, bench):

@@ -5,6 +5,8 @@ overview, when it rewrites tables 1-4) and by each section's own report script (
 its section and rows with `write_section`). Standard library only.
 """
 
+import json
+import re
 from pathlib import Path
 
 # (heading prefix, prefix of its rows in the overview table or None): the sections written
@@ -42,3 +44,11 @@ def write_section(heading, section, glance_prefix, glance_rows, path=Path("BENCH
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
         lines[start:end] = section
     path.write_text("\n".join(lines) + "\n")
+
+
+def tagged_records(path, tag):
+    """The JSON objects a run logged as `TAG {...}` lines (`BENCH engine_stream {...}`,
+    `FIRST-RUN {...}`), in order; none when the log is missing."""
+    pattern = re.compile(re.escape(tag) + r" (\{.*\})\s*$")
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return [json.loads(m.group(1)) for m in map(pattern.search, text.splitlines()) if m]

@@ -4,12 +4,11 @@ scripts/first-run.sh (its output directory as the only argument, default
 target/bench-run/first-run): each step of the README's two commands with its time, on a fresh
 clone. Standard library only."""
 
-import json
 import re
 import sys
 from pathlib import Path
 
-from bench_sections import write_section
+from bench_sections import tagged_records, write_section
 
 HEADING = "## 8. First run"
 GLANCE = "| 8. First run |"
@@ -17,14 +16,7 @@ run = Path(sys.argv[1] if len(sys.argv) > 1 else "target/bench-run/first-run")
 
 
 def records():
-    log = run / "first-run.log"
-    out = {}
-    for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
-        m = re.match(r"FIRST-RUN (\{.*\})$", line)
-        if m:
-            r = json.loads(m.group(1))
-            out[r["what"]] = r
-    return out
+    return {r["what"]: r for r in tagged_records(run / "first-run.log", "FIRST-RUN")}
 
 
 def mmss(s):

@@ -128,15 +128,50 @@ class BenchReportTest(unittest.TestCase):
         self.assertNotIn("Nothing: all four tables are from this run", tail)
 
 
-class IndexReportTest(unittest.TestCase):
-    """bench_index_report.py on a made-up run of scripts/bench_index.sh, into an existing report."""
+class SectionReportCase(unittest.TestCase):
+    """A section report script on a made-up run, into an existing report holding an old section
+    and an old overview row. Subclasses name the script, the run directory, the old heading and
+    row, and write the run's files in `write_run`."""
+
+    SCRIPT = None
+    RUN = None
+    OLD_HEADING = None
+    OLD_GLANCE_ROW = None
+
+    @classmethod
+    def write_run(cls, root, run):
+        raise NotImplementedError
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = Path(cls.tmp.name)
-        run = root / "target/bench-run/index"
+        run = root / "target/bench-run" / cls.RUN
         run.mkdir(parents=True)
+        cls.write_run(root, run)
+        (root / "BENCHMARKS.md").write_text(
+            "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
+            f"| 1. Decode | row | 1.00x |\n{cls.OLD_GLANCE_ROW}\n\n## Commands\n\n"
+            f"{cls.OLD_HEADING}: old\nold figures\n\n## Not measured in this run\n- x\n"
+        )
+        cls.proc = subprocess.run([sys.executable, str(cls.SCRIPT), f"target/bench-run/{cls.RUN}"], cwd=root, capture_output=True, text=True)
+        cls.md = (root / "BENCHMARKS.md").read_text()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+
+class IndexReportTest(SectionReportCase):
+    """bench_index_report.py on a made-up run of scripts/bench_index.sh, into an existing report."""
+
+    SCRIPT = INDEX_SCRIPT
+    RUN = "index"
+    OLD_HEADING = "## 6. The router's index"
+    OLD_GLANCE_ROW = "| 6. Router's index | old | 9.99x |"
+
+    @classmethod
+    def write_run(cls, root, run):
         (run / "run.txt").write_text("date=2026-01-01T00:00Z\ncores=2\ncpu=Test CPU\ncommit=abc1234\nload=1.00 1.00 1.00\n")
         (run / "index.log").write_text(
             'BENCH index {"blocks":1000000,"index_rss_bytes_per_block":150.0,"tree_rss_bytes_per_block":100.0,"ratio":1.50,'
@@ -155,17 +190,6 @@ class IndexReportTest(unittest.TestCase):
                 d = root / "target/criterion" / f"index_{stream}" / bench / "new"
                 d.mkdir(parents=True)
                 (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
-        (root / "BENCHMARKS.md").write_text(
-            "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
-            "| 1. Decode | row | 1.00x |\n| 6. Router's index | old | 9.99x |\n\n## Commands\n\n"
-            "## 6. The router's index: old\nold figures\n\n## Not measured in this run\n- x\n"
-        )
-        cls.proc = subprocess.run([sys.executable, str(INDEX_SCRIPT), "target/bench-run/index"], cwd=root, capture_output=True, text=True)
-        cls.md = (root / "BENCHMARKS.md").read_text()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_the_section_replaces_the_old_one_before_not_measured(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
@@ -188,15 +212,16 @@ class IndexReportTest(unittest.TestCase):
         self.assertIn("| 6. Router's index | server CPU at 64 workers: /dump polled every 1s vs not polled | 1.25x cores |", glance)
 
 
-class EngineReportTest(unittest.TestCase):
+class EngineReportTest(SectionReportCase):
     """bench_engine_report.py on a made-up run of scripts/bench_engine.sh, into an existing report."""
 
+    SCRIPT = ENGINE_SCRIPT
+    RUN = "engine"
+    OLD_HEADING = "## 7. The engine worker alone"
+    OLD_GLANCE_ROW = "| 7. Engine worker | old | 9.99x |"
+
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        root = Path(cls.tmp.name)
-        run = root / "target/bench-run/engine"
-        run.mkdir(parents=True)
+    def write_run(cls, root, run):
         (run / "run.txt").write_text("date=2026-01-01T00:00Z\ncores=2\ncpu=Test CPU\ncommit=abc1234\nload=1.00 1.00 1.00\n")
         (run / "engine.log").write_text(
             'BENCH engine_stream {"stream":"kimi_k3","workers":3,"frames":60,"events":300,"bytes":1000000}\n'
@@ -208,17 +233,6 @@ class EngineReportTest(unittest.TestCase):
                 d = root / "target/criterion" / f"engine_{stream}" / bench / "new"
                 d.mkdir(parents=True)
                 (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
-        (root / "BENCHMARKS.md").write_text(
-            "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
-            "| 1. Decode | row | 1.00x |\n| 7. Engine worker | old | 9.99x |\n\n## Commands\n\n"
-            "## 7. The engine worker alone: old\nold figures\n\n## Not measured in this run\n- x\n"
-        )
-        cls.proc = subprocess.run([sys.executable, str(ENGINE_SCRIPT), "target/bench-run/engine"], cwd=root, capture_output=True, text=True)
-        cls.md = (root / "BENCHMARKS.md").read_text()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_the_section_replaces_the_old_one(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
@@ -234,15 +248,16 @@ class EngineReportTest(unittest.TestCase):
         self.assertIn("| 7. Engine worker | `fleet16`: the worker's engine, router side on, vs decode+normalize of the same bytes (native; goal 0.5x) | 0.20x events/s |", glance)
 
 
-class FirstRunReportTest(unittest.TestCase):
+class FirstRunReportTest(SectionReportCase):
     """first_run_report.py on a made-up run of scripts/first-run.sh, into an existing report."""
 
+    SCRIPT = FIRST_RUN_SCRIPT
+    RUN = "first-run"
+    OLD_HEADING = "## 8. First run"
+    OLD_GLANCE_ROW = "| 8. First run | old | 99 min |"
+
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        root = Path(cls.tmp.name)
-        run = root / "target/bench-run/first-run"
-        run.mkdir(parents=True)
+    def write_run(cls, root, run):
         (run / "first-run.log").write_text(
             'FIRST-RUN {"what":"run","commit":"abc1234","date":"2026-01-01T00:00Z","cpu":"Test CPU","cores":2}\n'
             'FIRST-RUN {"what":"demo","command":"scripts/demo.sh","to_url_s":650,"steps":[{"at_s":0,"step":"1/3 tools"},'
@@ -251,17 +266,6 @@ class FirstRunReportTest(unittest.TestCase):
             '"steps":[{"s":300,"step":"installing tools (pinned; skipped when present)"},{"s":250,"step":"native tests (workspace)"},'
             '{"s":750,"step":"end-to-end"}]}\n'
         )
-        (root / "BENCHMARKS.md").write_text(
-            "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
-            "| 1. Decode | row | 1.00x |\n| 8. First run | old | 99 min |\n\n## Commands\n\n"
-            "## 8. First run: old\nold figures\n\n## Not measured in this run\n- x\n"
-        )
-        cls.proc = subprocess.run([sys.executable, str(FIRST_RUN_SCRIPT), "target/bench-run/first-run"], cwd=root, capture_output=True, text=True)
-        cls.md = (root / "BENCHMARKS.md").read_text()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def test_the_section_replaces_the_old_one(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
