@@ -168,7 +168,7 @@ pub fn planes(m: &Model) -> Option<Planes> {
     if planes.is_empty() {
         return None;
     }
-    let report = m.router().map(|r| r.report()).cloned().unwrap_or_default();
+    let publishers: &[kvscope_router::PublisherCounts] = m.router().map_or(&[], |r| &r.report().publishers);
     // Those that need a look first (stable: in source order within each group), then a line for
     // the rest.
     let plane_trouble = |s: &&crate::model::Source| {
@@ -176,7 +176,7 @@ pub fn planes(m: &Model) -> Option<Planes> {
         u8::from(!live) + u8::from(s.frame_errors + s.decode_errors > 0)
     };
     planes.sort_by_key(|s| std::cmp::Reverse(plane_trouble(s)));
-    let mut publishers: Vec<_> = report.publishers.iter().collect();
+    let mut publishers: Vec<_> = publishers.iter().collect();
     let publisher_trouble = |p: &&kvscope_router::PublisherCounts| p.gaps + p.restarts + p.decode_errors + p.out_of_order;
     publishers.sort_by_key(|p| std::cmp::Reverse(publisher_trouble(p) > 0));
     let mut rest = Vec::new();
