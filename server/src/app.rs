@@ -22,6 +22,8 @@ use crate::metrics::Metrics;
 use crate::plane::{PlaneKind, PlanePipeline, PlaneSource};
 use crate::relay::{Hub, HubConfig};
 use crate::router_index::{PollOptions, RouterIndexSource};
+pub use crate::source_state::SourceSummary;
+use crate::source_state::{AnyPipeline, TrackedSource};
 use crate::sources::Source;
 use crate::stream::Pipeline;
 use crate::time::unix_nanos;
@@ -106,13 +108,6 @@ pub enum Feed {
     Live,
     /// A capture, paced by its receive times divided by `speed` (`None`: as fast as possible).
     File { path: PathBuf, speed: Option<f64> },
-}
-
-/// Per-source totals when the app stops.
-#[derive(Clone, Debug)]
-pub struct SourceSummary {
-    pub key: String,
-    pub counters: proto::SourceCounters,
 }
 
 /// A running server.
@@ -258,17 +253,8 @@ impl App {
             Feed::Live => {
                 for (info, source) in infos.iter().zip(&config.sources) {
                     let pipeline = make_pipeline(info, source, recorder.clone());
-                    let task = intake::run_source(
-                        source.endpoint.clone(),
-                        source.replay_endpoint.clone(),
-                        pipeline,
-                        config.intake.clone(),
-                        shutdown_rx.clone(),
-                    );
-                    tasks.push(tokio::spawn(async move {
-                        let p = task.await;
-                        vec![SourceSummary { key: p.key.clone(), counters: p.counters().clone() }]
-                    }));
+                    let task = intake::run_subscribed(source.endpoint.clone(), pipeline, config.intake.clone(), shutdown_rx.clone());
+                    tasks.push(tokio::spawn(async move { vec![task.await.summary()] }));
                 }
                 for (info, plane) in plane_infos.iter().zip(&config.planes) {
                     let pipeline = make_plane(info, recorder.clone());
@@ -277,15 +263,15 @@ impl App {
                     tasks.push(tokio::spawn(async move {
                         let p = match plane.kind {
                             PlaneKind::Nats { subject } => crate::plane::nats::run(plane.url, subject, pipeline, opts, stop).await,
-                            PlaneKind::Zmq { endpoint } => crate::plane::zmq::run(endpoint, pipeline, opts, stop).await,
+                            PlaneKind::Zmq { endpoint } => intake::run_subscribed(endpoint, pipeline, opts, stop).await,
                         };
-                        vec![SourceSummary { key: p.key.clone(), counters: p.counters().clone() }]
+                        vec![p.summary()]
                     }));
                 }
                 drop(done_tx);
             }
             Feed::File { path, speed } => {
-                let pipelines: Vec<AnyPipeline> = infos
+                let pipelines: Vec<AnyPipeline<RelayOutput>> = infos
                     .iter()
                     .zip(&config.sources)
                     .map(|(i, s)| AnyPipeline::Engine(make_pipeline(i, s, recorder.clone())))
@@ -338,66 +324,11 @@ impl App {
     }
 }
 
-/// An engine's pipeline or an event plane's, for a feed that holds both (a capture).
-#[derive(Debug)]
-pub enum AnyPipeline<O: crate::stream::Output = RelayOutput> {
-    Engine(Pipeline<O>),
-    Plane(PlanePipeline<O>),
-}
-
-impl<O: crate::stream::Output> AnyPipeline<O> {
-    /// A capture record: an engine's through its stream rules, an event plane's as it arrived.
-    pub fn capture_record(&mut self, frames: Vec<Bytes>, recv_time_nanos: u64, replayed: bool) {
-        match self {
-            AnyPipeline::Engine(p) => p.capture_record(frames, recv_time_nanos, replayed),
-            AnyPipeline::Plane(p) => {
-                // With a live reconciler the envelope went to it; otherwise nothing takes it.
-                let _ = p.message(frames, recv_time_nanos);
-            }
-        }
-    }
-
-    pub fn set_state(&mut self, state: proto::ConnState, error: Option<String>) {
-        match self {
-            AnyPipeline::Engine(p) => p.set_state(state, error),
-            AnyPipeline::Plane(p) => p.set_state(state, error),
-        }
-    }
-
-    pub fn flush_status_if_dirty(&mut self) {
-        match self {
-            AnyPipeline::Engine(p) => p.flush_status_if_dirty(),
-            AnyPipeline::Plane(p) => p.flush_status_if_dirty(),
-        }
-    }
-
-    pub fn flush_status(&mut self) {
-        match self {
-            AnyPipeline::Engine(p) => p.flush_status(),
-            AnyPipeline::Plane(p) => p.flush_status(),
-        }
-    }
-
-    pub fn output(&mut self) -> &mut O {
-        match self {
-            AnyPipeline::Engine(p) => &mut p.output,
-            AnyPipeline::Plane(p) => &mut p.output,
-        }
-    }
-
-    pub fn summary(&self) -> SourceSummary {
-        match self {
-            AnyPipeline::Engine(p) => SourceSummary { key: p.key.clone(), counters: p.counters().clone() },
-            AnyPipeline::Plane(p) => SourceSummary { key: p.key.clone(), counters: p.counters().clone() },
-        }
-    }
-}
-
 /// Plays a capture into the pipelines, paced by its receive times.
 async fn feed_file(
     path: PathBuf,
     speed: Option<f64>,
-    mut pipelines: Vec<AnyPipeline>,
+    mut pipelines: Vec<AnyPipeline<RelayOutput>>,
     mut shutdown: watch::Receiver<bool>,
     done: watch::Sender<bool>,
 ) -> Vec<SourceSummary> {
@@ -438,8 +369,9 @@ async fn feed_file(
                 }
                 match pipelines.get_mut(source as usize) {
                     Some(p) => {
-                        p.capture_record(frames, recv, replayed);
-                        p.output().flush_pending().await;
+                        // With a live reconciler an envelope went to it; otherwise nothing takes it.
+                        let _ = p.capture_record(frames, recv, replayed);
+                        relay_output(p).flush_pending().await;
                     }
                     None => tracing::warn!("{}: record names source {source}, the header lists {}", path.display(), pipelines.len()),
                 }
@@ -455,9 +387,17 @@ async fn feed_file(
     for p in &mut pipelines {
         p.set_state(proto::ConnState::Stale, Some("end of the capture".to_owned()));
         p.flush_status();
-        p.output().flush_pending().await;
+        relay_output(p).flush_pending().await;
     }
     let _ = done.send(true);
     tracing::info!("{}: replay finished", path.display());
-    pipelines.iter().map(AnyPipeline::summary).collect()
+    pipelines.iter().map(TrackedSource::summary).collect()
+}
+
+/// Where a capture feed's source relays and records to.
+fn relay_output(p: &mut AnyPipeline<RelayOutput>) -> &mut RelayOutput {
+    match p {
+        AnyPipeline::Engine(p) => &mut p.output,
+        AnyPipeline::Plane(p) => &mut p.output,
+    }
 }

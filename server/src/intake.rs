@@ -1,11 +1,12 @@
-//! The ZMQ intake: one task per source, each with its own connection loop.
+//! The ZMQ intake: one task per SUB-read source (an engine's stream, or a publisher of
+//! Dynamo's ZMQ event plane), each with its own connection loop, [`run_subscribed`].
 //!
 //! zeromq 0.7's built-in SUB reconnect backs off to 30 s and cannot be tuned, and `connect()`
 //! blocks until the peer is up or the connect timeout passes. So each task runs its own loop:
 //! a fresh SUB with a 200 ms connect timeout, capped exponential backoff (100 ms to 2 s) while
-//! the engine is away (shown as `connecting`), and the socket monitor watched for
+//! the peer is away (shown as `connecting`), and the socket monitor watched for
 //! `Disconnected`, upon which the socket is dropped and a new one made. A source that is down
-//! at start is simply retried; the server never exits because an engine is away.
+//! at start is simply retried; the server never exits because a peer is away.
 //!
 //! A gap found by [`crate::stream::Pipeline`] is replayed through a fresh DEALER per request
 //! (zeromq's DEALER does not reconnect), with a timeout on the connect and on every receive.
@@ -25,7 +26,9 @@ use tokio::sync::watch;
 use zeromq::{DealerSocket, Socket, SocketEvent, SocketOptions, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
 use crate::capture::Recorder;
+use crate::plane::PlanePipeline;
 use crate::relay::{Hub, Kind};
+use crate::source_state::TrackedSource;
 use crate::stream::{Held, LiveOutcome, Output, Pipeline, StreamOptions};
 use crate::time::unix_nanos;
 
@@ -167,19 +170,51 @@ impl Backoff {
     }
 }
 
-/// Why a connection attempt failed, in words with what to do.
-fn describe_connect_error(endpoint: &str, err: &str) -> String {
-    format!("{endpoint}: {err}; retrying (is the engine up and started with KV events on this port?)")
+/// A source read through a ZMQ SUB: an engine's stream, or one publisher of Dynamo's ZMQ event
+/// plane. [`run_subscribed`] is the one connection loop of both.
+pub trait Subscribed: TrackedSource + Send {
+    /// What to check when a connection attempt fails.
+    const CONNECT_HINT: &'static str;
+
+    /// Takes one message as received, and what it calls for (a replay, records to disk).
+    fn message(&mut self, frames: Vec<Bytes>, opts: &IntakeOptions) -> impl Future<Output = ()> + Send;
+
+    /// Sends what is still buffered, before the source stops.
+    fn finish(&mut self) -> impl Future<Output = ()> + Send;
 }
 
-/// Runs one source until `shutdown` turns true.
-pub async fn run_source(
-    endpoint: String,
-    replay_endpoint: Option<String>,
-    mut pipeline: Pipeline<RelayOutput>,
-    opts: IntakeOptions,
-    mut shutdown: watch::Receiver<bool>,
-) -> Pipeline<RelayOutput> {
+impl Subscribed for Pipeline<RelayOutput> {
+    const CONNECT_HINT: &'static str = "is the engine up and started with KV events on this port?";
+
+    async fn message(&mut self, frames: Vec<Bytes>, opts: &IntakeOptions) {
+        if let LiveOutcome::Gap(held) = self.live(frames, unix_nanos()) {
+            let endpoint = self.replay_endpoint().map(str::to_owned);
+            fill_gap(self, held, endpoint.as_deref(), opts).await;
+        }
+        self.output.flush_pending().await;
+    }
+
+    async fn finish(&mut self) {
+        self.output.flush_pending().await;
+    }
+}
+
+impl Subscribed for PlanePipeline<RelayOutput> {
+    const CONNECT_HINT: &'static str = "is the Dynamo relay up, and is this the endpoint its discovery record advertises?";
+
+    async fn message(&mut self, frames: Vec<Bytes>, _: &IntakeOptions) {
+        // With a live reconciler the envelope went to it; `check` is the caller that takes it.
+        let _ = PlanePipeline::message(self, frames, unix_nanos());
+        self.output.flush_pending().await;
+    }
+
+    async fn finish(&mut self) {
+        self.output.flush_pending().await;
+    }
+}
+
+/// Runs one SUB-read source until `shutdown` turns true.
+pub async fn run_subscribed<S: Subscribed>(endpoint: String, mut source: S, opts: IntakeOptions, mut shutdown: watch::Receiver<bool>) -> S {
     let mut backoff = Backoff::new(&opts);
     let mut ever_connected = false;
     let mut last_error: Option<String> = None;
@@ -187,53 +222,34 @@ pub async fn run_source(
         if *shutdown.borrow() {
             break;
         }
-        pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
+        source.set_state(proto::ConnState::Connecting, last_error.clone());
         let mut options = SocketOptions::default();
         options.connect_timeout(opts.connect_timeout);
         let mut socket = SubSocket::with_options(options);
         let mut monitor = socket.monitor();
         // Remembered before connecting, so the subscription goes out in the handshake's wake.
         if let Err(e) = socket.subscribe("").await {
-            tracing::warn!(source = %pipeline.key, "subscribe failed: {e}");
+            tracing::warn!(source = %source.key(), "subscribe failed: {e}");
         }
         let connected = tokio::select! {
             r = tokio::time::timeout(opts.connect_timeout * 3, socket.connect(&endpoint)) => r,
             _ = shutdown.changed() => break 'outer,
         };
-        match connected {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                let text = e.to_string();
-                // A host that does not resolve will not start resolving by itself soon; show it
-                // as an error (still retried) rather than as a plain "connecting".
-                let unusable = text.contains("resolve") || text.contains("Invalid") || text.contains("invalid");
-                last_error = Some(describe_connect_error(&endpoint, &text));
-                if unusable {
-                    pipeline.set_state(proto::ConnState::Error, last_error.clone());
-                } else {
-                    pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
-                }
-                if !backoff.wait(&mut shutdown).await {
-                    break 'outer;
-                }
-                continue;
+        if let Some((state, why)) = connect_failure(connected) {
+            last_error = Some(format!("{endpoint}: {why}; retrying ({})", S::CONNECT_HINT));
+            source.set_state(state, last_error.clone());
+            if !backoff.wait(&mut shutdown).await {
+                break 'outer;
             }
-            Err(_) => {
-                last_error = Some(describe_connect_error(&endpoint, "connect timed out"));
-                pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
-                if !backoff.wait(&mut shutdown).await {
-                    break 'outer;
-                }
-                continue;
-            }
+            continue;
         }
         backoff.reset();
         if ever_connected {
-            pipeline.count_reconnect();
+            source.count_reconnect();
         }
         ever_connected = true;
-        pipeline.set_state(proto::ConnState::Live, None);
-        tracing::info!(source = %pipeline.key, %endpoint, "connected");
+        source.set_state(proto::ConnState::Live, None);
+        tracing::info!(source = %source.key(), %endpoint, "connected");
         let mut tick = tokio::time::interval(opts.status_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -243,22 +259,15 @@ pub async fn run_source(
                 event = monitor.next() => match event {
                     Some(SocketEvent::Disconnected(_)) | None => {
                         last_error = Some(format!("{endpoint}: connection lost; reconnecting"));
-                        tracing::info!(source = %pipeline.key, %endpoint, "disconnected");
+                        tracing::info!(source = %source.key(), %endpoint, "disconnected");
                         break;
                     }
                     Some(_) => {}
                 },
                 message = socket.recv() => match message {
                     Ok(message) => {
-                        let frames = message.into_vec();
-                        let now = unix_nanos();
-                        if pipeline.state() == proto::ConnState::Stale {
-                            pipeline.set_state(proto::ConnState::Live, None);
-                        }
-                        if let LiveOutcome::Gap(held) = pipeline.live(frames, now) {
-                            fill_gap(&mut pipeline, held, replay_endpoint.as_deref(), &opts).await;
-                        }
-                        pipeline.output.flush_pending().await;
+                        source.wake();
+                        source.message(message.into_vec(), &opts).await;
                     }
                     Err(e) => {
                         last_error = Some(format!("{endpoint}: {e}; reconnecting"));
@@ -266,33 +275,36 @@ pub async fn run_source(
                     }
                 },
                 _ = tick.tick() => {
-                    let idle = pipeline
-                        .last_recv_unix_nanos()
-                        .map_or(0, |t| unix_nanos().saturating_sub(t));
-                    if pipeline.state() == proto::ConnState::Live
-                        && pipeline.last_recv_unix_nanos().is_some()
-                        && idle > opts.stale_after.as_nanos() as u64
-                    {
-                        pipeline.set_state(proto::ConnState::Stale, Some(format!(
-                            "no frame for {}s (--stale-after {}s); the engine may be idle or hung",
-                            idle / 1_000_000_000,
-                            opts.stale_after.as_secs()
-                        )));
-                    }
-                    pipeline.flush_status_if_dirty();
+                    source.check_stale(opts.stale_after);
+                    source.flush_status_if_dirty();
                 }
             }
         }
         drop(socket);
-        pipeline.set_state(proto::ConnState::Connecting, last_error.clone());
+        source.set_state(proto::ConnState::Connecting, last_error.clone());
         tokio::select! {
             _ = tokio::time::sleep(opts.backoff_min) => {}
             _ = shutdown.changed() => break 'outer,
         }
     }
-    pipeline.flush_status();
-    pipeline.output.flush_pending().await;
-    pipeline
+    source.flush_status();
+    source.finish().await;
+    source
+}
+
+/// A failed connection attempt: the state to show and why, or `None` when it connected. A
+/// host that does not resolve will not start resolving by itself soon: it is shown as an
+/// error (still retried) rather than as a plain "connecting".
+fn connect_failure(attempt: Result<Result<(), zeromq::ZmqError>, tokio::time::error::Elapsed>) -> Option<(proto::ConnState, String)> {
+    match attempt {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => {
+            let text = e.to_string();
+            let unusable = text.contains("resolve") || text.contains("Invalid") || text.contains("invalid");
+            Some((if unusable { proto::ConnState::Error } else { proto::ConnState::Connecting }, text))
+        }
+        Err(_) => Some((proto::ConnState::Connecting, "connect timed out".to_owned())),
+    }
 }
 
 /// Replays a gap through a fresh DEALER and hands the replies to the pipeline.

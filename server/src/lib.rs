@@ -13,7 +13,8 @@
 //! - [`sources`]: `--workers`/`--replay`/`--dp-size` parsing;
 //! - [`intake`]: one task per source: connection loop, replay requests;
 //! - [`stream`]: per-source sequence tracking, errors and status, with gaps and restarts in
-//!   `stream::gaps`, socket-free;
+//!   `stream::gaps`, socket-free; [`plane`]: the same for Dynamo's event plane;
+//! - [`source_state`]: what both kinds of source share: status, its sending, staleness;
 //! - [`classify`]: the native normalizer per source, counted into [`metrics`];
 //! - [`relay`]: the history ring and the per-client bounded queues;
 //! - [`http`]: `/ws`, `/metrics`, `/healthz`, the safe defaults; [`assets`]: the embedded app;
@@ -39,6 +40,7 @@ pub mod relay;
 pub mod router;
 pub mod router_index;
 pub mod rules;
+pub mod source_state;
 pub mod sources;
 pub mod stream;
 pub mod time;

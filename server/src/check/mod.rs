@@ -33,6 +33,7 @@ use crate::capture;
 use crate::classify::Classifier;
 use crate::exit::{self, FleetExit};
 use crate::plane::PlanePipeline;
+use crate::source_state::{AnyPipeline, TrackedSource};
 use crate::stream::{NoOutput, Output, Pipeline, StreamOptions};
 
 /// What a check runs under.
@@ -60,10 +61,20 @@ impl Output for Relayed {
     fn status(&mut self, _: &proto::SourceStatus) {}
 }
 
+/// A source of the capture as `check` reads it.
 enum Fed {
-    Engine(Box<Pipeline<Relayed>>, Option<RouterSourceId>, IndexSourceId),
-    Plane(Box<PlanePipeline<NoOutput>>),
+    /// An engine's stream or an event plane's, through the live server's pipelines.
+    Stream(Box<AnyPipeline<Relayed, NoOutput>>),
     RouterIndex(Box<RealIndex>),
+}
+
+/// Where an engine source's batches go besides its pipeline.
+#[derive(Clone, Copy, Debug)]
+struct Lanes {
+    /// Its lane of the reconciler, when the capture has an event plane and its worker id is
+    /// Dynamo's.
+    router: Option<RouterSourceId>,
+    index: IndexSourceId,
 }
 
 /// A router-index source's reads, and the last dump compared with the model.
@@ -133,7 +144,14 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let any_real = infos.iter().any(|i| i.kind == proto::SourceKind::RouterIndex);
     let policies = if any_real { vec![opts.policy, Policy::DYNAMO_1_6_1] } else { vec![opts.policy] };
     let mut index = IndexModel::new(IndexConfig::sides(opts.block_size, &policies));
-    let mut pipelines: Vec<Fed> = infos.iter().map(|info| Fed::new(info, opts, reconciler.as_mut(), &mut index)).collect();
+    let mut lanes: Vec<Option<Lanes>> = Vec::with_capacity(infos.len());
+    let mut pipelines: Vec<Fed> = infos
+        .iter()
+        .map(|info| {
+            lanes.push(Lanes::new(info, opts, reconciler.as_mut(), &mut index));
+            Fed::new(info, opts)
+        })
+        .collect();
     let mut stray = 0u64;
     let mut fleet_exit = FleetExit::default();
     while let Some(record) = reader.next_record().map_err(|e| e.with_path(&path.display().to_string()).to_string())? {
@@ -145,21 +163,21 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
         };
         let before = totals_of(fed);
         match fed {
-            Fed::Engine(p, id, indexed) => {
-                p.capture_record(frames, record.recv_time_nanos, record.replayed);
-                for (seq, payload, replayed) in p.output.0.drain(..) {
-                    if let (Some(r), Some(id)) = (reconciler.as_mut(), *id) {
-                        // A payload that does not decode is counted (engine_decode_errors).
-                        let _ = r.push_engine(id, seq, &payload);
-                    }
-                    // Counted by the model too (it has nothing to apply).
-                    let _ = index.push(*indexed, seq, &payload, replayed);
-                }
-            }
-            Fed::Plane(p) => {
-                if let (Some(env), Some(r)) = (p.message(frames, record.recv_time_nanos), reconciler.as_mut()) {
+            Fed::Stream(p) => {
+                if let (Some(envelope), Some(r)) = (p.capture_record(frames, record.recv_time_nanos, record.replayed), reconciler.as_mut())
+                {
                     // A payload that does not decode is counted on its publisher.
-                    let _ = r.push_envelope(&env);
+                    let _ = r.push_envelope(&envelope);
+                }
+                if let (AnyPipeline::Engine(p), Some(lanes)) = (&mut **p, lanes[i]) {
+                    for (seq, payload, replayed) in p.output.0.drain(..) {
+                        if let (Some(r), Some(id)) = (reconciler.as_mut(), lanes.router) {
+                            // A payload that does not decode is counted (engine_decode_errors).
+                            let _ = r.push_engine(id, seq, &payload);
+                        }
+                        // Counted by the model too (it has nothing to apply).
+                        let _ = index.push(lanes.index, seq, &payload, replayed);
+                    }
                 }
             }
             Fed::RouterIndex(real) => real.record(&frames, record.recv_time_nanos, &index),
@@ -184,27 +202,33 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let mut sources = Vec::new();
     let mut event_planes = Vec::new();
     let mut totals = Totals::default();
-    for (info, fed) in infos.iter().zip(&pipelines) {
-        let (p, router_id, indexed) = match fed {
-            Fed::Engine(p, id, indexed) => (p, *id, *indexed),
-            Fed::Plane(p) => {
-                event_planes.push(plane_report(info, p));
-                continue;
-            }
-            Fed::RouterIndex(real) => {
+    for ((info, fed), lanes) in infos.iter().zip(&pipelines).zip(&lanes) {
+        let (p, lanes) = match (fed, lanes) {
+            (Fed::Stream(s), lanes) => match (&**s, lanes) {
+                (AnyPipeline::Engine(p), Some(lanes)) => (p, lanes),
+                (AnyPipeline::Plane(p), _) => {
+                    event_planes.push(plane_report(info, p));
+                    continue;
+                }
+                (AnyPipeline::Engine(_), None) => {
+                    return Err(format!("{}: source {}: an engine source without its lanes", path.display(), info.key));
+                }
+            },
+            (Fed::RouterIndex(real), _) => {
                 router_indexes.push(real);
                 continue;
             }
         };
+
         let Some(classifier) = p.classifier() else {
             return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
         };
-        let reconciled = router.as_ref().zip(router_id).and_then(|(r, id)| r.sources.get(id.0 as usize));
+        let reconciled = router.as_ref().zip(lanes.router).and_then(|(r, id)| r.sources.get(id.0 as usize));
         let mut source = source_report(info, p.counters(), classifier, reconciled);
-        source.index = index.sources.get(indexed.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
+        source.index = index.sources.get(lanes.index.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
         // The last real dump's view of this source, with the differences that concern it.
         if let Some(last) = router_indexes_last(&pipelines) {
-            let real = last.report.sources.get(indexed.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
+            let real = last.report.sources.get(lanes.index.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
             let differences: Vec<_> =
                 last.first_differences.iter().filter(|d| d.source.as_deref() == Some(info.key.as_str())).cloned().collect();
             source.index_real = Some(IndexReal { counts: real, differences });
@@ -218,7 +242,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let keys: Vec<String> = infos.iter().map(|i| i.key.clone()).collect();
     let finals: Vec<exit::Totals> = pipelines.iter().map(totals_of).collect();
     let fleet = fleet_exit.report(&keys, &finals, |i| {
-        let Fed::Engine(p, ..) = pipelines.get(i)? else { return None };
+        let p = pipelines.get(i)?.engine()?;
         let (normalizer, id) = p.classifier()?.normalizer(0);
         normalizer.counters(id).first_fatal.as_ref().map(|l| (l.seq, l.event_index, l.text.clone()))
     });
@@ -251,22 +275,44 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
 }
 
 impl Fed {
-    /// The pipeline a source of the capture is read through: an engine source is also a lane of
-    /// the reconciler (when the capture has an event plane and its worker id is Dynamo's) and a
-    /// source of the index model.
-    fn new(info: &proto::SourceInfo, opts: &CheckOptions, reconciler: Option<&mut Reconciler>, index: &mut IndexModel) -> Fed {
+    /// The pipeline a source of the capture is read through.
+    fn new(info: &proto::SourceInfo, opts: &CheckOptions) -> Fed {
         let options = opts.stream;
         match info.kind {
             proto::SourceKind::Engine => {
                 let classifier = Classifier::new(&info.worker_id, info.dp_rank, opts.block_size, &[opts.policy], None);
-                let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
-                let id = reconciler.zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
-                let indexed = index.add_source(&info.key, &info.worker_id, info.dp_rank);
-                Fed::Engine(Box::new(Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options)), id, indexed)
+                let pipeline = Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options);
+                Fed::Stream(Box::new(AnyPipeline::Engine(pipeline)))
             }
-            proto::SourceKind::EventPlane => Fed::Plane(Box::new(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))),
+            proto::SourceKind::EventPlane => {
+                Fed::Stream(Box::new(AnyPipeline::Plane(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))))
+            }
             proto::SourceKind::RouterIndex => Fed::RouterIndex(Box::new(RealIndex { url: info.endpoint.clone(), ..RealIndex::default() })),
         }
+    }
+
+    /// An engine source's pipeline.
+    fn engine(&self) -> Option<&Pipeline<Relayed>> {
+        match self {
+            Fed::Stream(s) => match &**s {
+                AnyPipeline::Engine(p) => Some(p),
+                AnyPipeline::Plane(_) => None,
+            },
+            Fed::RouterIndex(_) => None,
+        }
+    }
+}
+
+impl Lanes {
+    /// An engine source's lanes: of the reconciler (when the capture has an event plane and its
+    /// worker id is Dynamo's) and of the index model. None for other kinds of source.
+    fn new(info: &proto::SourceInfo, opts: &CheckOptions, reconciler: Option<&mut Reconciler>, index: &mut IndexModel) -> Option<Lanes> {
+        if info.kind != proto::SourceKind::Engine {
+            return None;
+        }
+        let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
+        let router = reconciler.zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
+        Some(Lanes { router, index: index.add_source(&info.key, &info.worker_id, info.dp_rank) })
     }
 }
 
@@ -340,7 +386,7 @@ fn router_indexes_last(pipelines: &[Fed]) -> Option<&RealComparison> {
 
 /// An engine source's running event and fatal totals (zero for an event plane).
 fn totals_of(p: &Fed) -> exit::Totals {
-    let Fed::Engine(p, ..) = p else { return exit::Totals::default() };
+    let Some(p) = p.engine() else { return exit::Totals::default() };
     let Some(c) = p.classifier() else { return exit::Totals::default() };
     let (normalizer, id) = c.normalizer(0);
     let counters = normalizer.counters(id);

@@ -14,13 +14,13 @@
 //!
 //! Each message is relayed as a frame whose topic is the subject (or ZMQ topic) and whose payload
 //! is the envelope, recorded and counted like an engine's. Neighbours: [`pipeline`] holds the
-//! rules; [`nats`] and [`zmq`] the connection loops. Dynamo's bytes (the ZMQ plane's frames, the
+//! rules; [`nats`] the NATS connection loop, and [`crate::intake::run_subscribed`] the ZMQ one
+//! (the engines' loop). Dynamo's bytes (the ZMQ plane's frames, the
 //! envelope, its RouterEvents) are read by `kvscope-router` only; with a live reconciler
 //! ([`crate::router`]) each decoded envelope also goes to it.
 
 pub mod nats;
 pub mod pipeline;
-pub mod zmq;
 
 use kvscope_protocol as proto;
 

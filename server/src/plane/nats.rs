@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{KV_EVENTS_TOKEN, PlanePipeline};
 use crate::intake::{Backoff, IntakeOptions, RelayOutput};
+use crate::source_state::TrackedSource;
 use crate::time::unix_nanos;
 
 /// The credentials Dynamo's own clients take, in their order of priority.
@@ -156,9 +157,7 @@ pub async fn run(
                     if !is_kv_events(&m.subject) {
                         continue;
                     }
-                    if pipeline.state() == proto::ConnState::Stale {
-                        pipeline.set_state(proto::ConnState::Live, None);
-                    }
+                    pipeline.wake();
                     let subject = Bytes::copy_from_slice(m.subject.as_bytes());
                     pipeline.message(vec![subject, m.payload], unix_nanos());
                     pipeline.output.flush_pending().await;
@@ -170,7 +169,7 @@ pub async fn run(
                 }
             },
             _ = tick.tick() => {
-                stale_check(&mut pipeline, &opts);
+                pipeline.check_stale(opts.stale_after);
                 pipeline.flush_status_if_dirty();
             }
         }
@@ -180,22 +179,6 @@ pub async fn run(
     pipeline.flush_status();
     pipeline.output.flush_pending().await;
     pipeline
-}
-
-/// Shows a connected source as stale after `--stale-after` without a message.
-pub fn stale_check(pipeline: &mut PlanePipeline<RelayOutput>, opts: &IntakeOptions) {
-    let Some(last) = pipeline.last_recv_unix_nanos() else { return };
-    let idle = unix_nanos().saturating_sub(last);
-    if pipeline.state() == proto::ConnState::Live && idle > opts.stale_after.as_nanos() as u64 {
-        pipeline.set_state(
-            proto::ConnState::Stale,
-            Some(format!(
-                "no event-plane message for {}s (--stale-after {}s); the relays may be idle",
-                idle / 1_000_000_000,
-                opts.stale_after.as_secs()
-            )),
-        );
-    }
 }
 
 /// How long a test or the demo waits for a NATS connection.

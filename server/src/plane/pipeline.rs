@@ -12,18 +12,19 @@
 //!   ask for); a jump forward from `next` to `s` is a gap `[next, s-1]`, lost for good, since
 //!   Dynamo's event plane has no replay; a jump back is a publisher restart.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use kvscope_protocol as proto;
 
 use crate::metrics::SourceMetrics;
+use crate::source_state::{Silence, SourceState, TrackedSource};
 use crate::stream::Output;
 use crate::time::unix_nanos;
 use kvscope_router::{Envelope, split_zmq_plane};
 
-/// Gaps kept in a status message.
-const MAX_GAPS_IN_STATUS: usize = 32;
+/// What a quiet event-plane source is quiet about.
+const SILENCE: Silence = Silence { nothing: "event-plane message", maybe: "the relays may be idle" };
 
 /// The frame-error kind of an envelope that does not decode.
 pub const ENVELOPE_ERROR: &str = "envelope";
@@ -36,10 +37,8 @@ pub struct PlanePipeline<O: Output> {
     arrivals: u64,
     /// Next expected envelope sequence, per publisher.
     publishers: HashMap<u64, u64>,
-    status: proto::SourceStatus,
-    gaps: VecDeque<proto::Gap>,
-    status_dirty: bool,
-    metrics: Option<SourceMetrics>,
+    /// Status, counters and gaps: what the page and `/metrics` see of this source.
+    source: SourceState,
     /// The live reconciler, when the server runs one.
     router: Option<crate::router::Tap>,
     pub output: O,
@@ -51,6 +50,20 @@ impl<O: Output> std::fmt::Debug for PlanePipeline<O> {
     }
 }
 
+impl<O: Output> TrackedSource for PlanePipeline<O> {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn source_state(&self) -> &SourceState {
+        &self.source
+    }
+
+    fn state_and_output(&mut self) -> (&mut SourceState, &mut dyn Output) {
+        (&mut self.source, &mut self.output)
+    }
+}
+
 impl<O: Output> PlanePipeline<O> {
     pub fn new(info: &proto::SourceInfo, max_frame_bytes: usize, metrics: Option<SourceMetrics>, output: O) -> Self {
         PlanePipeline {
@@ -59,19 +72,7 @@ impl<O: Output> PlanePipeline<O> {
             max_frame_bytes,
             arrivals: 0,
             publishers: HashMap::new(),
-            status: proto::SourceStatus {
-                source: info.index,
-                state: proto::ConnState::Connecting,
-                error: None,
-                since_unix_nanos: unix_nanos(),
-                last_seq: None,
-                last_recv_unix_nanos: None,
-                counters: proto::SourceCounters::default(),
-                gaps: Vec::new(),
-            },
-            gaps: VecDeque::new(),
-            status_dirty: true,
-            metrics,
+            source: SourceState::new(info.index, metrics, SILENCE),
             router: None,
             output,
         }
@@ -84,60 +85,9 @@ impl<O: Output> PlanePipeline<O> {
         self
     }
 
-    pub fn counters(&self) -> &proto::SourceCounters {
-        &self.status.counters
-    }
-
-    pub fn gaps(&self) -> impl Iterator<Item = &proto::Gap> {
-        self.gaps.iter()
-    }
-
     /// Publishers seen so far.
     pub fn num_publishers(&self) -> usize {
         self.publishers.len()
-    }
-
-    pub fn state(&self) -> proto::ConnState {
-        self.status.state
-    }
-
-    pub fn last_recv_unix_nanos(&self) -> Option<u64> {
-        self.status.last_recv_unix_nanos
-    }
-
-    /// Changes the connection state (and error text); sends a status at once when it changed.
-    pub fn set_state(&mut self, state: proto::ConnState, error: Option<String>) {
-        if self.status.state != state || self.status.error != error {
-            if self.status.state != state {
-                self.status.since_unix_nanos = unix_nanos();
-            }
-            self.status.state = state;
-            self.status.error = error;
-            if let Some(m) = &self.metrics {
-                m.connected.set(matches!(state, proto::ConnState::Live | proto::ConnState::Stale) as i64);
-            }
-            self.flush_status();
-        }
-    }
-
-    pub fn count_reconnect(&mut self) {
-        self.status.counters.reconnects += 1;
-        if let Some(m) = &self.metrics {
-            m.reconnects.inc();
-        }
-        self.status_dirty = true;
-    }
-
-    pub fn flush_status_if_dirty(&mut self) {
-        if self.status_dirty {
-            self.flush_status();
-        }
-    }
-
-    pub fn flush_status(&mut self) {
-        self.status.gaps = self.gaps.iter().cloned().collect();
-        self.output.status(&self.status);
-        self.status_dirty = false;
     }
 
     /// One message as it arrived: `[subject, body]` from NATS, the 4 frames from the ZMQ plane.
@@ -146,9 +96,7 @@ impl<O: Output> PlanePipeline<O> {
     pub fn message(&mut self, frames: Vec<Bytes>, recv_time_nanos: u64) -> Option<Envelope> {
         let seq = self.arrivals;
         self.arrivals += 1;
-        self.status.last_seq = Some(seq);
-        self.status.last_recv_unix_nanos = Some(recv_time_nanos);
-        self.status_dirty = true;
+        self.source.received(seq, recv_time_nanos);
         // NATS: the body is the envelope. ZMQ plane: kvscope-router checks the 4 frames, and that
         // the envelope names the frames' publisher and sequence.
         let parts: Vec<&[u8]> = frames.iter().map(|f| f.as_ref()).collect();
@@ -180,10 +128,10 @@ impl<O: Output> PlanePipeline<O> {
             Err(e) => return self.frame_error(ENVELOPE_ERROR, e.to_string(), seq, recv_time_nanos, &frames),
         };
         self.track(env.publisher_id, env.sequence);
-        let c = &mut self.status.counters;
+        let c = &mut self.source.status.counters;
         c.frames += 1;
         c.payload_bytes += envelope.len() as u64;
-        if let Some(m) = &self.metrics {
+        if let Some(m) = &self.source.metrics {
             m.frames.inc();
             m.payload_bytes.inc_by(envelope.len() as u64);
         }
@@ -212,10 +160,7 @@ impl<O: Output> PlanePipeline<O> {
             Some(n) if sequence == n => {}
             Some(n) if sequence > n => self.record_gap(publisher, n, sequence - 1),
             Some(_) => {
-                self.status.counters.restarts += 1;
-                if let Some(m) = &self.metrics {
-                    m.restarts.inc();
-                }
+                self.source.count_restart();
                 tracing::info!(source = %self.key, "publisher {publisher} restarted its sequence at {sequence}");
             }
         }
@@ -223,21 +168,13 @@ impl<O: Output> PlanePipeline<O> {
 
     fn record_gap(&mut self, publisher: u64, from: u64, to: u64) {
         let lost = to - from + 1;
-        self.status.counters.gaps += 1;
-        self.status.counters.lost_frames += lost;
-        if let Some(m) = &self.metrics {
-            m.gaps.inc();
-            m.lost_frames.inc_by(lost);
-        }
+        self.source.count_gap(lost);
         let reason = format!(
             "publisher {publisher}: envelope sequence {from}..={to} never arrived here; Dynamo's event plane has no \
              replay (a NATS core subscription or ZMQ SUB loses what was published while it was away)"
         );
         tracing::warn!(source = %self.key, "{reason}");
-        if self.gaps.len() == MAX_GAPS_IN_STATUS {
-            self.gaps.pop_front();
-        }
-        self.gaps.push_back(proto::Gap {
+        self.source.push_gap(proto::Gap {
             from_seq: from,
             to_seq: to,
             recovered_frames: 0,
@@ -251,11 +188,7 @@ impl<O: Output> PlanePipeline<O> {
     }
 
     fn frame_error(&mut self, kind: &str, what: String, seq: u64, recv_time_nanos: u64, frames: &[Bytes]) -> Option<Envelope> {
-        self.status.counters.frame_errors += 1;
-        self.status_dirty = true;
-        if let Some(m) = &self.metrics {
-            m.frame_error(kind);
-        }
+        self.source.count_frame_error(kind);
         let text = format!("{} seq {seq}: {what}", self.key);
         tracing::debug!("{text}");
         let error = proto::FrameError {

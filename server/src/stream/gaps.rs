@@ -6,7 +6,8 @@ use bytes::Bytes;
 use kvscope_protocol as proto;
 use kvscope_wire::frame::{ReplayReply, parse_replay_reply};
 
-use super::{Held, LiveOutcome, MAX_GAPS_IN_STATUS, Output, Pipeline};
+use super::{Held, LiveOutcome, Output, Pipeline};
+use crate::source_state::TrackedSource;
 use crate::time::unix_nanos;
 
 impl<O: Output> Pipeline<O> {
@@ -46,7 +47,7 @@ impl<O: Output> Pipeline<O> {
         let recovered = held.recovered.min(total);
         let reason = if recovered == total {
             None
-        } else if !self.has_replay {
+        } else if !self.has_replay() {
             Some(self.replay_hint.clone())
         } else {
             Some(failure.unwrap_or_else(|| {
@@ -66,12 +67,17 @@ impl<O: Output> Pipeline<O> {
 
     /// Whether a first frame above seq 0 is a late-join gap.
     pub(super) fn late_join_applies(&self) -> bool {
-        self.options.late_join_replay && self.has_replay
+        self.options.late_join_replay && self.has_replay()
     }
 
     /// Whether a gap can be replayed (the source has a replay endpoint).
     pub fn has_replay(&self) -> bool {
-        self.has_replay
+        self.replay_endpoint.is_some()
+    }
+
+    /// Where gaps are replayed from.
+    pub fn replay_endpoint(&self) -> Option<&str> {
+        self.replay_endpoint.as_deref()
     }
 
     /// A record from a capture: live records go through [`Pipeline::live`] with no replay
@@ -116,18 +122,18 @@ impl<O: Output> Pipeline<O> {
         }
         self.relay(seq, recv_time_nanos, true, topic, payload, &frames);
         self.next = Some(seq + 1);
-        if let Some(gap) = self.gaps.back_mut() {
+        if let Some(gap) = self.source.gaps.back_mut() {
             gap.to_seq = seq;
             gap.recovered_frames += 1;
         }
     }
 
     fn open_gap(&mut self, from: u64) {
-        self.status.counters.gaps += 1;
-        if let Some(m) = &self.metrics {
+        self.source.status.counters.gaps += 1;
+        if let Some(m) = &self.source.metrics {
             m.gaps.inc();
         }
-        self.push_gap(proto::Gap {
+        self.source.push_gap(proto::Gap {
             from_seq: from,
             to_seq: from,
             recovered_frames: 0,
@@ -142,10 +148,10 @@ impl<O: Output> Pipeline<O> {
     pub(super) fn close_replay_run(&mut self, frames: Vec<Bytes>, seq: u64, recv_time_nanos: u64) -> LiveOutcome {
         self.replay_run = false;
         let next = self.next.unwrap_or(seq);
-        if let Some(gap) = self.gaps.pop_back() {
+        if let Some(gap) = self.source.gaps.pop_back() {
             // The gap was counted when the run opened; record_gap_inner counts it again in the
             // status, so take it back here, and tell it not to touch the Prometheus counter.
-            self.status.counters.gaps -= 1;
+            self.source.status.counters.gaps -= 1;
             let to = if seq >= next { seq.saturating_sub(1).max(gap.to_seq) } else { gap.to_seq };
             let total = to - gap.from_seq + 1;
             let recovered = gap.recovered_frames.min(total);
@@ -160,12 +166,8 @@ impl<O: Output> Pipeline<O> {
     }
 
     pub(super) fn count_restart(&mut self) {
-        self.status.counters.restarts += 1;
-        if let Some(m) = &self.metrics {
-            m.restarts.inc();
-        }
+        self.source.count_restart();
         self.next = None;
-        self.status_dirty = true;
     }
 
     fn record_gap(&mut self, from: u64, to: u64, recovered: u64, reason: Option<String>) {
@@ -175,9 +177,9 @@ impl<O: Output> Pipeline<O> {
     fn record_gap_inner(&mut self, from: u64, to: u64, recovered: u64, reason: Option<String>, count_metric: bool) {
         let total = to - from + 1;
         let lost = total - recovered;
-        self.status.counters.gaps += 1;
-        self.status.counters.lost_frames += lost;
-        if let Some(m) = &self.metrics {
+        self.source.status.counters.gaps += 1;
+        self.source.status.counters.lost_frames += lost;
+        if let Some(m) = &self.source.metrics {
             if count_metric {
                 m.gaps.inc();
             }
@@ -191,7 +193,7 @@ impl<O: Output> Pipeline<O> {
         if lost > 0 {
             tracing::warn!(source = %self.key, "seq {from}..={to}: {lost} of {total} frames lost: {}", reason.as_deref().unwrap_or(""));
         }
-        self.push_gap(proto::Gap {
+        self.source.push_gap(proto::Gap {
             from_seq: from,
             to_seq: to,
             recovered_frames: recovered,
@@ -202,14 +204,6 @@ impl<O: Output> Pipeline<O> {
             detected_unix_nanos: unix_nanos(),
         });
         self.flush_status();
-    }
-
-    fn push_gap(&mut self, gap: proto::Gap) {
-        if self.gaps.len() == MAX_GAPS_IN_STATUS {
-            self.gaps.pop_front();
-        }
-        self.gaps.push_back(gap);
-        self.status_dirty = true;
     }
 }
 

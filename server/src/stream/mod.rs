@@ -26,20 +26,18 @@
 //! Neighbours: `classify` decodes and counts verdicts; the [`Output`] given by the caller
 //! relays (hub), records (capture) or ignores what comes out.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 use kvscope_protocol as proto;
 use kvscope_wire::frame::parse_live;
 
 use crate::classify::Classifier;
 use crate::metrics::SourceMetrics;
-use crate::time::unix_nanos;
+use crate::source_state::{Silence, SourceState, TrackedSource};
 
 mod gaps;
 
-/// Gaps kept in a status message.
-const MAX_GAPS_IN_STATUS: usize = 32;
+/// What a quiet engine source is quiet about.
+const SILENCE: Silence = Silence { nothing: "frame", maybe: "the engine may be idle or hung" };
 
 /// `--max-frame-bytes` by default: real batches are a few hundred KiB at most (a Kimi-K3 batch
 /// of 64 stores is ~43 KB), so 16 MiB leaves room for any engine while bounding a hostile one.
@@ -117,7 +115,8 @@ pub enum LiveOutcome {
 pub struct Pipeline<O: Output> {
     pub index: u32,
     pub key: String,
-    has_replay: bool,
+    /// The engine's replay socket, for gaps (none: gaps are lost).
+    replay_endpoint: Option<String>,
     replay_hint: String,
     next: Option<u64>,
     /// No frame was taken yet since the pipeline started (engine restarts do not reset it).
@@ -125,11 +124,9 @@ pub struct Pipeline<O: Output> {
     options: StreamOptions,
     /// A capture's replayed run is open (file mode only).
     replay_run: bool,
-    status: proto::SourceStatus,
-    gaps: VecDeque<proto::Gap>,
-    status_dirty: bool,
+    /// Status, counters and gaps: what the page and `/metrics` see of this source.
+    source: SourceState,
     classifier: Option<Classifier>,
-    metrics: Option<SourceMetrics>,
     pub output: O,
 }
 
@@ -139,12 +136,26 @@ impl<O: Output> std::fmt::Debug for Pipeline<O> {
     }
 }
 
+impl<O: Output> TrackedSource for Pipeline<O> {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn source_state(&self) -> &SourceState {
+        &self.source
+    }
+
+    fn state_and_output(&mut self) -> (&mut SourceState, &mut dyn Output) {
+        (&mut self.source, &mut self.output)
+    }
+}
+
 impl<O: Output> Pipeline<O> {
     pub fn new(info: &proto::SourceInfo, classifier: Option<Classifier>, metrics: Option<SourceMetrics>, output: O) -> Self {
         Pipeline {
             index: info.index,
             key: info.key.clone(),
-            has_replay: info.replay_endpoint.is_some(),
+            replay_endpoint: info.replay_endpoint.clone(),
             replay_hint: format!(
                 "no replay endpoint configured for {}; pass --replay \"{}=tcp://HOST:PORT\" with the engine's replay port",
                 info.key, info.key
@@ -153,20 +164,8 @@ impl<O: Output> Pipeline<O> {
             first_frame: true,
             options: StreamOptions::default(),
             replay_run: false,
-            status: proto::SourceStatus {
-                source: info.index,
-                state: proto::ConnState::Connecting,
-                error: None,
-                since_unix_nanos: unix_nanos(),
-                last_seq: None,
-                last_recv_unix_nanos: None,
-                counters: proto::SourceCounters::default(),
-                gaps: Vec::new(),
-            },
-            gaps: VecDeque::new(),
-            status_dirty: true,
+            source: SourceState::new(info.index, metrics, SILENCE),
             classifier,
-            metrics,
             output,
         }
     }
@@ -177,62 +176,8 @@ impl<O: Output> Pipeline<O> {
         self
     }
 
-    pub fn counters(&self) -> &proto::SourceCounters {
-        &self.status.counters
-    }
-
-    pub fn gaps(&self) -> impl Iterator<Item = &proto::Gap> {
-        self.gaps.iter()
-    }
-
     pub fn classifier(&self) -> Option<&Classifier> {
         self.classifier.as_ref()
-    }
-
-    pub fn state(&self) -> proto::ConnState {
-        self.status.state
-    }
-
-    /// Changes the connection state (and error text); sends a status at once when it changed.
-    pub fn set_state(&mut self, state: proto::ConnState, error: Option<String>) {
-        if self.status.state != state || self.status.error != error {
-            if self.status.state != state {
-                self.status.since_unix_nanos = unix_nanos();
-            }
-            self.status.state = state;
-            self.status.error = error;
-            if let Some(m) = &self.metrics {
-                m.connected.set(matches!(state, proto::ConnState::Live | proto::ConnState::Stale) as i64);
-            }
-            self.flush_status();
-        }
-    }
-
-    /// The connection came back after having been up.
-    pub fn count_reconnect(&mut self) {
-        self.status.counters.reconnects += 1;
-        if let Some(m) = &self.metrics {
-            m.reconnects.inc();
-        }
-        self.status_dirty = true;
-    }
-
-    /// Sends the status if anything changed since the last one.
-    pub fn flush_status_if_dirty(&mut self) {
-        if self.status_dirty {
-            self.flush_status();
-        }
-    }
-
-    pub fn flush_status(&mut self) {
-        self.status.gaps = self.gaps.iter().cloned().collect();
-        self.output.status(&self.status);
-        self.status_dirty = false;
-    }
-
-    /// When the last frame arrived.
-    pub fn last_recv_unix_nanos(&self) -> Option<u64> {
-        self.status.last_recv_unix_nanos
     }
 
     /// A live message as received from the PUB socket.
@@ -280,22 +225,22 @@ impl<O: Output> Pipeline<O> {
             self.refuse_oversized(seq, recv_time_nanos, replayed, payload.len(), raw);
             return;
         }
-        let c = &mut self.status.counters;
+        let c = &mut self.source.status.counters;
         c.frames += 1;
         c.payload_bytes += payload.len() as u64;
         if replayed {
             c.replayed_frames += 1;
         }
-        if let Some(m) = &self.metrics {
+        if let Some(m) = &self.source.metrics {
             m.frames.inc();
             m.payload_bytes.inc_by(payload.len() as u64);
             if replayed {
                 m.replayed_frames.inc();
             }
         }
-        self.status.last_seq = Some(seq);
-        self.status.last_recv_unix_nanos = Some(recv_time_nanos);
-        self.status_dirty = true;
+        self.source.status.last_seq = Some(seq);
+        self.source.status.last_recv_unix_nanos = Some(recv_time_nanos);
+        self.source.dirty = true;
         let decode_error = match &mut self.classifier {
             Some(c) => c.classify(seq, &payload).err(),
             None => None,
@@ -303,8 +248,8 @@ impl<O: Output> Pipeline<O> {
         let frame = proto::Frame { source: self.index, seq, recv_time_nanos, replayed, topic, payload };
         self.output.frame(&frame, raw);
         if let Some(err) = decode_error {
-            self.status.counters.decode_errors += 1;
-            if let Some(m) = &self.metrics {
+            self.source.status.counters.decode_errors += 1;
+            if let Some(m) = &self.source.metrics {
                 m.decode_error(err.classify().as_str());
             }
             let text = format!("{} seq {seq}: {err}", self.key);
@@ -326,8 +271,8 @@ impl<O: Output> Pipeline<O> {
     /// A payload over `--max-frame-bytes`: counted and shown, recorded as received, never decoded
     /// or relayed (the browser would have to hold it too).
     fn refuse_oversized(&mut self, seq: u64, recv_time_nanos: u64, replayed: bool, len: usize, raw: &[Bytes]) {
-        self.status.last_seq = Some(seq);
-        self.status.last_recv_unix_nanos = Some(recv_time_nanos);
+        self.source.status.last_seq = Some(seq);
+        self.source.status.last_recv_unix_nanos = Some(recv_time_nanos);
         let text = format!(
             "{} seq {seq}: payload of {len} bytes is larger than --max-frame-bytes {}; refused before decoding \
              (raise --max-frame-bytes if this engine's batches are really that large)",
@@ -354,11 +299,7 @@ impl<O: Output> Pipeline<O> {
         bytes: Vec<serde_bytes::ByteBuf>,
         raw: &[Bytes],
     ) {
-        self.status.counters.frame_errors += 1;
-        self.status_dirty = true;
-        if let Some(m) = &self.metrics {
-            m.frame_error(kind);
-        }
+        self.source.count_frame_error(kind);
         tracing::debug!("{text}");
         let error = proto::FrameError {
             source: self.index,
