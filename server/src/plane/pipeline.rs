@@ -1,6 +1,6 @@
 //! One event-plane source's stream, socket-free: what arrived (a NATS message `[subject, body]`
 //! or Dynamo's ZMQ-plane 4 frames), its envelope's publisher and sequence, gaps per publisher,
-//! framing errors, counters and status. The live intake (`plane::nats`, `plane::zmq`), `replay`
+//! framing errors, counters and status. The live intake (`plane::nats`, `intake::run_subscribed`), `replay`
 //! and `check` drive it alike, so a capture is counted as the live server counted it.
 //!
 //! Rules:
