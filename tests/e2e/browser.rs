@@ -604,29 +604,33 @@ async fn a_dropped_capture_downloads_back_to_the_same_verdicts() {
     let _ = std::fs::remove_file(downloaded);
 }
 
-/// 512 sources (`demo --scenario fleet --workers 64 --dp-ranks 8`): the overview keeps only the
-/// rows in view in the DOM, whatever the fleet's size and wherever it is scrolled; a worker's
-/// ranks stay together, the offload workers' first.
+/// 512 sources (`demo --scenario fleet --workers 64 --dp-ranks 8`), with the router side on as
+/// users run it (each worker's relay on the event plane), in a 1600 x 1000 window: the overview
+/// keeps only the rows in view in the DOM, whatever the fleet's size and wherever it is
+/// scrolled; a worker's ranks stay together, the offload workers' first; and no list anywhere
+/// on the page renders more rows than it can show.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
+async fn the_page_at_512_sources_renders_only_the_rows_in_view() {
     if !ready() {
         return;
     }
-    let server =
-        Server::start(&["demo", "--scenario", "fleet", "--workers", "64", "--dp-ranks", "8", "--rate", "4", "--no-event-plane"], 0).await;
+    let server = Server::start(&["demo", "--scenario", "fleet", "--workers", "64", "--dp-ranks", "8", "--rate", "4"], 0).await;
     let b = Browser::start().await;
+    b.client.set_window_size(1600, 1000).await.expect("resize the window to 1600 x 1000");
     b.open(&server.url).await;
     b.wait_for(
         "return Number((document.querySelector('[data-testid=\"fleet-sources\"]') || {}).textContent) === 512 \
-           && !!document.querySelector('[data-source=\"5:0\"] [data-anomaly=\"fatal\"]')",
+           && !!document.querySelector('[data-source=\"5:0\"] [data-anomaly=\"fatal\"]') \
+           && !!document.querySelector('[data-testid=\"event-plane\"]')",
         Duration::from_secs(60),
-        "512 sources, worker 5 fatal",
+        "512 sources, worker 5 fatal, the event-plane panel",
     )
     .await;
     let rows = overview_rows(&b).await;
     assert!(rows.len() <= 32, "{} rows in the DOM for 512 sources", rows.len());
     let first: Vec<&str> = rows.iter().take(8).map(|r| r["source"].as_str().unwrap_or_default()).collect();
     assert_eq!(first, ["5:0", "5:1", "5:2", "5:3", "5:4", "5:5", "5:6", "5:7"], "worker 5's ranks first, together");
+    assert_no_list_renders_more_than_it_shows(&b).await;
     b.screenshot_of(".overview-section", "fleet512-overview").await;
     b.js("const l = document.querySelector('.overview-section .vlist'); l.scrollTop = l.scrollHeight; return true;").await;
     b.wait_for(
@@ -637,10 +641,35 @@ async fn the_overview_at_512_sources_renders_only_the_rows_in_view() {
     .await;
     let rows = overview_rows(&b).await;
     assert!(rows.len() <= 32, "{} rows in the DOM scrolled to the end", rows.len());
+    assert_no_list_renders_more_than_it_shows(&b).await;
     b.screenshot("fleet512-page").await;
     b.assert_no_errors().await;
     b.close().await;
     drop(server);
+}
+
+/// Every list on the page (`ul`, `ol`, `tbody`, a virtual list) holds at most the rows that fit
+/// in what it shows at once (its own height when it scrolls, else the window's), plus a small
+/// overscan. Rows are measured as laid out; a list none of whose rows has a height (a closed
+/// `<details>`) renders none.
+async fn assert_no_list_renders_more_than_it_shows(b: &Browser) {
+    let over = b
+        .js("const over = [];
+             for (const l of document.querySelectorAll('ul, ol, tbody, .vlist')) {
+               const heights = Array.from(l.children).map(c => c.getBoundingClientRect().height).filter(h => h > 0);
+               if (heights.length === 0) continue;
+               const row = Math.min(...heights);
+               const shows = Math.min(l.scrollHeight > l.clientHeight + 1 ? l.clientHeight : Infinity, window.innerHeight);
+               const fits = Math.ceil(shows / row) + 8;
+               if (heights.length > fits) {
+                 const where = l.closest('[data-testid]');
+                 over.push({ list: l.tagName.toLowerCase() + (l.className ? '.' + l.className : ''),
+                             in: where ? where.dataset.testid : null, rows: heights.length, fits });
+               }
+             }
+             return over;")
+        .await;
+    assert_eq!(over, json!([]), "lists that render more rows than they show (window {}x{})", 1600, 1000);
 }
 
 /// Waits until the inspector's bytes line says `from` (`data-from`).
