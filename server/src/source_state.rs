@@ -217,6 +217,27 @@ pub trait TrackedSource {
     }
 }
 
+/// Implements [`TrackedSource`] for a pipeline generic over its [`Output`], whose fields
+/// `key`, `source` (its [`SourceState`]) and `output` say the rest.
+macro_rules! tracked_source {
+    ($pipeline:ident) => {
+        impl<O: $crate::stream::Output> $crate::source_state::TrackedSource for $pipeline<O> {
+            fn key(&self) -> &str {
+                &self.key
+            }
+
+            fn source_state(&self) -> &$crate::source_state::SourceState {
+                &self.source
+            }
+
+            fn state_and_output(&mut self) -> (&mut $crate::source_state::SourceState, &mut dyn $crate::stream::Output) {
+                (&mut self.source, &mut self.output)
+            }
+        }
+    };
+}
+pub(crate) use tracked_source;
+
 /// Per-source totals, for the summary printed at exit.
 #[derive(Clone, Debug)]
 pub struct SourceSummary {

@@ -50,19 +50,7 @@ impl<O: Output> std::fmt::Debug for PlanePipeline<O> {
     }
 }
 
-impl<O: Output> TrackedSource for PlanePipeline<O> {
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    fn source_state(&self) -> &SourceState {
-        &self.source
-    }
-
-    fn state_and_output(&mut self) -> (&mut SourceState, &mut dyn Output) {
-        (&mut self.source, &mut self.output)
-    }
-}
+crate::source_state::tracked_source!(PlanePipeline);
 
 impl<O: Output> PlanePipeline<O> {
     pub fn new(info: &proto::SourceInfo, max_frame_bytes: usize, metrics: Option<SourceMetrics>, output: O) -> Self {

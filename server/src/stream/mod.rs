@@ -32,7 +32,7 @@ use kvscope_wire::frame::parse_live;
 
 use crate::classify::Classifier;
 use crate::metrics::SourceMetrics;
-use crate::source_state::{Silence, SourceState, TrackedSource};
+use crate::source_state::{Silence, SourceState};
 
 mod gaps;
 
@@ -136,19 +136,7 @@ impl<O: Output> std::fmt::Debug for Pipeline<O> {
     }
 }
 
-impl<O: Output> TrackedSource for Pipeline<O> {
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    fn source_state(&self) -> &SourceState {
-        &self.source
-    }
-
-    fn state_and_output(&mut self) -> (&mut SourceState, &mut dyn Output) {
-        (&mut self.source, &mut self.output)
-    }
-}
+crate::source_state::tracked_source!(Pipeline);
 
 impl<O: Output> Pipeline<O> {
     pub fn new(info: &proto::SourceInfo, classifier: Option<Classifier>, metrics: Option<SourceMetrics>, output: O) -> Self {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::source_state::TrackedSource;
 
 #[derive(Default)]
 struct Collect {
