@@ -43,6 +43,27 @@ impl ConnState {
     }
 }
 
+/// The fleet bar's connection badge, decided by the engine: the socket's state, or how far
+/// behind live the page is while the socket is open.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+pub struct ConnBadge {
+    /// "connected", "behind live by 27 s, catching up at 1,280 frames/s", "reconnecting…".
+    pub text: String,
+    pub tone: Tone,
+}
+
+/// How a badge reads at a glance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Tone {
+    /// Nothing to look at: no socket (a capture).
+    #[default]
+    Off,
+    /// As it should be: connected and live.
+    Ok,
+    /// Look: behind live, reconnecting, or the server away.
+    Warn,
+}
+
 /// Progress of opening a capture file.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub enum CaptureProgress {
@@ -123,6 +144,8 @@ impl Meta {
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct Bar {
     pub conn: ConnState,
+    /// What the connection badge says, with how far behind live the page is.
+    pub badge: ConnBadge,
     /// "demo: kimi_k3 …", "capture x.kvcap".
     pub origin: String,
     /// "3 of 3 workers live · 1 event planes".

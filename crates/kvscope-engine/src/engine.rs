@@ -332,6 +332,33 @@ mod tests {
     }
 
     #[test]
+    fn an_open_socket_behind_live_says_by_how_much_instead_of_connected() {
+        use crate::model::intake::IntakeStatus;
+        use kvscope_engine_protocol::view::{ConnState, Tone};
+        let mut e = Engine::new(Settings::default());
+        e.apply_server_message(&proto::encode(&hello(3, 1536)), 0.0);
+        e.set_conn(ConnState::Open);
+        // The page's clock 1 h off the server's; the first round applied 5 ms after the server
+        // got it, the rest 27 s late.
+        e.model_mut().wall_offset_ms = Some(3_600_000.0);
+        for (i, f) in kimi_frames().into_iter().enumerate() {
+            let proto::Message::Frame(frame) = &f else { unreachable!() };
+            let late = if i < 3 { 5.0 } else { 27_005.0 };
+            let now = frame.recv_time_nanos as f64 / 1e6 + late;
+            e.apply_server_message(&proto::encode(&f), now);
+        }
+        let now = 1_000.0 + 20.0 * 10.0 + 27_005.0;
+        let waiting = IntakeStatus { queued_messages: 40, queued_bytes: 1 << 20, ..IntakeStatus::default() };
+        e.note_resources(waiting, 1 << 20);
+        let badge = e.summarize(now, false).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
+        assert_eq!((badge.text.as_str(), badge.tone), ("behind live by 27.0 s, catching up at 228 frames/s", Tone::Warn));
+        // Drained: live again, whatever the last frame's delay was.
+        e.note_resources(IntakeStatus::default(), 1 << 20);
+        let badge = e.summarize(now, true).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
+        assert_eq!((badge.text.as_str(), badge.tone), ("connected", Tone::Ok));
+    }
+
+    #[test]
     fn the_first_exit_opens_by_itself_once_and_a_reclassification_keeps_the_selection() {
         let mut e = kimi();
         let (s, _) = e.summarize(0.0, false).unwrap();

@@ -214,6 +214,8 @@ impl Host {
         let mut left = false;
         let mut engine = self.engine.borrow_mut();
         let mut queue = self.intake.borrow_mut();
+        // The wall clock against the page's, for how far behind live the applied frames are.
+        engine.model_mut().wall_offset_ms = Some(js_sys::Date::now() - start);
         loop {
             // One clock read a message, for the budget and the message alike.
             let now = scope::now_ms();

@@ -2,7 +2,7 @@
 //! below it, only while there are any, its notes (catching up, intake, lag, recording, pause).
 
 use kvscope_engine_protocol::Side;
-use kvscope_engine_protocol::view::ConnState;
+use kvscope_engine_protocol::view::Tone;
 use leptos::prelude::*;
 
 use crate::contexts::{Part, use_fleet};
@@ -10,12 +10,12 @@ use crate::contexts::{Part, use_fleet};
 #[component]
 pub fn FleetBar() -> impl IntoView {
     let fleet = use_fleet();
-    let conn_label = move || fleet.read(Part::Bar, |p| p.bar.conn.label());
+    let conn_label = move || fleet.read(Part::Bar, |p| p.bar.badge.text.clone());
     let conn_class = move || {
-        fleet.read(Part::Bar, |p| match p.bar.conn {
-            ConnState::Open => "dot ok",
-            ConnState::Off => "dot off",
-            _ => "dot warn",
+        fleet.read(Part::Bar, |p| match p.bar.badge.tone {
+            Tone::Ok => "dot ok",
+            Tone::Off => "dot off",
+            Tone::Warn => "dot warn",
         })
     };
     let policy_select = move |side: Side| {

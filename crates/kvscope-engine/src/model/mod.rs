@@ -24,6 +24,7 @@ mod export;
 pub mod index;
 mod inspector;
 pub mod intake;
+pub mod live;
 pub mod overview;
 pub mod policy_run;
 pub mod rate;
@@ -365,6 +366,11 @@ pub struct Model {
     exits: [Option<IndexerExit>; 2],
     /// The router's side, when some source is Dynamo's event plane.
     router: Option<router::RouterSide>,
+    /// How far behind live the applied frames are.
+    pub live: live::LiveLag,
+    /// Unix ms minus the page's clock (`Date.now() - performance.now()`), set by the host; live
+    /// lag is measured only with it.
+    pub wall_offset_ms: Option<f64>,
 }
 
 impl Model {
@@ -415,6 +421,8 @@ impl Model {
             differences: BTreeMap::new(),
             exits: [None, None],
             router: None,
+            live: live::LiveLag::default(),
+            wall_offset_ms: None,
         }
     }
 
@@ -517,7 +525,9 @@ impl Model {
         let config = self.config.clone();
         let keep_errors = (self.protocol_errors, self.last_protocol_error.take());
         let defaults = (self.server_defaults.take(), self.defaults_note.take());
+        let wall_offset_ms = self.wall_offset_ms;
         *self = Model::new(config);
+        self.wall_offset_ms = wall_offset_ms;
         (self.protocol_errors, self.last_protocol_error) = keep_errors;
         (self.server_defaults, self.defaults_note) = defaults;
         for info in sources {
@@ -581,8 +591,13 @@ impl Model {
         self.dirty = true;
     }
 
+    /// The server's announced history is still arriving.
+    fn in_history(&self) -> bool {
+        self.history_expected.is_some() && !self.history_complete
+    }
+
     fn count_history(&mut self) {
-        if self.history_expected.is_some() && !self.history_complete {
+        if self.in_history() {
             self.history_received += 1;
         }
     }
@@ -600,6 +615,9 @@ impl Model {
             proto::Message::Hello(hello) => self.apply_hello(&hello),
             proto::Message::Frame(f) => {
                 self.count_history();
+                if let Some(offset) = self.wall_offset_ms.filter(|_| !self.in_history()) {
+                    self.live.frame(f.recv_time_nanos, now_ms + offset, now_ms);
+                }
                 self.apply_frame(f.source, f.seq, f.recv_time_nanos, f.replayed, f.topic, f.payload, now_ms)
             }
             proto::Message::FrameError(e) => {

@@ -14,10 +14,11 @@ mod trees;
 
 use kvscope_engine_protocol::Side;
 use kvscope_engine_protocol::fmt::{human_bytes, human_duration_ms, thousands};
-use kvscope_engine_protocol::view::{Bar, CaptureProgress, ConnState, IntakeLine, Meta, OriginKind, Quality, RuleRow};
+use kvscope_engine_protocol::view::{Bar, CaptureProgress, ConnBadge, ConnState, IntakeLine, Meta, OriginKind, Quality, RuleRow, Tone};
 use serde::Serialize;
 
 use crate::model::intake::IntakeStatus;
+use crate::model::live::Behind;
 use crate::model::{MemoryUse, Model, Origin};
 
 pub use cards::{cards, planes};
@@ -117,8 +118,10 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
         _ => format!("{} events/s", thousands(m.events_per_second(now_ms).round() as u64)),
     };
     let memory = m.memory();
+    let behind = m.live.behind(edges.intake.queued_messages > 0, now_ms);
     Bar {
         conn: edges.conn.clone(),
+        badge: conn_badge(&edges.conn, behind),
         origin,
         sources,
         rate,
@@ -139,6 +142,24 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
         }),
         recording: m.recording.as_ref().map(|r| (r.summary(), r.state == kvscope_protocol::RecordingState::Failed)),
         capture: edges.capture.clone(),
+    }
+}
+
+/// The connection badge: the socket's state, unless it is open and the page is behind live;
+/// then how far, and how fast it applies frames. Never a green "connected" while behind.
+pub fn conn_badge(conn: &ConnState, behind: Option<Behind>) -> ConnBadge {
+    match (conn, behind) {
+        (ConnState::Open, Some(b)) => ConnBadge {
+            text: format!(
+                "behind live by {}, catching up at {} frames/s",
+                human_duration_ms(b.lag_ms),
+                thousands(b.frames_per_second.round() as u64)
+            ),
+            tone: Tone::Warn,
+        },
+        (ConnState::Open, None) => ConnBadge { text: conn.label(), tone: Tone::Ok },
+        (ConnState::Off, _) => ConnBadge { text: conn.label(), tone: Tone::Off },
+        _ => ConnBadge { text: conn.label(), tone: Tone::Warn },
     }
 }
 
