@@ -352,9 +352,9 @@ mod tests {
         e.note_resources(waiting, 1 << 20);
         let badge = e.summarize(now, false).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
         assert_eq!((badge.text.as_str(), badge.tone), ("behind live by 27.0 s, catching up at 228 frames/s", Tone::Warn));
-        // Drained: live again, whatever the last frame's delay was.
+        // Drained, and nothing for over a second: live again, whatever the last frame's delay.
         e.note_resources(IntakeStatus::default(), 1 << 20);
-        let badge = e.summarize(now, true).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
+        let badge = e.summarize(now + 1_500.0, true).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
         assert_eq!((badge.text.as_str(), badge.tone), ("connected", Tone::Ok));
     }
 

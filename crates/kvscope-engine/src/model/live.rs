@@ -13,12 +13,17 @@ use crate::model::rate::RateMeter;
 /// Behind by less than this, the page is live.
 pub const BEHIND_LIVE_MS: f64 = 2_000.0;
 
+/// A late frame applied this recently says the page is still behind.
+pub const RECENT_MS: f64 = 1_000.0;
+
 #[derive(Clone, Debug, Default)]
 pub struct LiveLag {
     /// The smallest delay seen (wall clock at apply minus the server's receive time), in ms.
     baseline_ms: Option<f64>,
-    /// The last applied live frame's delay beyond the baseline.
+    /// The last applied live frame's delay beyond the baseline, and when it was applied (the
+    /// page's clock).
     lag_ms: f64,
+    applied_at_ms: f64,
     /// Live frames applied, per second.
     applied: RateMeter,
 }
@@ -39,13 +44,17 @@ impl LiveLag {
         let baseline = baseline.min(delay);
         self.baseline_ms = Some(baseline);
         self.lag_ms = delay - baseline;
+        self.applied_at_ms = now_ms;
         self.applied.add(now_ms, 1);
     }
 
-    /// Behind live by [`BEHIND_LIVE_MS`] or more, while frames wait to be applied. With nothing
-    /// waiting the page reads the socket as fast as it comes: it is live.
+    /// Behind live by [`BEHIND_LIVE_MS`] or more, while frames still come late: some wait in
+    /// the page's queue, or one was applied within [`RECENT_MS`]. (The backlog may sit in the
+    /// server's queue for this page or in the socket, where the page cannot count it.) A late
+    /// frame followed by nothing means the page has applied all there was: it is live.
     pub fn behind(&self, waiting: bool, now_ms: f64) -> Option<Behind> {
-        (waiting && self.lag_ms >= BEHIND_LIVE_MS)
+        let late_still = waiting || now_ms - self.applied_at_ms <= RECENT_MS;
+        (late_still && self.lag_ms >= BEHIND_LIVE_MS)
             .then(|| Behind { lag_ms: self.lag_ms, frames_per_second: self.applied.per_second(now_ms) })
     }
 
@@ -78,8 +87,10 @@ mod tests {
         let b = l.behind(true, 11_000.0).unwrap();
         assert!((b.lag_ms - 27_000.0).abs() < 1e-3, "{b:?}");
         assert!((b.frames_per_second - 500.0).abs() < 60.0, "{b:?}");
-        // Nothing waits: whatever the last frame's delay, the page is reading as it comes.
-        assert_eq!(l.behind(false, 11_000.0), None);
+        // The queue is empty, but the last late frame was just applied: the backlog is upstream.
+        assert!(l.behind(false, 11_000.0).is_some());
+        // Nothing waits and nothing came for over a second: the page applied all there was.
+        assert_eq!(l.behind(false, 12_500.0), None);
         l.reset();
         assert_eq!(l.behind(true, 2_000.0), None);
     }
