@@ -226,9 +226,7 @@ impl<O: Output> Pipeline<O> {
                 m.replayed_frames.inc();
             }
         }
-        self.source.status.last_seq = Some(seq);
-        self.source.status.last_recv_unix_nanos = Some(recv_time_nanos);
-        self.source.dirty = true;
+        self.source.received(seq, recv_time_nanos);
         let decode_error = match &mut self.classifier {
             Some(c) => c.classify(seq, &payload).err(),
             None => None,
@@ -259,8 +257,7 @@ impl<O: Output> Pipeline<O> {
     /// A payload over `--max-frame-bytes`: counted and shown, recorded as received, never decoded
     /// or relayed (the browser would have to hold it too).
     fn refuse_oversized(&mut self, seq: u64, recv_time_nanos: u64, replayed: bool, len: usize, raw: &[Bytes]) {
-        self.source.status.last_seq = Some(seq);
-        self.source.status.last_recv_unix_nanos = Some(recv_time_nanos);
+        self.source.received(seq, recv_time_nanos);
         let text = format!(
             "{} seq {seq}: payload of {len} bytes is larger than --max-frame-bytes {}; refused before decoding \
              (raise --max-frame-bytes if this engine's batches are really that large)",
