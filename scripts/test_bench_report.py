@@ -32,6 +32,13 @@ TIMES = {
 }
 
 
+def write_median(root: Path, group: str, bench: str, secs: float) -> None:
+    """A criterion result as criterion writes it: the median of `group/bench`, in ns."""
+    d = root / "target/criterion" / group / bench / "new"
+    d.mkdir(parents=True)
+    (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
+
+
 def make_run(root: Path) -> None:
     run, inputs = root / "target/bench-run", root / "target/bench-inputs"
     run.mkdir(parents=True)
@@ -61,9 +68,7 @@ def make_run(root: Path) -> None:
     )
     for w in WORKLOADS:
         for bench, secs in TIMES.items():
-            d = root / "target/criterion" / w / bench.replace("/", "_") / "new"
-            d.mkdir(parents=True)
-            (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
+            write_median(root, w, bench.replace("/", "_"), secs)
 
 
 class BenchReportTest(unittest.TestCase):
@@ -187,9 +192,7 @@ class IndexReportTest(SectionReportCase):
         # normalize 1 ms, index 2 ms, A and B 4 ms, report 0.5 ms: 0.50x and 0.25x.
         for stream in ("kimi_k3", "fleet16"):
             for bench, secs in (("normalize", 0.001), ("index", 0.002), ("index_a_b", 0.004), ("report", 0.0005)):
-                d = root / "target/criterion" / f"index_{stream}" / bench / "new"
-                d.mkdir(parents=True)
-                (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
+                write_median(root, f"index_{stream}", bench, secs)
 
     def test_the_section_replaces_the_old_one_before_not_measured(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
@@ -230,9 +233,7 @@ class EngineReportTest(SectionReportCase):
         # decode 0.5 ms, normalize 1 ms, engine 4 ms (0.25x), router side on 5 ms (0.20x), a summary 2 ms.
         for stream in ("kimi_k3", "fleet16"):
             for bench, secs in (("decode", 0.0005), ("normalize", 0.001), ("engine", 0.004), ("engine_router", 0.005), ("summarize", 0.002)):
-                d = root / "target/criterion" / f"engine_{stream}" / bench / "new"
-                d.mkdir(parents=True)
-                (d / "estimates.json").write_text(json.dumps({"median": {"point_estimate": secs * 1e9}}))
+                write_median(root, f"engine_{stream}", bench, secs)
 
     def test_the_section_replaces_the_old_one(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
