@@ -123,7 +123,7 @@ pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, DecodeErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::{Bar, ConnState, Meta};
+    use crate::view::{Bar, ConnBadge, Meta, Tone};
 
     #[test]
     fn messages_round_trip_and_a_foreign_version_is_named() {
@@ -140,7 +140,11 @@ mod tests {
             summary: Box::new(Summary {
                 seq: 3,
                 meta: Some(Meta { block_size: 16, ..Meta::default() }),
-                bar: Some(Bar { conn: ConnState::Open, rate: "12 events/s".into(), ..Bar::default() }),
+                bar: Some(Bar {
+                    badge: ConnBadge { text: "connected".into(), tone: Tone::Ok },
+                    rate: "12 events/s".into(),
+                    ..Bar::default()
+                }),
                 answers: vec![9],
                 ..Summary::default()
             }),

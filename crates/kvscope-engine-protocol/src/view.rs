@@ -143,8 +143,7 @@ impl Meta {
 /// The fleet bar's figures, which change with every flush.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct Bar {
-    pub conn: ConnState,
-    /// What the connection badge says, with how far behind live the page is.
+    /// The socket's state, or how far behind live the page is.
     pub badge: ConnBadge,
     /// "demo: kimi_k3 …", "capture x.kvcap".
     pub origin: String,

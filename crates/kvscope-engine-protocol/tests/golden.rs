@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use kvscope_engine_protocol::completeness::{Completeness, Coverage, Shortfall};
 use kvscope_engine_protocol::label::{Outcome, Reason, StorageTier, VerdictLabel};
 use kvscope_engine_protocol::overview::{Anomaly, RelayCells, Row, Tally};
-use kvscope_engine_protocol::view::{Bar, Card, CardRow, Cards, ConnState, Overview, Quality, RouterRow, Selection};
+use kvscope_engine_protocol::view::{Bar, Card, CardRow, Cards, ConnBadge, Overview, Quality, RouterRow, Selection, Tone};
 use kvscope_engine_protocol::{
     ENGINE_PROTOCOL_VERSION, EventRef, ExportKind, FromEngine, Settings, Side, Summary, ToEngine, ViewQuery, decode, encode,
 };
@@ -111,7 +111,12 @@ fn the_engines_answers() {
     };
     let summary = Summary {
         seq: 42,
-        bar: Some(Bar { conn: ConnState::Open, rate: "19,200 events/s".into(), catching_up: Some((12_000, 40_000)), ..Bar::default() }),
+        bar: Some(Bar {
+            badge: ConnBadge { text: "connected".into(), tone: Tone::Ok },
+            rate: "19,200 events/s".into(),
+            catching_up: Some((12_000, 40_000)),
+            ..Bar::default()
+        }),
         quality: Some(Quality { completeness: Completeness::Complete, span: Some("covers 1.3 s".into()), sources: None }),
         overview: Some(Overview { rows: vec![row] }),
         cards: Some(Cards { cards: vec![card], hint: false }),

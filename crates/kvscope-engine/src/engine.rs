@@ -319,14 +319,14 @@ mod tests {
 
     #[test]
     fn a_socket_going_away_is_summarised_though_no_frame_arrived() {
-        use kvscope_engine_protocol::view::ConnState;
+        use kvscope_engine_protocol::view::{ConnBadge, ConnState, Tone};
         let mut e = kimi();
         assert!(e.summarize(0.0, false).is_some());
         assert!(e.summarize(0.0, false).is_none());
         let away = ConnState::Waiting { attempt: 0, delay_ms: 250.0, reason: "closed (code 1006)".into() };
         e.set_conn(away.clone());
         let (s, _) = e.summarize(0.0, false).expect("the fleet bar must say the server is away");
-        assert_eq!(s.bar.map(|b| b.conn), Some(away));
+        assert_eq!(s.bar.map(|b| b.badge), Some(ConnBadge { text: away.label(), tone: Tone::Warn }));
         e.note_resources(Default::default(), 1 << 20);
         assert!(e.summarize(0.0, false).is_none(), "the memory figure alone is no reason for a summary");
     }

@@ -57,11 +57,6 @@ impl LiveLag {
         (late_still && self.lag_ms >= BEHIND_LIVE_MS)
             .then(|| Behind { lag_ms: self.lag_ms, frames_per_second: self.applied.per_second(now_ms) })
     }
-
-    /// A new view (a hello): what was measured belongs to the old one.
-    pub fn reset(&mut self) {
-        *self = LiveLag::default();
-    }
 }
 
 #[cfg(test)]
@@ -91,7 +86,5 @@ mod tests {
         assert!(l.behind(false, 11_000.0).is_some());
         // Nothing waits and nothing came for over a second: the page applied all there was.
         assert_eq!(l.behind(false, 12_500.0), None);
-        l.reset();
-        assert_eq!(l.behind(true, 2_000.0), None);
     }
 }

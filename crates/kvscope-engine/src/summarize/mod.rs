@@ -120,7 +120,6 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
     let memory = m.memory();
     let behind = m.live.behind(edges.intake.queued_messages > 0, now_ms);
     Bar {
-        conn: edges.conn.clone(),
         badge: conn_badge(&edges.conn, behind),
         origin,
         sources,
