@@ -176,11 +176,11 @@ pub trait Subscribed: TrackedSource + Send {
     /// What to check when a connection attempt fails.
     const CONNECT_HINT: &'static str;
 
-    /// Takes one message as received, and what it calls for (a replay, records to disk).
+    /// Takes one message as received, and what it calls for (a replay).
     fn message(&mut self, frames: Vec<Bytes>, opts: &IntakeOptions) -> impl Future<Output = ()> + Send;
 
-    /// Sends what is still buffered, before the source stops.
-    fn finish(&mut self) -> impl Future<Output = ()> + Send;
+    /// Where its frames are relayed and recorded.
+    fn relay_output(&mut self) -> &mut RelayOutput;
 }
 
 impl Subscribed for Pipeline<RelayOutput> {
@@ -191,11 +191,10 @@ impl Subscribed for Pipeline<RelayOutput> {
             let endpoint = self.replay_endpoint().map(str::to_owned);
             fill_gap(self, held, endpoint.as_deref(), opts).await;
         }
-        self.output.flush_pending().await;
     }
 
-    async fn finish(&mut self) {
-        self.output.flush_pending().await;
+    fn relay_output(&mut self) -> &mut RelayOutput {
+        &mut self.output
     }
 }
 
@@ -205,11 +204,10 @@ impl Subscribed for PlanePipeline<RelayOutput> {
     async fn message(&mut self, frames: Vec<Bytes>, _: &IntakeOptions) {
         // With a live reconciler the envelope went to it; `check` is the caller that takes it.
         let _ = PlanePipeline::message(self, frames, unix_nanos());
-        self.output.flush_pending().await;
     }
 
-    async fn finish(&mut self) {
-        self.output.flush_pending().await;
+    fn relay_output(&mut self) -> &mut RelayOutput {
+        &mut self.output
     }
 }
 
@@ -268,6 +266,7 @@ pub async fn run_subscribed<S: Subscribed>(endpoint: String, mut source: S, opts
                     Ok(message) => {
                         source.wake();
                         source.message(message.into_vec(), &opts).await;
+                        source.relay_output().flush_pending().await;
                     }
                     Err(e) => {
                         last_error = Some(format!("{endpoint}: {e}; reconnecting"));
@@ -288,7 +287,7 @@ pub async fn run_subscribed<S: Subscribed>(endpoint: String, mut source: S, opts
         }
     }
     source.flush_status();
-    source.finish().await;
+    source.relay_output().flush_pending().await;
     source
 }
 
