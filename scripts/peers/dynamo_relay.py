@@ -6,7 +6,8 @@ on loopback, fed by a ZMQ PUB of engine payloads, for kvscope's event-plane test
         --worker-id 42 --block-size 16 PAYLOAD.msgpack ...
 
 It binds an XPUB on a free loopback port (the "engine") and prints {"engine": "tcp://..."};
-starts `DistributedRuntime(loop, "mem"|"file", "tcp", event_plane=...)` and a
+starts `DistributedRuntime(loop, "mem"|"file"|"etcd", "tcp", event_plane=...)` (`--discovery`;
+etcd at `--etcd`, the file backend in `--file-kv` or a new temporary directory) and a
 `KvEventPublisher(endpoint, worker_id, kv_block_size, dp_rank, zmq_endpoint=engine,
 zmq_topic="")` relaying it; on the ZMQ plane (`DYN_EVENT_PLANE_HOST=127.0.0.1`, file discovery
 under `DYN_FILE_KV`) it prints {"event_plane": "zmq://HOST:PORT"} read from the discovery
@@ -68,6 +69,13 @@ async def main():
     ap.add_argument("--interval", type=float, default=0.01)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--engine", help="relay this engine endpoint instead of binding one")
+    ap.add_argument(
+        "--discovery",
+        choices=["mem", "file", "etcd"],
+        help="Dynamo's discovery backend (default: file on the ZMQ plane, mem on NATS)",
+    )
+    ap.add_argument("--file-kv", help="the file backend's directory (DYN_FILE_KV); default: a new temporary one")
+    ap.add_argument("--etcd", help="etcd's client URL for --discovery etcd (ETCD_ENDPOINTS), e.g. http://127.0.0.1:2379")
     ap.add_argument("payloads", nargs="*")
     args = ap.parse_args()
     if not args.engine and not args.payloads:
@@ -88,14 +96,21 @@ async def main():
 
     if args.nats:
         os.environ["NATS_SERVER"] = args.nats
-    discovery = "mem"
+    discovery = args.discovery or ("file" if args.plane == "zmq" else "mem")
     if args.plane == "zmq":
         os.environ["DYN_EVENT_PLANE_HOST"] = "127.0.0.1"
-        root = tempfile.mkdtemp(prefix="kvscope-dyn-kv-")
-        # Removed on a normal exit; a relay a test SIGKILLs leaves it in the temp directory.
-        atexit.register(shutil.rmtree, root, True)
+    root = None
+    if discovery == "file":
+        root = args.file_kv
+        if root is None:
+            root = tempfile.mkdtemp(prefix="kvscope-dyn-kv-")
+            # Removed on a normal exit; a relay a test SIGKILLs leaves it in the temp directory.
+            atexit.register(shutil.rmtree, root, True)
         os.environ["DYN_FILE_KV"] = root
-        discovery = "file"
+    if discovery == "etcd":
+        if not args.etcd:
+            ap.error("--discovery etcd needs --etcd http://HOST:PORT")
+        os.environ["ETCD_ENDPOINTS"] = args.etcd
 
     from dynamo._core import DistributedRuntime, KvEventPublisher
 
@@ -110,7 +125,7 @@ async def main():
         zmq_endpoint=engine,
         zmq_topic="",
     )
-    if args.plane == "zmq":
+    if args.plane == "zmq" and root is not None:
         say(event_plane=discovered_endpoint(root, time.time() + 30))
     say(ready=True)
 

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::capture::{self, Recorder, Writer};
 use crate::classify::Classifier;
+use crate::discover::{DiscoverOptions, DiscoverUrl};
 use crate::http::{self, HttpConfig};
 use crate::intake::{self, IntakeOptions, RelayOutput};
 use crate::metrics::Metrics;
@@ -53,6 +54,9 @@ pub struct AppConfig {
     /// Real router indexes to read (`--router-index`), and how.
     pub router_indexes: Vec<RouterIndexSource>,
     pub router_index_poll: PollOptions,
+    /// Discovery stores to find more sources in (`--discover`), and how to read them.
+    pub discover: Vec<DiscoverUrl>,
+    pub discover_options: DiscoverOptions,
 }
 
 impl AppConfig {
@@ -76,6 +80,8 @@ impl AppConfig {
             intake: IntakeOptions::default(),
             router_indexes: Vec::new(),
             router_index_poll: PollOptions::default(),
+            discover: Vec::new(),
+            discover_options: DiscoverOptions::default(),
         }
     }
 
@@ -97,6 +103,7 @@ impl AppConfig {
             history_bytes: self.history_bytes as u64,
             client_queue_bytes: self.client_queue_bytes as u64,
             started_unix_nanos: unix_nanos(),
+            discovery: self.discover.iter().map(DiscoverUrl::label).collect(),
         }
     }
 }
@@ -215,7 +222,7 @@ impl App {
             let live = crate::router::LiveConfig {
                 engines: infos[..num_engines].iter().map(|i| (i.key.clone(), i.worker_id.clone(), i.dp_rank)).collect(),
                 block_size: config.block_size,
-                reconcile: (!config.planes.is_empty()).then_some(config.relay_policy),
+                reconcile: (!config.planes.is_empty() || !config.discover.is_empty()).then_some(config.relay_policy),
                 index_policies,
                 dumps: dumps_rx,
             };
@@ -225,7 +232,7 @@ impl App {
             let live = live.as_ref()?;
             ((index as usize) < num_engines).then(|| crate::router::EngineTap { tap: live.tap.clone(), source: index as usize })
         };
-        let plane_tap = live.as_ref().filter(|_| !config.planes.is_empty()).map(|l| l.tap.clone());
+        let plane_tap = live.as_ref().filter(|_| !config.planes.is_empty() || !config.discover.is_empty()).map(|l| l.tap.clone());
         let make_pipeline = |info: &proto::SourceInfo, source: &Source, recorder: Option<Recorder>| {
             let sm = metrics.source(&info.key);
             let classifier = Classifier::new(
@@ -267,6 +274,16 @@ impl App {
                         };
                         vec![p.summary()]
                     }));
+                }
+                if !config.discover.is_empty() {
+                    tasks.push(start_discovery(
+                        &config,
+                        hub.clone(),
+                        metrics.clone(),
+                        recorder.clone(),
+                        plane_tap.clone(),
+                        shutdown_rx.clone(),
+                    ));
                 }
                 drop(done_tx);
             }
@@ -322,6 +339,33 @@ impl App {
         }
         Ok((summaries, written))
     }
+}
+
+/// Reads the discovery stores and keeps their sources in step (`crate::fleet`); the task ends
+/// with the discovered sources' totals.
+fn start_discovery(
+    config: &AppConfig,
+    hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
+    recorder: Option<Recorder>,
+    plane_tap: Option<crate::router::Tap>,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<Vec<SourceSummary>> {
+    let (snapshots_tx, snapshots) = watch::channel(crate::discover::Snapshot::default());
+    tokio::spawn(crate::discover::run(config.discover.clone(), config.discover_options, snapshots_tx, shutdown.clone()));
+    let max_frame_bytes = config.intake.stream.max_frame_bytes;
+    let (plane_hub, plane_metrics) = (hub.clone(), metrics.clone());
+    let make_plane: crate::fleet::MakePlane = Arc::new(move |info: &proto::SourceInfo| {
+        PlanePipeline::new(
+            info,
+            max_frame_bytes,
+            Some(plane_metrics.source(&info.key)),
+            RelayOutput::new(plane_hub.clone(), recorder.clone()),
+        )
+        .with_router(plane_tap.clone())
+    });
+    let fleet = crate::fleet::FleetConfig { hub, metrics, make_plane, intake: config.intake.clone(), takes: Arc::new(|_| true) };
+    tokio::spawn(crate::fleet::run(fleet, snapshots, shutdown))
 }
 
 /// Plays a capture into the pipelines, paced by its receive times.

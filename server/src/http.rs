@@ -334,8 +334,7 @@ async fn frame_route(State(state): State<Arc<AppState>>, headers: HeaderMap, Que
         return (StatusCode::UNAUTHORIZED, "/frame requires this server's --token; pass Authorization: Bearer TOKEN or ?token=TOKEN\n")
             .into_response();
     }
-    let key =
-        state.hub.config().hello.sources.get(query.source as usize).map_or_else(|| format!("source {}", query.source), |s| s.key.clone());
+    let key = state.hub.sources().get(query.source as usize).map_or_else(|| format!("source {}", query.source), |s| s.key.clone());
     match state.hub.find_frame(query.source, query.seq, query.recv) {
         Some(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream"), (header::CACHE_CONTROL, "no-store")], bytes).into_response(),
         None => (

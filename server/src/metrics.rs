@@ -98,6 +98,14 @@ pub struct Metrics {
     pub router_index_bytes: Family<UrlLabels, Counter>,
     pub router_index_real_blocks: Family<IndexBlockLabels, Gauge>,
     pub router_index_differences: Family<PolicyLabels, Gauge>,
+    /// `--discover`: per backend, whether its last read succeeded, its failed reads, and the
+    /// records its last read could not use.
+    pub discovery_up: Family<UrlLabels, Gauge>,
+    pub discovery_failures: Family<UrlLabels, Gauge>,
+    pub discovery_bad_records: Family<UrlLabels, Gauge>,
+    /// Sources found through discovery, and those of them that left.
+    pub discovered_sources: Gauge,
+    pub discovered_left: Gauge,
 }
 
 /// `kvscope_index_blocks{source, policy, tier, side="engine|router|both"}`.
@@ -222,6 +230,11 @@ impl Metrics {
             router_index_bytes: Family::default(),
             router_index_real_blocks: Family::default(),
             router_index_differences: Family::default(),
+            discovery_up: Family::default(),
+            discovery_failures: Family::default(),
+            discovery_bad_records: Family::default(),
+            discovered_sources: Gauge::default(),
+            discovered_left: Gauge::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -337,6 +350,27 @@ impl Metrics {
             "router_index_polls",
             "Reads of a real index (--router-index): /workers and /dump, by result (ok, or why not)",
             m.router_index_polls.clone(),
+        );
+        r.register(
+            "discovery_up",
+            "1 when the last read of a --discover backend succeeded, 0 while it fails (retried with backoff)",
+            m.discovery_up.clone(),
+        );
+        r.register(
+            "discovery_failures",
+            "Reads of a --discover backend that failed since the start (a gauge of a running total)",
+            m.discovery_failures.clone(),
+        );
+        r.register(
+            "discovery_bad_records",
+            "Records the last read of a --discover backend could not use (the log names each key)",
+            m.discovery_bad_records.clone(),
+        );
+        r.register("discovered_sources", "Sources found through --discover, live or left", m.discovered_sources.clone());
+        r.register(
+            "discovered_left",
+            "Sources found through --discover whose registration expired (kept with their history)",
+            m.discovered_left.clone(),
         );
         r.register("router_index_bytes", "Bytes read from a real index's /workers and /dump", m.router_index_bytes.clone());
         r.register(

@@ -54,6 +54,11 @@ pub enum Kind {
     },
     /// The capture's [`proto::RecordingStatus`]: kept like a source status, never evicted.
     Recording,
+    /// A [`proto::Message::SourceChanged`]: sent by [`Hub::add_source`] and
+    /// [`Hub::update_source`] only, kept like a status.
+    Source {
+        source: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -172,7 +177,7 @@ impl Loss {
                 s.1 = s.1.min(seq);
                 s.2 = s.2.max(seq);
             }
-            Kind::Status { .. } | Kind::Recording => self.statuses = true,
+            Kind::Status { .. } | Kind::Recording | Kind::Source { .. } => self.statuses = true,
             Kind::FrameError { .. } => {}
         }
     }
@@ -203,11 +208,39 @@ struct ClientSlot {
     lossy: Arc<AtomicBool>,
 }
 
+/// Messages that say how things stand now rather than what happened: never evicted, sent to
+/// every newcomer, and sent again to a client after it lost messages.
+#[derive(Debug, Default)]
+struct Sticky {
+    /// The hello as it stands now: the sources a newcomer is told about include every source
+    /// added since the start.
+    hello: Bytes,
+    /// The latest [`proto::Message::SourceChanged`] of each source added or changed after the
+    /// start; a newcomer's hello holds them already.
+    changed: BTreeMap<u32, Bytes>,
+    /// The latest status of each source.
+    statuses: Vec<Option<Bytes>>,
+    recording: Option<Bytes>,
+}
+
+impl Sticky {
+    /// What a newcomer gets after the hello.
+    fn for_newcomer(&self) -> Vec<Bytes> {
+        self.statuses.iter().flatten().chain(&self.recording).cloned().collect()
+    }
+
+    /// What a client that lost messages gets again: where each source reads, then the statuses.
+    fn after_loss(&self) -> impl Iterator<Item = &Bytes> {
+        self.changed.values().chain(self.statuses.iter().flatten()).chain(&self.recording)
+    }
+}
+
 #[derive(Debug)]
 struct HubState {
     history: History,
-    /// The latest status of each source, then the recording's (one slot more than sources).
-    statuses: Vec<Option<Bytes>>,
+    sticky: Sticky,
+    /// The hello's fields, kept to re-encode it when a source is added.
+    hello: proto::Hello,
     clients: Vec<ClientSlot>,
     next_client_id: u64,
     evicted_frames: u64,
@@ -227,7 +260,6 @@ pub struct HubConfig {
 pub struct Hub {
     state: Mutex<HubState>,
     config: HubConfig,
-    hello_bytes: Bytes,
     metrics: Arc<Metrics>,
 }
 
@@ -283,42 +315,86 @@ impl Subscription {
 
 impl Hub {
     pub fn new(config: HubConfig, metrics: Arc<Metrics>) -> Self {
-        let sources = config.hello.sources.len();
-        let hello_bytes = Bytes::from(proto::encode(&proto::Message::Hello(config.hello.clone())));
+        let sticky = Sticky {
+            hello: Bytes::from(proto::encode(&proto::Message::Hello(config.hello.clone()))),
+            statuses: vec![None; config.hello.sources.len()],
+            ..Sticky::default()
+        };
         Hub {
             state: Mutex::new(HubState {
                 history: History::default(),
-                statuses: vec![None; sources + 1],
+                sticky,
+                hello: config.hello.clone(),
                 clients: Vec::new(),
                 next_client_id: 0,
                 evicted_frames: 0,
                 eviction_logged: false,
             }),
             config,
-            hello_bytes,
             metrics,
         }
     }
 
+    /// The bounds and the hello the server started with (sources added since are in
+    /// [`Hub::sources`]).
     pub fn config(&self) -> &HubConfig {
         &self.config
     }
 
+    /// Every source now: the hello's, then those added since.
+    pub fn sources(&self) -> Vec<proto::SourceInfo> {
+        self.lock().hello.sources.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds a source after the start: it takes the next index (`make` builds its info from it),
+    /// every newcomer's hello lists it, and clients connected now are told with a
+    /// [`proto::Message::SourceChanged`].
+    pub fn add_source(&self, make: impl FnOnce(u32) -> proto::SourceInfo) -> proto::SourceInfo {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let info = make(state.hello.sources.len() as u32);
+        state.hello.sources.push(info.clone());
+        state.sticky.statuses.push(None);
+        self.announce_source(state, &info);
+        info
+    }
+
+    /// Says that a source now reads elsewhere (a relay that restarted on a new port).
+    pub fn update_source(&self, info: proto::SourceInfo) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Some(slot) = state.hello.sources.get_mut(info.index as usize) else { return };
+        *slot = info.clone();
+        self.announce_source(state, &info);
+    }
+
+    fn announce_source(&self, state: &mut HubState, info: &proto::SourceInfo) {
+        state.sticky.hello = Bytes::from(proto::encode(&proto::Message::Hello(state.hello.clone())));
+        let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::SourceChanged(info)));
+        self.publish_locked(state, Entry { bytes, kind: Kind::Source { source: info.index } });
+    }
+
     /// Offers a message to the history (frames and errors) and to every client. Never waits.
     pub fn publish(&self, bytes: Bytes, kind: Kind) {
-        let entry = Entry { bytes, kind };
-        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let state = &mut *guard;
+        let mut guard = self.lock();
+        self.publish_locked(&mut guard, Entry { bytes, kind });
+    }
+
+    fn publish_locked(&self, state: &mut HubState, entry: Entry) {
+        let kind = entry.kind;
         match kind {
             Kind::Status { source } => {
-                if let Some(slot) = state.statuses.get_mut(source as usize) {
+                if let Some(slot) = state.sticky.statuses.get_mut(source as usize) {
                     *slot = Some(entry.bytes.clone());
                 }
             }
-            Kind::Recording => {
-                if let Some(slot) = state.statuses.last_mut() {
-                    *slot = Some(entry.bytes.clone());
-                }
+            Kind::Recording => state.sticky.recording = Some(entry.bytes.clone()),
+            Kind::Source { source } => {
+                state.sticky.changed.insert(source, entry.bytes.clone());
             }
             Kind::Frame { .. } | Kind::FrameError { .. } => {
                 state.history.push(entry.clone());
@@ -341,9 +417,9 @@ impl Hub {
             }
         }
         let queue_bound = self.config.client_queue_bytes as u64;
-        let statuses = &state.statuses;
+        let sticky = &state.sticky;
         state.clients.retain_mut(|client| {
-            match deliver_notice(client, statuses, queue_bound, &self.metrics) {
+            match deliver_notice(client, sticky, queue_bound, &self.metrics) {
                 Offer::Sent => {}
                 Offer::Full => {
                     // A notice that did not fit means the client still owes one: count into it.
@@ -371,7 +447,7 @@ impl Hub {
     pub fn subscribe(&self) -> Subscription {
         let (tx, rx) = mpsc::channel(CLIENT_CHANNEL_MESSAGES);
         let queued = Arc::new(AtomicU64::new(0));
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self.lock();
         let id = state.next_client_id;
         state.next_client_id += 1;
         let lossy = Arc::new(AtomicBool::new(false));
@@ -380,8 +456,8 @@ impl Hub {
         self.metrics.clients_total.inc();
         Subscription {
             id,
-            hello: self.hello_bytes.clone(),
-            statuses: state.statuses.iter().flatten().cloned().collect(),
+            hello: state.sticky.hello.clone(),
+            statuses: state.sticky.for_newcomer(),
             history: state.history.snapshot(),
             evicted_frames: state.evicted_frames,
             rx,
@@ -397,7 +473,7 @@ impl Hub {
         let state = &mut *guard;
         let queue_bound = self.config.client_queue_bytes as u64;
         if let Some(client) = state.clients.iter_mut().find(|c| c.id == id) {
-            let _ = deliver_notice(client, &state.statuses, queue_bound, &self.metrics);
+            let _ = deliver_notice(client, &state.sticky, queue_bound, &self.metrics);
         }
     }
 
@@ -437,7 +513,7 @@ impl Hub {
 }
 
 /// Queues the lag notice a client owes, if any; `Sent` also when it owed none.
-fn deliver_notice(client: &mut ClientSlot, statuses: &[Option<Bytes>], queue_bound: u64, metrics: &Metrics) -> Offer {
+fn deliver_notice(client: &mut ClientSlot, sticky: &Sticky, queue_bound: u64, metrics: &Metrics) -> Offer {
     let Some(loss) = client.loss.take() else { return Offer::Sent };
     let notice = Bytes::from(proto::encode(&loss.notice(queue_bound)));
     let result = offer(client, notice, queue_bound, metrics);
@@ -451,7 +527,7 @@ fn deliver_notice(client: &mut ClientSlot, statuses: &[Option<Bytes>], queue_bou
     // Statuses are "latest state": resend the current ones after a loss so the client is
     // not left with a stale view.
     if loss.statuses {
-        for status in statuses.iter().flatten() {
+        for status in sticky.after_loss() {
             let _ = offer(client, status.clone(), u64::MAX, metrics);
         }
     }
@@ -508,6 +584,7 @@ mod tests {
             history_bytes: history_bytes as u64,
             client_queue_bytes: client_queue_bytes as u64,
             started_unix_nanos: 0,
+            discovery: Vec::new(),
         };
         Hub::new(HubConfig { history_bytes, client_queue_bytes, hello }, Arc::new(Metrics::new()))
     }

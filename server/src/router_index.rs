@@ -10,16 +10,16 @@
 //! error that is counted, logged (the first of a run of them) and recorded; the next read tries
 //! again. Nothing here ever stops the relay.
 //!
-//! The client is plain HTTP/1.1 over a TCP stream (`Connection: close`, a `Content-Length` or
-//! chunked body): the indexer serves plain HTTP on a port of its own, and a GET is all it takes.
+//! The indexer serves plain HTTP on a port of its own, and a GET is all it takes
+//! (`crate::http_client`).
 
 use std::time::Duration;
 
 use kvscope_protocol as proto;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::capture::Recorder;
+use crate::http_client::{HttpError, Request};
 use crate::metrics::{Metrics, PollLabels, UrlLabels};
 
 /// What a record's first frame says the read was.
@@ -78,21 +78,6 @@ impl RouterIndexSource {
     }
 }
 
-/// Why a read failed, as `result` in `/metrics`.
-fn error_kind(e: &str) -> &'static str {
-    if e.contains("timed out") {
-        "timeout"
-    } else if e.contains("larger than") {
-        "too_large"
-    } else if e.contains("connect") {
-        "connect"
-    } else if e.contains("HTTP status") {
-        "status"
-    } else {
-        "malformed"
-    }
-}
-
 /// Reads `src` until `stop`, recording and counting every read; each dump also goes to `dumps`.
 pub async fn run(
     src: RouterIndexSource,
@@ -137,12 +122,12 @@ pub async fn run(
                     }
                 }
                 Err(e) => {
-                    let text = format!("{}{path}: {e}", src.url);
+                    let text = format!("{}{path}: {}", src.url, explain(&e));
                     if !failing {
                         tracing::warn!("router index: {text} (retrying every {:?})", opts.interval);
                     }
                     failing = true;
-                    let labels = PollLabels { url: src.url.clone(), what: what_name, result: error_kind(&e).into() };
+                    let labels = PollLabels { url: src.url.clone(), what: what_name, result: e.kind().into() };
                     metrics.router_index_polls.get_or_create(&labels).inc();
                     if let Some(r) = &recorder {
                         r.record(index, now, false, &[ERROR, text.as_bytes()]).await;
@@ -153,79 +138,18 @@ pub async fn run(
     }
 }
 
-/// `GET path` of `authority`, the body when the status is 200; bounded in time and size.
-pub async fn get(authority: &str, path: &str, opts: PollOptions) -> Result<Vec<u8>, String> {
-    tokio::time::timeout(opts.timeout, get_unbounded_time(authority, path, opts.max_bytes))
-        .await
-        .map_err(|_| format!("timed out after {:?} (raise --router-index-timeout)", opts.timeout))?
+/// `GET path` of the indexer, bounded in time and size; the error says which flag to raise.
+pub async fn get(authority: &str, path: &str, opts: PollOptions) -> Result<Vec<u8>, HttpError> {
+    Request::get(authority, path).send(opts.timeout, opts.max_bytes).await
 }
 
-async fn get_unbounded_time(authority: &str, path: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
-    let mut stream = tokio::net::TcpStream::connect(authority).await.map_err(|e| format!("cannot connect to {authority}: {e}"))?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.map_err(|e| format!("cannot send the request: {e}"))?;
-    // Header plus body, bounded: 64 KiB of header at most.
-    let limit = max_bytes.saturating_add(64 << 10);
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 << 10];
-    loop {
-        let n = stream.read(&mut chunk).await.map_err(|e| format!("reading the answer failed: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > limit {
-            return Err(format!("the answer is larger than {max_bytes} bytes (raise --router-index-max-bytes)"));
-        }
-    }
-    parse_response(&buf, max_bytes)
-}
-
-/// The body of an HTTP/1.1 response read to its end.
-fn parse_response(buf: &[u8], max_bytes: usize) -> Result<Vec<u8>, String> {
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").ok_or("the answer has no complete HTTP header")?;
-    let head = std::str::from_utf8(&buf[..end]).map_err(|_| "the HTTP header is not UTF-8".to_owned())?;
-    let mut lines = head.split("\r\n");
-    let status = lines.next().unwrap_or_default();
-    let code = status.split_whitespace().nth(1).unwrap_or_default();
-    if code != "200" {
-        return Err(format!("HTTP status {status:?} (is this a Dynamo standalone indexer?)"));
-    }
-    let header = |name: &str| {
-        head.split("\r\n").skip(1).find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
-        })
-    };
-    let body = &buf[end + 4..];
-    let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        dechunk(body)?
-    } else if let Some(len) = header("content-length") {
-        let len: usize = len.parse().map_err(|_| format!("Content-Length {len:?} is not a number"))?;
-        body.get(..len).ok_or_else(|| format!("the body ends after {} of its {len} bytes", body.len()))?.to_vec()
-    } else {
-        body.to_vec()
-    };
-    if body.len() > max_bytes {
-        return Err(format!("the answer is larger than {max_bytes} bytes (raise --router-index-max-bytes)"));
-    }
-    Ok(body)
-}
-
-fn dechunk(mut body: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n").ok_or("a chunk size line has no end")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).map_err(|_| "a chunk size is not text".to_owned())?;
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or_default().trim(), 16)
-            .map_err(|_| format!("chunk size {size_text:?} is not hexadecimal"))?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        let data = body.get(..size).ok_or("a chunk is cut short")?;
-        out.extend_from_slice(data);
-        body = body.get(size + 2..).ok_or("a chunk has no end")?;
+/// A failed read in words, with the flag that changes it.
+fn explain(e: &HttpError) -> String {
+    match e {
+        HttpError::Timeout(_) => format!("{e} (raise --router-index-timeout)"),
+        HttpError::TooLarge(_) => format!("{e} (raise --router-index-max-bytes)"),
+        HttpError::Status { .. } => format!("{e} (is this a Dynamo standalone indexer?)"),
+        HttpError::Connect { .. } | HttpError::Malformed(_) => e.to_string(),
     }
 }
 
@@ -241,14 +165,8 @@ mod tests {
     }
 
     #[test]
-    fn responses_with_length_chunks_or_errors() {
-        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
-        assert_eq!(parse_response(ok, 10).unwrap(), b"{}");
-        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[1,\r\n2\r\n2]\r\n0\r\n\r\n";
-        assert_eq!(parse_response(chunked, 10).unwrap(), b"[1,2]");
-        assert!(parse_response(b"HTTP/1.1 404 Not Found\r\n\r\n", 10).unwrap_err().contains("404"));
-        assert!(parse_response(ok, 1).unwrap_err().contains("larger than 1 bytes"));
-        assert!(parse_response(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n{}", 10).unwrap_err().contains("after 2 of its 9"));
-        assert_eq!(error_kind("timed out after 5s"), "timeout");
+    fn read_errors_name_the_flag_to_raise() {
+        assert_eq!(explain(&HttpError::Timeout(Duration::from_secs(5))), "timed out after 5s (raise --router-index-timeout)");
+        assert!(explain(&HttpError::TooLarge(9)).ends_with("(raise --router-index-max-bytes)"));
     }
 }

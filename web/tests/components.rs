@@ -102,6 +102,7 @@ fn hello(workers: u32, block_size: u32) -> proto::Message {
         history_bytes: 0,
         client_queue_bytes: 0,
         started_unix_nanos: 0,
+        discovery: Vec::new(),
     })
 }
 

@@ -66,6 +66,7 @@ impl Stream {
             history_bytes: 1 << 20,
             client_queue_bytes: 1 << 20,
             started_unix_nanos: 0,
+            discovery: Vec::new(),
         }))
     }
 

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version of both the WebSocket messages and the `.kvcap` format. Bump it whenever the
 /// bytes of any message or of the capture format change (the golden-bytes tests say so).
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Opens every WebSocket message.
 pub const WS_MAGIC: [u8; 4] = *b"KVSW";
@@ -198,8 +198,8 @@ mod tests {
             ),
             (b"KVS", "message of 3 bytes is shorter than the 6-byte prefix (magic + version)"),
             (
-                b"KVSW\x00\x07\x80",
-                "kvscope protocol version 7, this build speaks version 6: the server and the \
+                b"KVSW\x00\x63\x80",
+                "kvscope protocol version 99, this build speaks version 7: the server and the \
                  dashboard come from different kvscope builds; reload the page, or rebuild both \
                  from one checkout",
             ),

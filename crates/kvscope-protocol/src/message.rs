@@ -24,6 +24,9 @@ pub enum Message {
     RecordingStatus(RecordingStatus),
     HistoryStart(HistoryStart),
     Batch(Batch),
+    /// A source that appeared after the hello (`--discover`), or one that now reads somewhere
+    /// else (a relay that restarted on a new port): the same index keeps its history.
+    SourceChanged(SourceInfo),
 }
 
 /// [`Message`] by reference, for [`crate::encode_ref`]: same variant names, same bytes.
@@ -39,6 +42,7 @@ pub enum MessageRef<'a> {
     RecordingStatus(&'a RecordingStatus),
     HistoryStart(&'a HistoryStart),
     Batch(&'a Batch),
+    SourceChanged(&'a SourceInfo),
 }
 
 impl<'a> From<&'a Message> for MessageRef<'a> {
@@ -53,6 +57,7 @@ impl<'a> From<&'a Message> for MessageRef<'a> {
             Message::HistoryStart(x) => MessageRef::HistoryStart(x),
             Message::RecordingStatus(x) => MessageRef::RecordingStatus(x),
             Message::Batch(x) => MessageRef::Batch(x),
+            Message::SourceChanged(x) => MessageRef::SourceChanged(x),
         }
     }
 }
@@ -81,6 +86,11 @@ pub struct Hello {
     pub client_queue_bytes: u64,
     /// When the server started, in nanoseconds since the Unix epoch.
     pub started_unix_nanos: u64,
+    /// The discovery stores the server reads its fleet from (`--discover`, as given); empty
+    /// when every source was named on the command line. With discovery, sources appear after
+    /// the hello ([`Message::SourceChanged`]).
+    #[serde(default)]
+    pub discovery: Vec<String>,
 }
 
 /// How the server gets its frames.
@@ -150,6 +160,28 @@ impl SourceInfo {
             event_plane: Some(EventPlaneInfo { url: url.to_owned(), subject }),
         }
     }
+}
+
+impl SourceInfo {
+    /// A relay found in a discovery store: an event-plane source filed under its engine's
+    /// `(worker_id, dp_rank)`, keyed [`relay_key`], so it stays one source across restarts.
+    pub fn discovered_relay(index: u32, worker_id: &str, dp_rank: u32, url: &str) -> SourceInfo {
+        SourceInfo {
+            index,
+            key: relay_key(worker_id, dp_rank),
+            worker_id: worker_id.to_owned(),
+            dp_rank,
+            endpoint: url.to_owned(),
+            replay_endpoint: None,
+            kind: SourceKind::EventPlane,
+            event_plane: Some(EventPlaneInfo { url: url.to_owned(), subject: None }),
+        }
+    }
+}
+
+/// `relay:worker_id:dp_rank`: how logs, metrics labels and errors name a discovered relay.
+pub fn relay_key(worker_id: &str, dp_rank: u32) -> String {
+    format!("relay:{worker_id}:{dp_rank}")
 }
 
 /// `worker_id:dp_rank`: how logs, metrics labels and errors name an engine source.
@@ -283,6 +315,10 @@ pub enum ConnState {
     /// The endpoint cannot be used as given (for example a host name that does not resolve);
     /// still retried, see `error`.
     Error,
+    /// Gone from the discovery store (`--discover`: its lease or TTL expired); not read until
+    /// it registers again, when it resumes as the same source. It keeps its history and counts;
+    /// `since_unix_nanos` says when it left.
+    Left,
 }
 
 /// Per-source totals. Every count is since the server started, across engine restarts.

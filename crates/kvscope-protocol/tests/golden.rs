@@ -101,8 +101,10 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
                 history_bytes: 64 << 20,
                 client_queue_bytes: 16 << 20,
                 started_unix_nanos: 1_700_000_000_000_000_000,
+                discovery: vec!["etcd://10.0.0.1:2379".into()],
             }),
         ),
+        ("source_changed", Message::SourceChanged(SourceInfo::discovered_relay(3, "7", 1, "zmq://10.0.0.7:5600"))),
         (
             "recording_status",
             Message::RecordingStatus(RecordingStatus {
@@ -211,7 +213,7 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
 fn every_message_kind_matches_its_golden_bytes_and_round_trips() {
     let samples = samples();
     // One sample per variant: a new variant must get a golden file too.
-    assert_eq!(samples.len(), 9);
+    assert_eq!(samples.len(), 10);
     for (name, message) in samples {
         let bytes = proto::encode(&message);
         assert_eq!(&bytes[..4], b"KVSW");

@@ -60,7 +60,7 @@ pub fn parse_speed(s: &str) -> Result<Speed, String> {
 pub struct SourceArgs {
     /// Engine PUB endpoints, the Dynamo indexer's form: "id[:dp]=tcp://host:5557,...".
     #[arg(long, env = "KVSCOPE_WORKERS", value_name = "SPEC")]
-    pub workers: String,
+    pub workers: Option<String>,
     /// Replay ROUTER endpoints in the same form: "id[:dp]=tcp://host:5558,...". Without one, a
     /// gap on that source cannot be recovered and is reported as lost.
     #[arg(long = "replay", env = "KVSCOPE_REPLAY", value_name = "SPEC")]
@@ -69,11 +69,64 @@ pub struct SourceArgs {
     /// both --workers and --replay.
     #[arg(long, env = "KVSCOPE_DP_SIZE", default_value_t = 1, value_name = "N")]
     pub dp_size: u32,
+    /// Find the fleet in Dynamo's discovery store, live: etcd://HOST:PORT[,HOST:PORT…] (Dynamo's
+    /// etcd backend; ETCD_AUTH_USERNAME and ETCD_AUTH_PASSWORD as for Dynamo), dynamo-file:DIR
+    /// (its file backend, DYN_FILE_KV), or dynamo-indexer:http://HOST:PORT (a standalone
+    /// indexer's /workers). Every relay registered there becomes an event-plane source, filed
+    /// under its (worker_id, dp_rank); one that leaves is marked left and resumes when it comes
+    /// back. Repeatable, and combines with --workers and --event-plane.
+    #[arg(long, env = "KVSCOPE_DISCOVER", value_name = "URL")]
+    pub discover: Vec<String>,
+    /// How often each discovery store is read.
+    #[arg(long, env = "KVSCOPE_DISCOVER_INTERVAL", default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub discover_interval: Duration,
+    /// A read that takes longer fails (shown and retried with backoff).
+    #[arg(long, env = "KVSCOPE_DISCOVER_TIMEOUT", default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub discover_timeout: Duration,
+    /// A store holding more record bytes than this fails to read (shown and retried).
+    #[arg(long, env = "KVSCOPE_DISCOVER_MAX_BYTES", default_value = "16MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub discover_max_bytes: usize,
 }
 
 impl SourceArgs {
     pub(crate) fn sources(&self) -> Result<Vec<Source>, String> {
-        parse_sources(&self.workers, self.replay.as_deref(), self.dp_size).map_err(|e| e.to_string())
+        match &self.workers {
+            Some(workers) => parse_sources(workers, self.replay.as_deref(), self.dp_size).map_err(|e| e.to_string()),
+            None if self.replay.is_some() => Err("--replay names replay endpoints of --workers; give --workers too".to_owned()),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    pub(crate) fn discover(&self) -> Result<Vec<crate::discover::DiscoverUrl>, String> {
+        self.discover.iter().map(|u| crate::discover::DiscoverUrl::parse(u)).collect()
+    }
+
+    pub(crate) fn discover_options(&self) -> crate::discover::DiscoverOptions {
+        crate::discover::DiscoverOptions {
+            interval: self.discover_interval,
+            timeout: self.discover_timeout,
+            max_bytes: self.discover_max_bytes,
+            ..crate::discover::DiscoverOptions::default()
+        }
+    }
+}
+
+/// The sources a live command reads, checked together: at least one kind is given.
+pub(crate) struct LiveSources {
+    pub sources: Vec<Source>,
+    pub planes: Vec<PlaneSource>,
+    pub discover: Vec<crate::discover::DiscoverUrl>,
+}
+
+impl LiveSources {
+    pub(crate) fn parse(sources: &SourceArgs, planes: &PlaneArgs) -> Result<LiveSources, String> {
+        let live = LiveSources { sources: sources.sources()?, planes: planes.planes()?, discover: sources.discover()? };
+        if live.sources.is_empty() && live.planes.is_empty() && live.discover.is_empty() {
+            return Err(
+                "nothing to read: give --workers (engine endpoints), --event-plane or --discover (Dynamo's discovery store)".to_owned()
+            );
+        }
+        Ok(live)
     }
 }
 

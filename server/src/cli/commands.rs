@@ -36,8 +36,14 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, b
         intake: IntakeOptions { stale_after: server.stale_after, stream: stream.options(), ..IntakeOptions::default() },
         router_indexes: Vec::new(),
         router_index_poll: crate::router_index::PollOptions::default(),
+        discover: Vec::new(),
+        discover_options: crate::discover::DiscoverOptions::default(),
     }
 }
+
+/// Why `--discover` and a capture do not go together yet.
+const NO_DISCOVERED_CAPTURE: &str = "--discover cannot be recorded yet: a capture lists its sources in its header, and discovered \
+     sources appear later; record the relays by name (--event-plane zmq://HOST:PORT, one per relay) or serve without --record";
 
 fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
@@ -67,20 +73,25 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
     if let Err(e) = args.server.check() {
         return usage(&e);
     }
-    let sources = match args.sources.sources() {
-        Ok(s) => s,
+    let live = match LiveSources::parse(&args.sources, &args.plane) {
+        Ok(l) => l,
         Err(e) => return usage(&e),
     };
-    let planes = match args.plane.planes() {
-        Ok(p) => p,
-        Err(e) => return usage(&e),
-    };
-    let mut config = base_config(sources, &args.server, &args.stream, args.block_size, &args.policy);
-    config.mode_detail = match planes.len() {
+    if !live.discover.is_empty() && args.record.is_some() {
+        return usage(NO_DISCOVERED_CAPTURE);
+    }
+    let mut config = base_config(live.sources, &args.server, &args.stream, args.block_size, &args.policy);
+    config.mode_detail = match live.planes.len() {
         0 => format!("{} endpoint(s)", config.sources.len()),
         n => format!("{} endpoint(s), {n} event plane(s)", config.sources.len()),
     };
-    config.planes = planes;
+    if !live.discover.is_empty() {
+        let labels: Vec<String> = live.discover.iter().map(crate::discover::DiscoverUrl::label).collect();
+        config.mode_detail.push_str(&format!(", discovering from {}", labels.join(" and ")));
+    }
+    config.planes = live.planes;
+    config.discover = live.discover;
+    config.discover_options = args.sources.discover_options();
     config.relay_policy = args.plane.relay.relay_policy;
     config.record = args.record.map(|p| (p, command_line()));
     config.router_indexes = match args.router_index.sources() {
@@ -92,7 +103,7 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
         Ok(app) => app,
         Err(e) => return failure(&e),
     };
-    announce(&app, &args.server, &format!("serve: {} source(s)", app.hub.config().hello.sources.len()));
+    announce(&app, &args.server, &format!("serve: {} source(s)", app.hub.sources().len()));
     wait_for_ctrl_c().await;
     stop(app).await
 }
@@ -196,8 +207,7 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     };
     // Start publishing once every source is subscribed, so the dashboard starts near seq 0
     // (a PUB drops what it sends before a subscription arrives; the event plane has no replay).
-    let planes: Vec<String> =
-        app.hub.config().hello.sources.iter().filter(|s| s.kind == proto::SourceKind::EventPlane).map(|s| s.key.clone()).collect();
+    let planes: Vec<String> = app.hub.sources().iter().filter(|s| s.kind == proto::SourceKind::EventPlane).map(|s| s.key.clone()).collect();
     // Hundreds of sources take a moment to subscribe.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3 + engine_keys.len() as u64 / 50);
     while tokio::time::Instant::now() < deadline {
@@ -228,14 +238,13 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
 }
 
 pub(super) async fn record(args: RecordArgs) -> ExitCode {
-    let sources = match args.sources.sources() {
-        Ok(s) => s,
+    let LiveSources { sources, planes, discover } = match LiveSources::parse(&args.sources, &args.plane) {
+        Ok(l) => l,
         Err(e) => return usage(&e),
     };
-    let planes = match args.plane.planes() {
-        Ok(p) => p,
-        Err(e) => return usage(&e),
-    };
+    if !discover.is_empty() {
+        return usage(NO_DISCOVERED_CAPTURE);
+    }
     let router_indexes = match args.router_index.sources() {
         Ok(r) => r,
         Err(e) => return usage(&e),
@@ -257,6 +266,8 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         intake: IntakeOptions { stream: args.stream.options(), ..IntakeOptions::default() },
         router_indexes,
         router_index_poll: args.router_index.poll(),
+        discover: Vec::new(),
+        discover_options: crate::discover::DiscoverOptions::default(),
     };
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,

@@ -61,7 +61,7 @@ impl Drop for Nats {
 }
 
 /// Dynamo's relay harness; its lines on stdout are JSON.
-struct Relay {
+pub(crate) struct Relay {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: std::sync::mpsc::Receiver<Value>,
@@ -78,10 +78,25 @@ impl Relay {
         Relay::start_with("nats", nats, worker_id, block_size, &["--engine".to_owned(), engine.to_owned()])
     }
 
+    /// A relay on the ZMQ plane that registers in a discovery store (`discovery`: the harness's
+    /// `--discovery …` flags), at block size 16.
+    pub(crate) fn start_discovered(worker_id: u64, discovery: &[&str], payloads: &[std::path::PathBuf]) -> Relay {
+        let mut extra: Vec<String> = discovery.iter().map(|s| (*s).to_owned()).collect();
+        extra.extend(payloads.iter().map(|p| p.display().to_string()));
+        Relay::spawn(&["--plane", "zmq", "--worker-id", &worker_id.to_string(), "--block-size", "16"], &extra)
+    }
+
     fn start_with(plane: &str, nats: &str, worker_id: u64, block_size: u32, extra: &[String]) -> Relay {
+        Relay::spawn(
+            &["--plane", plane, "--nats", nats, "--worker-id", &worker_id.to_string(), "--block-size", &block_size.to_string()],
+            extra,
+        )
+    }
+
+    fn spawn(args: &[&str], extra: &[String]) -> Relay {
         let mut child = Command::new(peer_python())
             .arg(repo().join("scripts/peers/dynamo_relay.py"))
-            .args(["--plane", plane, "--nats", nats, "--worker-id", &worker_id.to_string(), "--block-size", &block_size.to_string()])
+            .args(args)
             .args(extra)
             .env("DYN_LOG", "warn")
             // Its file-backend directory (and anything else it makes) stays under target/, not
@@ -106,7 +121,7 @@ impl Relay {
     }
 
     /// Waits (60 s: the runtime starts slowly on a loaded machine) for a line with `key`.
-    fn wait(&self, key: &str) -> Value {
+    pub(crate) fn wait(&self, key: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let line = self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| {
@@ -120,14 +135,14 @@ impl Relay {
         }
     }
 
-    fn go(&mut self) {
+    pub(crate) fn go(&mut self) {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(b"go\n").unwrap();
         stdin.flush().unwrap();
     }
 
     /// SIGKILL: the relay stops mid-stream, with no goodbye on the plane.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -144,7 +159,7 @@ impl Drop for Relay {
 /// What kvscope-router predicts Dynamo 1.6.1's relay (worker 42, rank 0) publishes for these
 /// engine batches, published in this order from seq 0: RouterEvents per batch, and the events it
 /// drops by label.
-fn predicted(payloads: &[Vec<u8>], block_size: u32) -> (Vec<u64>, BTreeMap<String, u64>) {
+pub(crate) fn predicted(payloads: &[Vec<u8>], block_size: u32) -> (Vec<u64>, BTreeMap<String, u64>) {
     let mut predictor = Predictor::new(RelayConfig::dynamo_1_6_1(42, 0, block_size));
     let mut per_batch = Vec::new();
     let mut dropped = BTreeMap::new();
@@ -160,7 +175,7 @@ fn predicted(payloads: &[Vec<u8>], block_size: u32) -> (Vec<u64>, BTreeMap<Strin
     (per_batch, dropped)
 }
 
-fn read_all(paths: &[std::path::PathBuf]) -> Vec<Vec<u8>> {
+pub(crate) fn read_all(paths: &[std::path::PathBuf]) -> Vec<Vec<u8>> {
     paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
@@ -183,7 +198,7 @@ fn assert_reconciled(report: &Value, expected: u64, dropped: &[(&str, u64)]) -> 
     router
 }
 
-fn corpus(names: &[&str]) -> Vec<std::path::PathBuf> {
+pub(crate) fn corpus(names: &[&str]) -> Vec<std::path::PathBuf> {
     names.iter().map(|n| repo().join("tests/fixtures/kv-events/vllm-0.33.0").join(format!("{n}.msgpack"))).collect()
 }
 

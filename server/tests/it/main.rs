@@ -8,6 +8,7 @@
 mod capture;
 mod cli;
 mod corpus;
+mod discovery;
 mod event_plane;
 mod faults;
 mod intake;

@@ -28,21 +28,27 @@ const REFRESH_EVERY: u32 = 10;
 
 impl RouterIndexes {
     pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32) -> RouterIndexes {
-        let mut model = IndexModel::new(IndexConfig::sides(block_size, &policies));
-        let mut ids = Vec::new();
-        for s in sources {
-            let i = s.index as usize;
-            if ids.len() <= i {
-                ids.resize(i + 1, None);
-            }
-            if s.kind == proto::SourceKind::Engine {
-                ids[i] = Some(model.add_source(&s.key, &s.worker_id, s.dp_rank));
-            }
-        }
+        let model = IndexModel::new(IndexConfig::sides(block_size, &policies));
         // A policy named twice is one index.
         let side = |p: Policy| model.side(p).unwrap_or(IndexSide(0));
         let sides = [side(policies[0]), side(policies[1])];
-        RouterIndexes { model, ids, sides, reports: None, stale: true, flushes_since: 0 }
+        let mut indexes = RouterIndexes { model, ids: Vec::new(), sides, reports: None, stale: true, flushes_since: 0 };
+        for s in sources {
+            indexes.add_source(s);
+        }
+        indexes
+    }
+
+    /// One more source; an engine's blocks are indexed from its next frame.
+    pub fn add_source(&mut self, s: &proto::SourceInfo) {
+        let i = s.index as usize;
+        if self.ids.len() <= i {
+            self.ids.resize(i + 1, None);
+        }
+        if s.kind == proto::SourceKind::Engine && self.ids[i].is_none() {
+            self.ids[i] = Some(self.model.add_source(&s.key, &s.worker_id, s.dp_rank));
+            self.stale = true;
+        }
     }
 
     /// One engine frame of a page source.

@@ -306,6 +306,9 @@ pub struct Model {
     /// Where the defaults came from, when not from a server.
     pub defaults_note: Option<String>,
     sources: Vec<Source>,
+    /// The server finds its fleet in a discovery store (its hello said so): sources, relays
+    /// among them, arrive after the hello.
+    discovers: bool,
     runs: [PolicyRun; 2],
     /// Each policy's tier trees, indexed by [`Side`].
     trees: [Trees; 2],
@@ -386,6 +389,7 @@ impl Model {
             server_defaults: None,
             defaults_note: None,
             sources: Vec::new(),
+            discovers: false,
             runs,
             classes: ClassTable::default(),
             lanes: Vec::new(),
@@ -520,30 +524,68 @@ impl Model {
         self.rate.per_second(now_ms)
     }
 
-    /// Resets everything and sets the sources (a server hello, or a capture header).
-    fn reset_with_sources(&mut self, sources: &[proto::SourceInfo]) {
-        let config = self.config.clone();
-        let keep_errors = (self.protocol_errors, self.last_protocol_error.take());
-        let defaults = (self.server_defaults.take(), self.defaults_note.take());
-        let wall_offset_ms = self.wall_offset_ms;
-        *self = Model::new(config);
-        self.wall_offset_ms = wall_offset_ms;
-        (self.protocol_errors, self.last_protocol_error) = keep_errors;
-        (self.server_defaults, self.defaults_note) = defaults;
-        for info in sources {
-            self.ensure_source(info.index);
-            self.sources[info.index as usize] = Source::new(info);
-        }
-        let relay_policy = match self.config.relay_policy.parse::<kvscope_normalize::Policy>() {
+    /// The policy the relays are predicted under (the page's setting, or Dynamo 1.6.1's when
+    /// that does not parse, said once in the fleet bar).
+    fn relay_policy(&mut self) -> kvscope_normalize::Policy {
+        match self.config.relay_policy.parse::<kvscope_normalize::Policy>() {
             Ok(p) => p,
             Err(e) => {
                 let fallback = kvscope_router::RelayConfig::DEFAULT_POLICY;
                 self.config_error.get_or_insert(format!("relay policy: {e}; predicting {}", fallback.name));
                 fallback
             }
+        }
+    }
+
+    /// Resets everything and sets the sources (a server hello, or a capture header).
+    fn reset_with_sources(&mut self, sources: &[proto::SourceInfo]) {
+        let config = self.config.clone();
+        let keep_errors = (self.protocol_errors, self.last_protocol_error.take());
+        let defaults = (self.server_defaults.take(), self.defaults_note.take());
+        let (wall_offset_ms, discovers) = (self.wall_offset_ms, self.discovers);
+        *self = Model::new(config);
+        (self.wall_offset_ms, self.discovers) = (wall_offset_ms, discovers);
+        (self.protocol_errors, self.last_protocol_error) = keep_errors;
+        (self.server_defaults, self.defaults_note) = defaults;
+        for info in sources {
+            self.ensure_source(info.index);
+            self.sources[info.index as usize] = Source::new(info);
+        }
+        let relay_policy = self.relay_policy();
+        self.router = match self.discovers {
+            true => Some(router::RouterSide::with_sources(sources, relay_policy, self.config.block_size)),
+            false => router::RouterSide::for_sources(sources, relay_policy, self.config.block_size),
         };
-        self.router = router::RouterSide::for_sources(sources, relay_policy, self.config.block_size);
         self.index = index::RouterIndexes::new(sources, [self.runs[0].policy(), self.runs[1].policy()], self.config.block_size);
+    }
+
+    /// A source the server found after its hello (`--discover`), or one that now reads
+    /// elsewhere: a new index joins every view and the router's side; a known one keeps what it
+    /// holds and takes the new address.
+    fn apply_source_changed(&mut self, info: &proto::SourceInfo) {
+        let known = self.sources.get(info.index as usize).is_some_and(|s| s.key == info.key && s.kind == info.kind);
+        self.ensure_source(info.index);
+        let src = &mut self.sources[info.index as usize];
+        if known {
+            src.endpoint = info.endpoint.clone();
+            src.event_plane = info.event_plane.clone();
+        } else {
+            let status = src.status.take();
+            *src = Source::new(info);
+            src.status = status;
+            self.index.add_source(info);
+            match self.router.as_mut() {
+                Some(router) => router.add_source(info, self.config.block_size),
+                None if info.kind == proto::SourceKind::EventPlane => {
+                    let policy = self.relay_policy();
+                    let infos: Vec<proto::SourceInfo> = self.sources.iter().map(Source::info).collect();
+                    self.router = Some(router::RouterSide::with_sources(&infos, policy, self.config.block_size));
+                }
+                None => {}
+            }
+        }
+        self.sources[info.index as usize].dirty = true;
+        self.dirty = true;
     }
 
     fn ensure_source(&mut self, index: u32) {
@@ -655,6 +697,7 @@ impl Model {
                 self.recording = Some(r);
                 self.dirty = true;
             }
+            proto::Message::SourceChanged(info) => self.apply_source_changed(&info),
             // The page splits batches before they get here (`Fleet::ingest`, so that a hello
             // inside one re-configures before the frames after it); this is for other callers.
             proto::Message::Batch(batch) => {
@@ -675,6 +718,7 @@ impl Model {
     /// 0 while the page was away.) The block size follows the server's default unless the page
     /// set its own.
     pub fn apply_hello(&mut self, hello: &proto::Hello) {
+        self.discovers = !hello.discovery.is_empty();
         self.reset_with_sources(&hello.sources);
         self.server_defaults = Some(hello.defaults.clone());
         self.defaults_note = None;
@@ -687,6 +731,7 @@ impl Model {
 
     /// Starts a capture: like a hello, from the capture's header.
     pub fn begin_capture(&mut self, name: &str, header: &proto::capture::CaptureHeader) {
+        self.discovers = false;
         self.reset_with_sources(&header.sources);
         self.origin = Origin::Capture { name: name.to_owned(), truncated: None };
     }

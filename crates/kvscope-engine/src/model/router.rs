@@ -104,25 +104,40 @@ impl RouterSide {
     /// A reconciliation for these sources, when any of them is an event plane; the relays are
     /// predicted under `policy` at `block_size` (the relay's `kv_block_size`).
     pub fn for_sources(sources: &[proto::SourceInfo], policy: Policy, block_size: u32) -> Option<RouterSide> {
-        if !sources.iter().any(|s| s.kind == proto::SourceKind::EventPlane) {
-            return None;
-        }
-        let mut reconciler = Reconciler::new(ReconcilerConfig::default());
-        let mut ids = Vec::new();
-        for s in sources {
-            let i = s.index as usize;
-            if ids.len() <= i {
-                ids.resize(i + 1, None);
-            }
-            if s.kind != proto::SourceKind::Engine {
-                continue;
-            }
-            if let Some(relay) = RelayConfig::for_source(&s.worker_id, s.dp_rank, block_size, policy) {
-                ids[i] = Some(reconciler.add_source(&s.key, relay));
-            }
-        }
+        sources.iter().any(|s| s.kind == proto::SourceKind::EventPlane).then(|| RouterSide::with_sources(sources, policy, block_size))
+    }
+
+    /// The router's side even before any event-plane source is known: a server that discovers
+    /// its fleet announces its relays after the hello, and the engines' predictions must start
+    /// with their first frame.
+    pub fn with_sources(sources: &[proto::SourceInfo], policy: Policy, block_size: u32) -> RouterSide {
+        let reconciler = Reconciler::new(ReconcilerConfig::default());
         let report = reconciler.report();
-        Some(RouterSide { reconciler, ids, lanes: Vec::new(), report, stale: false, policy, last_plane_error: None })
+        let mut side = RouterSide { reconciler, ids: Vec::new(), lanes: Vec::new(), report, stale: false, policy, last_plane_error: None };
+        for s in sources {
+            side.add_source(s, block_size);
+        }
+        side
+    }
+
+    /// One more source; an engine whose worker id is Dynamo's takes part from now on.
+    pub fn add_source(&mut self, s: &proto::SourceInfo, block_size: u32) {
+        let i = s.index as usize;
+        if self.ids.len() <= i {
+            self.ids.resize(i + 1, None);
+        }
+        if s.kind == proto::SourceKind::Engine
+            && self.ids[i].is_none()
+            && let Some(relay) = RelayConfig::for_source(&s.worker_id, s.dp_rank, block_size, self.policy)
+        {
+            self.ids[i] = Some(self.reconciler.add_source(&s.key, relay));
+            self.stale = true;
+        }
+    }
+
+    /// The policy the relays are predicted under.
+    pub fn policy(&self) -> Policy {
+        self.policy
     }
 
     /// One engine frame: the relay's predictions for its events, marked on the source's lane.

@@ -25,6 +25,7 @@ pub(crate) fn hello_of(sources: Vec<proto::SourceInfo>, block_size: u32) -> prot
         history_bytes: 1 << 20,
         client_queue_bytes: 1 << 20,
         started_unix_nanos: 0,
+        discovery: Vec::new(),
     })
 }
 

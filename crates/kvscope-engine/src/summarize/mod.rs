@@ -103,8 +103,11 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
         .engine_sources()
         .filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live) && s.counts(Side::A).events > 0)
         .count();
+    // Sources that left the discovery store keep their rows; the bar says how many.
+    let left = m.sources().iter().filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Left)).count();
+    let left = if left > 0 { format!(" · {left} left") } else { String::new() };
     let sources = if matches!(m.origin, Origin::Server { .. }) {
-        format!("{live} of {total} workers live{planes}")
+        format!("{live} of {total} workers live{planes}{left}")
     } else {
         format!("{total} workers{planes}")
     };
