@@ -342,29 +342,44 @@ impl App {
 }
 
 /// Reads the discovery stores and keeps their sources in step (`crate::fleet`); the task ends
-/// with the discovered sources' totals.
+/// with the discovered sources' totals. `router` is the live reconciler's tap.
 fn start_discovery(
     config: &AppConfig,
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
     recorder: Option<Recorder>,
-    plane_tap: Option<crate::router::Tap>,
+    router: Option<crate::router::Tap>,
     shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<Vec<SourceSummary>> {
     let (snapshots_tx, snapshots) = watch::channel(crate::discover::Snapshot::default());
     tokio::spawn(crate::discover::run(config.discover.clone(), config.discover_options, snapshots_tx, shutdown.clone()));
-    let max_frame_bytes = config.intake.stream.max_frame_bytes;
-    let (plane_hub, plane_metrics) = (hub.clone(), metrics.clone());
+    let stream = config.intake.stream;
+    let (plane_hub, plane_metrics, plane_recorder, plane_tap) = (hub.clone(), metrics.clone(), recorder.clone(), router.clone());
     let make_plane: crate::fleet::MakePlane = Arc::new(move |info: &proto::SourceInfo| {
-        PlanePipeline::new(
-            info,
-            max_frame_bytes,
-            Some(plane_metrics.source(&info.key)),
-            RelayOutput::new(plane_hub.clone(), recorder.clone()),
-        )
-        .with_router(plane_tap.clone())
+        let output = RelayOutput::new(plane_hub.clone(), plane_recorder.clone());
+        PlanePipeline::new(info, stream.max_frame_bytes, Some(plane_metrics.source(&info.key)), output).with_router(plane_tap.clone())
     });
-    let fleet = crate::fleet::FleetConfig { hub, metrics, make_plane, intake: config.intake.clone(), takes: Arc::new(|_| true) };
+    let (engine_hub, engine_metrics, engine_tap) = (hub.clone(), metrics.clone(), router.clone());
+    let engine_policies = policies(config.policy_a, config.policy_b);
+    let make_engine: crate::fleet::MakeEngine = Arc::new(move |info: &proto::SourceInfo, block_size: u32| {
+        let sm = engine_metrics.source(&info.key);
+        let classifier =
+            Classifier::new(&info.worker_id, info.dp_rank, block_size, &engine_policies, Some((sm.clone(), engine_metrics.clone())));
+        let tap = engine_tap.clone().map(|tap| crate::router::EngineTap { tap, source: info.index as usize });
+        let output = RelayOutput::new(engine_hub.clone(), recorder.clone()).with_router(tap);
+        Pipeline::new(info, Some(classifier), Some(sm), output).with_options(stream)
+    });
+    let fleet = crate::fleet::FleetConfig {
+        hub,
+        metrics,
+        make_plane,
+        make_engine,
+        router,
+        static_keys: config.sources.iter().map(|s| proto::engine_key(&s.worker_id, s.dp_rank)).collect(),
+        block_size: config.block_size,
+        intake: config.intake.clone(),
+        takes: Arc::new(|_| true),
+    };
     tokio::spawn(crate::fleet::run(fleet, snapshots, shutdown))
 }
 

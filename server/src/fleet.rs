@@ -8,9 +8,13 @@
 //! port, resumes as the same source with the same pipeline, so its counts go on and the late-join
 //! rules apply to what it publishes next.
 //!
+//! Engines (`dynamo-indexer:`, whose `/workers` lists them) are kept the same way, keyed
+//! `worker:rank` as `--workers` keys them; one that `--workers` names already is not added twice.
+//! Each is classified at its own block size (the indexer's, else its model card's, else
+//! `--block-size`), and joins the live reconciliation and index models from its first batch.
+//!
 //! Relays on the NATS plane need no source of their own: one `--event-plane nats://…`
-//! subscription reads them all. They are counted as discovered, and the log says once how to
-//! read them.
+//! subscription reads them all. The log says once how to read them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,10 +28,14 @@ use crate::intake::{self, IntakeOptions, RelayOutput};
 use crate::metrics::{Metrics, UrlLabels};
 use crate::plane::PlanePipeline;
 use crate::relay::Hub;
-use crate::source_state::{SourceSummary, TrackedSource};
+use crate::router::{Input, NewEngine, Tap};
+use crate::source_state::{AnyPipeline, SourceSummary, TrackedSource};
+use crate::stream::Pipeline;
 
 /// Builds the pipeline of a newly discovered relay (its index, key and output are the app's).
 pub type MakePlane = Arc<dyn Fn(&proto::SourceInfo) -> PlanePipeline<RelayOutput> + Send + Sync>;
+/// Builds the pipeline of a newly discovered engine, classifying at the block size given.
+pub type MakeEngine = Arc<dyn Fn(&proto::SourceInfo, u32) -> Pipeline<RelayOutput> + Send + Sync>;
 
 /// What the supervisor needs from the app.
 #[allow(missing_debug_implementations)] // closures
@@ -35,12 +43,28 @@ pub struct FleetConfig {
     pub hub: Arc<Hub>,
     pub metrics: Arc<Metrics>,
     pub make_plane: MakePlane,
+    pub make_engine: MakeEngine,
+    /// The live reconciler and index models, told of each new engine.
+    pub router: Option<Tap>,
+    /// Keys of the engines given on the command line: discovery does not add them again.
+    pub static_keys: BTreeSet<String>,
+    /// `--block-size`: for an engine whose indexer and model card say nothing.
+    pub block_size: u32,
     pub intake: IntakeOptions,
-    /// Only ranks whose worker this server takes (`--shard`); every rank without one.
+    /// Whether this server takes a worker (`--shard`); every worker without one.
     pub takes: Arc<dyn Fn(u64) -> bool + Send + Sync>,
 }
 
-/// One discovered relay.
+/// What a discovered source reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Engine,
+    Relay,
+}
+
+type Discovered = AnyPipeline<RelayOutput>;
+
+/// One discovered source.
 struct Member {
     info: proto::SourceInfo,
     /// `tcp://HOST:PORT` it reads now.
@@ -51,12 +75,21 @@ struct Member {
 enum Run {
     Running {
         stop: watch::Sender<bool>,
-        task: JoinHandle<PlanePipeline<RelayOutput>>,
+        task: JoinHandle<Discovered>,
     },
     /// Left the store; its pipeline waits here with its counts until it comes back.
-    Parked(Box<PlanePipeline<RelayOutput>>),
+    Parked(Box<Discovered>),
     /// Between the two (only while the supervisor is handling a change).
     Moving,
+}
+
+/// A source as the store lists it now.
+struct Wanted {
+    worker_id: u64,
+    dp_rank: u32,
+    endpoint: String,
+    /// Engines only: the block size to classify at.
+    block_size: u32,
 }
 
 /// The sentence a left source's status carries.
@@ -64,7 +97,7 @@ pub const LEFT_NOTE: &str = "left Dynamo's discovery store (its lease or TTL exp
 
 /// Follows the snapshots until `stop`; returns every discovered source's totals.
 pub async fn run(config: FleetConfig, mut snapshots: watch::Receiver<Snapshot>, mut stop: watch::Receiver<bool>) -> Vec<SourceSummary> {
-    let mut members: BTreeMap<WorkerRank, Member> = BTreeMap::new();
+    let mut members: BTreeMap<(Kind, WorkerRank), Member> = BTreeMap::new();
     let mut nats_noted: BTreeSet<WorkerRank> = BTreeSet::new();
     loop {
         tokio::select! {
@@ -75,23 +108,48 @@ pub async fn run(config: FleetConfig, mut snapshots: watch::Receiver<Snapshot>, 
         apply(&config, &mut members, &mut nats_noted, &snapshot).await;
     }
     let mut summaries = Vec::new();
-    for (_, member) in std::mem::take(&mut members) {
-        let pipeline = match member.run {
-            Run::Running { stop, task } => {
-                let _ = stop.send(true);
-                task.await.ok()
-            }
-            Run::Parked(p) => Some(*p),
-            Run::Moving => None,
-        };
-        summaries.extend(pipeline.map(|p| p.summary()));
+    for (_, mut member) in std::mem::take(&mut members) {
+        summaries.extend(take_pipeline(&mut member).await.map(|p| p.summary()));
     }
     summaries
 }
 
+/// What the store lists now, as sources this server takes.
+fn wanted(config: &FleetConfig, nats_noted: &mut BTreeSet<WorkerRank>, snapshot: &Snapshot) -> BTreeMap<(Kind, WorkerRank), Wanted> {
+    let fleet = &snapshot.fleet;
+    let mut wanted = BTreeMap::new();
+    for (&rank, relay) in &fleet.relays {
+        match &relay.transport {
+            Transport::Zmq { endpoint } => {
+                let w = Wanted { worker_id: relay.worker_id, dp_rank: relay.dp_rank, endpoint: endpoint.clone(), block_size: 0 };
+                wanted.insert((Kind::Relay, rank), w);
+            }
+            Transport::Nats { subject } => {
+                if nats_noted.insert(rank) {
+                    tracing::info!(
+                        "discovery: the relay of worker {} rank {} publishes on NATS ({subject}); one --event-plane nats://HOST:PORT reads every such relay",
+                        relay.worker_id,
+                        relay.dp_rank
+                    );
+                }
+            }
+        }
+    }
+    for (&rank, engine) in &fleet.engines {
+        let block_size = engine.block_size.or_else(|| fleet.block_size(&engine.model)).unwrap_or(config.block_size);
+        let w = Wanted { worker_id: engine.worker_id, dp_rank: engine.dp_rank, endpoint: engine.endpoint.clone(), block_size };
+        wanted.insert((Kind::Engine, rank), w);
+    }
+    wanted.retain(|(kind, _), w| {
+        (config.takes)(w.worker_id)
+            && (*kind == Kind::Relay || !config.static_keys.contains(&proto::engine_key(&w.worker_id.to_string(), w.dp_rank)))
+    });
+    wanted
+}
+
 async fn apply(
     config: &FleetConfig,
-    members: &mut BTreeMap<WorkerRank, Member>,
+    members: &mut BTreeMap<(Kind, WorkerRank), Member>,
     nats_noted: &mut BTreeSet<WorkerRank>,
     snapshot: &Snapshot,
 ) {
@@ -102,58 +160,33 @@ async fn apply(
         metrics.discovery_failures.get_or_create(&labels).set(backend.failures as i64);
         metrics.discovery_bad_records.get_or_create(&labels).set(backend.bad_records.len() as i64);
     }
-    let mut present = BTreeSet::new();
-    for (&rank, relay) in &snapshot.fleet.relays {
-        if !(config.takes)(relay.worker_id) {
+    let wanted = wanted(config, nats_noted, snapshot);
+    for (&key, w) in &wanted {
+        let Some(member) = members.get_mut(&key) else {
+            let member = add(config, key.0, w).await;
+            members.insert(key, member);
+            continue;
+        };
+        let moved = member.endpoint != w.endpoint;
+        if !moved && !matches!(member.run, Run::Parked(_)) {
             continue;
         }
-        let endpoint = match &relay.transport {
-            Transport::Zmq { endpoint } => endpoint.clone(),
-            Transport::Nats { subject } => {
-                if nats_noted.insert(rank) {
-                    tracing::info!(
-                        "discovery: relay of worker {} rank {} publishes on NATS ({subject}); one --event-plane nats://HOST:PORT reads every such relay",
-                        relay.worker_id,
-                        relay.dp_rank
-                    );
-                }
-                continue;
+        let Some(pipeline) = take_pipeline(member).await else { continue };
+        if moved {
+            member.endpoint = w.endpoint.clone();
+            member.info.endpoint = shown_endpoint(key.0, &w.endpoint);
+            if let Some(plane) = &mut member.info.event_plane {
+                plane.url = member.info.endpoint.clone();
             }
-        };
-        present.insert(rank);
-        match members.get_mut(&rank) {
-            None => {
-                let url = format!("zmq://{}", endpoint.trim_start_matches("tcp://"));
-                let info = config
-                    .hub
-                    .add_source(|index| proto::SourceInfo::discovered_relay(index, &relay.worker_id.to_string(), relay.dp_rank, &url));
-                tracing::info!(source = %info.key, %endpoint, "discovered");
-                let pipeline = (config.make_plane)(&info);
-                let run = start(config, endpoint.clone(), pipeline);
-                members.insert(rank, Member { info, endpoint, run });
-            }
-            Some(member) => {
-                let moved = member.endpoint != endpoint;
-                let parked = matches!(member.run, Run::Parked(_));
-                if !moved && !parked {
-                    continue;
-                }
-                let Some(pipeline) = take_pipeline(member).await else { continue };
-                if moved {
-                    member.endpoint = endpoint.clone();
-                    member.info.endpoint = format!("zmq://{}", endpoint.trim_start_matches("tcp://"));
-                    member.info.event_plane = Some(proto::EventPlaneInfo { url: member.info.endpoint.clone(), subject: None });
-                    config.hub.update_source(member.info.clone());
-                }
-                tracing::info!(source = %member.info.key, %endpoint, "registered again");
-                member.run = start(config, endpoint, pipeline);
-            }
+            config.hub.update_source(member.info.clone());
         }
+        tracing::info!(source = %member.info.key, endpoint = %w.endpoint, "registered again");
+        member.run = start(config, w.endpoint.clone(), pipeline);
     }
-    // Before every backend answered once, a missing rank says nothing.
+    // Before every backend answered once, a missing source says nothing.
     if snapshot.complete {
-        for (rank, member) in members.iter_mut() {
-            if present.contains(rank) || matches!(member.run, Run::Parked(_)) {
+        for (key, member) in members.iter_mut() {
+            if wanted.contains_key(key) || matches!(member.run, Run::Parked(_)) {
                 continue;
             }
             let Some(mut pipeline) = take_pipeline(member).await else { continue };
@@ -168,14 +201,55 @@ async fn apply(
     metrics.discovered_left.set(left as i64);
 }
 
-fn start(config: &FleetConfig, endpoint: String, pipeline: PlanePipeline<RelayOutput>) -> Run {
+/// How the page and the logs show where a source reads: a relay as its event-plane URL.
+fn shown_endpoint(kind: Kind, endpoint: &str) -> String {
+    match kind {
+        Kind::Relay => format!("zmq://{}", endpoint.trim_start_matches("tcp://")),
+        Kind::Engine => endpoint.to_owned(),
+    }
+}
+
+/// A source seen for the first time: announced, registered with the live router side, started.
+async fn add(config: &FleetConfig, kind: Kind, w: &Wanted) -> Member {
+    let worker_id = w.worker_id.to_string();
+    let shown = shown_endpoint(kind, &w.endpoint);
+    let info = config.hub.add_source(|index| match kind {
+        Kind::Relay => proto::SourceInfo::discovered_relay(index, &worker_id, w.dp_rank, &shown),
+        Kind::Engine => proto::SourceInfo::engine(index, &worker_id, w.dp_rank, &shown, None),
+    });
+    tracing::info!(source = %info.key, endpoint = %w.endpoint, "discovered");
+    let pipeline = match kind {
+        Kind::Relay => AnyPipeline::Plane((config.make_plane)(&info)),
+        Kind::Engine => {
+            if let Some(tap) = &config.router {
+                let e = NewEngine {
+                    source: info.index as usize,
+                    key: info.key.clone(),
+                    worker_id,
+                    dp_rank: w.dp_rank,
+                    block_size: w.block_size,
+                };
+                tap.add_engine(Input::AddEngine(e)).await;
+            }
+            AnyPipeline::Engine((config.make_engine)(&info, w.block_size))
+        }
+    };
+    let run = start(config, w.endpoint.clone(), pipeline);
+    Member { info, endpoint: w.endpoint.clone(), run }
+}
+
+fn start(config: &FleetConfig, endpoint: String, pipeline: Discovered) -> Run {
     let (stop, rx) = watch::channel(false);
-    let task = tokio::spawn(intake::run_subscribed(endpoint, pipeline, config.intake.clone(), rx));
+    let opts = config.intake.clone();
+    let task = match pipeline {
+        AnyPipeline::Engine(p) => tokio::spawn(async move { AnyPipeline::Engine(intake::run_subscribed(endpoint, p, opts, rx).await) }),
+        AnyPipeline::Plane(p) => tokio::spawn(async move { AnyPipeline::Plane(intake::run_subscribed(endpoint, p, opts, rx).await) }),
+    };
     Run::Running { stop, task }
 }
 
 /// Stops a member's intake (if it runs) and hands its pipeline over.
-async fn take_pipeline(member: &mut Member) -> Option<PlanePipeline<RelayOutput>> {
+async fn take_pipeline(member: &mut Member) -> Option<Discovered> {
     match std::mem::replace(&mut member.run, Run::Moving) {
         Run::Running { stop, task } => {
             let _ = stop.send(true);

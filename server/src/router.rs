@@ -74,6 +74,21 @@ pub enum Input {
     Engine { source: usize, seq: u64, payload: Bytes, replayed: bool },
     /// A decoded event-plane envelope.
     Plane(kvscope_router::Envelope),
+    /// An engine source found after the start (`--discover`). Sent before its first batch.
+    AddEngine(NewEngine),
+}
+
+/// An engine source the live task reconciles and indexes.
+#[derive(Debug)]
+pub struct NewEngine {
+    /// What its [`Input::Engine`]s carry: its index among the engine sources given at the start,
+    /// or its server index for one found later (static engines come first, so the two agree).
+    pub source: usize,
+    pub key: String,
+    pub worker_id: String,
+    pub dp_rank: u32,
+    /// The relay's `kv_block_size`.
+    pub block_size: u32,
 }
 
 /// Where intakes send their inputs: cheap to clone, never blocks.
@@ -88,6 +103,12 @@ impl Tap {
         if self.tx.try_send(input).is_err() {
             self.metrics.router_dropped_inputs.inc();
         }
+    }
+
+    /// Registers an engine found after the start; waits for room (it is rare, and an engine
+    /// the task does not know is never reconciled).
+    pub async fn add_engine(&self, input: Input) {
+        let _ = self.tx.send(input).await;
     }
 }
 
@@ -134,28 +155,37 @@ pub struct LiveConfig {
 struct Models {
     /// One model, an index per policy.
     model: IndexModel,
-    ids: Vec<IndexSourceId>,
+    /// By the source's tap index.
+    ids: HashMap<usize, IndexSourceId>,
 }
 
 /// Starts the live task.
 pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch::Receiver<bool>) -> Live {
     let mut reconciler = config.reconcile.map(|_| Reconciler::new(ReconcilerConfig::default()));
     let mut reconciled: HashMap<usize, RouterSourceId> = HashMap::new();
-    if let (Some(r), Some(policy)) = (reconciler.as_mut(), config.reconcile) {
-        for (i, (key, worker, rank)) in config.engines.iter().enumerate() {
-            match relay_config(worker, *rank, config.block_size, policy) {
-                Some(relay) => {
-                    reconciled.insert(i, r.add_source(key, relay));
-                }
-                None => {
-                    tracing::info!(source = %key, "not reconciled with the event plane: worker id {worker:?} is not Dynamo's decimal worker_id")
+    let model = IndexModel::new(IndexConfig::sides(config.block_size, &config.index_policies));
+    let mut models = Models { model, ids: HashMap::new() };
+    let policy = config.reconcile;
+    let add_engine =
+        move |reconciler: &mut Option<Reconciler>, reconciled: &mut HashMap<usize, RouterSourceId>, models: &mut Models, e: NewEngine| {
+            if let (Some(r), Some(policy)) = (reconciler.as_mut(), policy) {
+                match relay_config(&e.worker_id, e.dp_rank, e.block_size, policy) {
+                    Some(relay) => {
+                        reconciled.insert(e.source, r.add_source(&e.key, relay));
+                    }
+                    None => tracing::info!(
+                        source = %e.key,
+                        "not reconciled with the event plane: worker id {:?} is not Dynamo's decimal worker_id",
+                        e.worker_id
+                    ),
                 }
             }
-        }
+            models.ids.insert(e.source, models.model.add_source(&e.key, &e.worker_id, e.dp_rank));
+        };
+    for (source, (key, worker_id, dp_rank)) in config.engines.iter().enumerate() {
+        let e = NewEngine { source, key: key.clone(), worker_id: worker_id.clone(), dp_rank: *dp_rank, block_size: config.block_size };
+        add_engine(&mut reconciler, &mut reconciled, &mut models, e);
     }
-    let mut model = IndexModel::new(IndexConfig::sides(config.block_size, &config.index_policies));
-    let ids = config.engines.iter().map(|(key, worker, rank)| model.add_source(key, worker, *rank)).collect();
-    let mut models = Models { model, ids };
     let (tx, mut rx) = mpsc::channel::<Input>(QUEUE);
     let tap = Tap { tx, metrics: metrics.clone() };
     let mut dumps = config.dumps;
@@ -183,7 +213,7 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                                 if let (Some(r), Some(&id)) = (reconciler.as_mut(), reconciled.get(&source)) {
                                     let _ = r.push_engine(id, seq, &payload);
                                 }
-                                if let Some(&id) = models.ids.get(source) {
+                                if let Some(&id) = models.ids.get(&source) {
                                     let _ = models.model.push(id, seq, &payload, replayed);
                                 }
                                 index_dirty = true;
@@ -193,6 +223,7 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                                     let _ = r.push_envelope(&env);
                                 }
                             }
+                            Input::AddEngine(e) => add_engine(&mut reconciler, &mut reconciled, &mut models, e),
                         }
                     }
                     dirty = true;

@@ -453,3 +453,38 @@ fn write_kimi_capture(path: &std::path::Path) {
     }
     std::fs::write(path, bytes).unwrap();
 }
+
+/// `--discover dynamo-indexer:URL`: the engines a standalone indexer reads (its `/workers`)
+/// become engine sources, each classified at the block size the indexer lists for it, not at
+/// `--block-size`: every verdict equals that of a server given the engine by name at the
+/// indexer's block size, on the same stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn router_index_a_standalone_indexer_s_workers_are_discovered_as_engine_sources() {
+    let mut vllm = Vllm::start();
+    let workers = format!("7={}", vllm.endpoint);
+    let indexer = Indexer::start(&workers, 16);
+    indexer.wait_active(1).await;
+    let discover = format!("dynamo-indexer:{}", indexer.url());
+    let discovered = Server::start(&["serve", "--listen", "127.0.0.1:0", "--discover", &discover, "--block-size", "1536"]);
+    let named = Server::start(&["serve", "--listen", "127.0.0.1:0", "--workers", &workers, "--block-size", "16"]);
+    for server in [&discovered, &named] {
+        server.wait_metric("kvscope_source_connected{source=\"7:0\"}", 1.0).await;
+    }
+    assert_eq!(discovered.metric("kvscope_discovered_sources").await, 1.0);
+    // PUB/SUB drops what it sends in the first moments after a subscription.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let steps = corpus_stream("mixed");
+    vllm.run(&steps);
+    let verdicts = |text: String| -> Vec<String> {
+        let mut lines: Vec<String> =
+            text.lines().filter(|l| l.starts_with("kvscope_verdicts_total{source=\"7:0\"")).map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    for server in [&discovered, &named] {
+        server.wait_metric("kvscope_frames_total{source=\"7:0\"}", steps.len() as f64).await;
+    }
+    let (got, want) = (verdicts(discovered.metrics().await), verdicts(named.metrics().await));
+    assert!(want.iter().any(|l| l.contains("verdict=\"store\"")), "{want:#?}");
+    assert_eq!(got, want, "the discovered engine was not classified at the indexer's block size");
+}
