@@ -57,6 +57,8 @@ pub struct AppConfig {
     /// Discovery stores to find more sources in (`--discover`), and how to read them.
     pub discover: Vec<DiscoverUrl>,
     pub discover_options: DiscoverOptions,
+    /// This server's part of the fleet (`--shard`; static sources are filtered before).
+    pub shard: kvscope_router::Shard,
 }
 
 impl AppConfig {
@@ -82,6 +84,7 @@ impl AppConfig {
             router_index_poll: PollOptions::default(),
             discover: Vec::new(),
             discover_options: DiscoverOptions::default(),
+            shard: kvscope_router::Shard::ALL,
         }
     }
 
@@ -223,6 +226,7 @@ impl App {
                 engines: infos[..num_engines].iter().map(|i| (i.key.clone(), i.worker_id.clone(), i.dp_rank)).collect(),
                 block_size: config.block_size,
                 reconcile: (!config.planes.is_empty() || !config.discover.is_empty()).then_some(config.relay_policy),
+                shard: config.shard,
                 index_policies,
                 dumps: dumps_rx,
             };
@@ -378,7 +382,10 @@ fn start_discovery(
         static_keys: config.sources.iter().map(|s| proto::engine_key(&s.worker_id, s.dp_rank)).collect(),
         block_size: config.block_size,
         intake: config.intake.clone(),
-        takes: Arc::new(|_| true),
+        takes: {
+            let shard = config.shard;
+            Arc::new(move |worker_id| shard.takes_id(worker_id))
+        },
     };
     tokio::spawn(crate::fleet::run(fleet, snapshots, shutdown))
 }

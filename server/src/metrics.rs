@@ -106,6 +106,8 @@ pub struct Metrics {
     /// Sources found through discovery, and those of them that left.
     pub discovered_sources: Gauge,
     pub discovered_left: Gauge,
+    /// RouterEvents of workers another shard reads (`--shard`).
+    pub router_other_shard_events: Counter,
 }
 
 /// `kvscope_index_blocks{source, policy, tier, side="engine|router|both"}`.
@@ -235,6 +237,7 @@ impl Metrics {
             discovery_bad_records: Family::default(),
             discovered_sources: Gauge::default(),
             discovered_left: Gauge::default(),
+            router_other_shard_events: Counter::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -365,6 +368,11 @@ impl Metrics {
             "discovery_bad_records",
             "Records the last read of a --discover backend could not use (the log names each key)",
             m.discovery_bad_records.clone(),
+        );
+        r.register(
+            "router_other_shard_events",
+            "RouterEvents on the event plane for workers another kvscope shard reads (--shard); not unknown workers",
+            m.router_other_shard_events.clone(),
         );
         r.register("discovered_sources", "Sources found through --discover, live or left", m.discovered_sources.clone());
         r.register(

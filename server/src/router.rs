@@ -145,6 +145,8 @@ pub struct LiveConfig {
     pub block_size: u32,
     /// With an event plane: the relay policy to reconcile under.
     pub reconcile: Option<Policy>,
+    /// This server's part of the fleet: other shards' RouterEvents are counted apart.
+    pub shard: kvscope_router::Shard,
     /// The policies whose index is modelled (policy A and B, and Dynamo 1.6.1's with a real
     /// index to compare).
     pub index_policies: Vec<Policy>,
@@ -161,7 +163,7 @@ struct Models {
 
 /// Starts the live task.
 pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch::Receiver<bool>) -> Live {
-    let mut reconciler = config.reconcile.map(|_| Reconciler::new(ReconcilerConfig::default()));
+    let mut reconciler = config.reconcile.map(|_| Reconciler::new(ReconcilerConfig { shard: config.shard, ..ReconcilerConfig::default() }));
     let mut reconciled: HashMap<usize, RouterSourceId> = HashMap::new();
     let model = IndexModel::new(IndexConfig::sides(config.block_size, &config.index_policies));
     let mut models = Models { model, ids: HashMap::new() };
@@ -344,6 +346,8 @@ impl Exported {
         let unknown: u64 = report.unknown_workers.iter().map(|u| u.events).sum();
         let delta = self.bump((String::new(), "unknown".to_owned()), unknown);
         metrics.router_unknown_worker_events.inc_by(delta);
+        let delta = self.bump((String::new(), "other_shard".to_owned()), report.other_shard_events);
+        metrics.router_other_shard_events.inc_by(delta);
     }
 }
 

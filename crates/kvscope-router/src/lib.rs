@@ -26,6 +26,7 @@ pub mod outbox;
 pub mod plane;
 pub mod predict;
 pub mod reconcile;
+pub mod shard;
 
 pub use error::{PlaneError, ZmqFrameError};
 pub use event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData, decode_router_events};
@@ -38,3 +39,4 @@ pub use reconcile::{
     Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler, ReconcilerConfig, RouterCounts,
     RouterReport, RouterSourceId, SourceReport, UnknownWorker, differing_fields,
 };
+pub use shard::Shard;

@@ -58,11 +58,14 @@ pub struct ReconcilerConfig {
     pub lookahead: usize,
     /// Differences kept per source for the UI (the first ones).
     pub details_kept: usize,
+    /// This reader's part of the fleet (`--shard`): RouterEvents of another shard's workers
+    /// are counted as such ([`RouterReport::other_shard_events`]), not as unknown workers.
+    pub shard: crate::Shard,
 }
 
 impl Default for ReconcilerConfig {
     fn default() -> Self {
-        ReconcilerConfig { max_pending: 4096, lookahead: 4, details_kept: 16 }
+        ReconcilerConfig { max_pending: 4096, lookahead: 4, details_kept: 16, shard: crate::Shard::ALL }
     }
 }
 
@@ -362,6 +365,9 @@ pub struct RouterReport {
     pub totals: RouterCounts,
     pub publishers: Vec<PublisherCounts>,
     pub unknown_workers: Vec<UnknownWorker>,
+    /// RouterEvents of workers that another shard reads (`--shard`): on a shared plane every
+    /// shard sees them; they are neither received nor unexpected here.
+    pub other_shard_events: u64,
     /// Messages whose envelope did not decode and that named no publisher.
     pub unattributed_decode_errors: u64,
     /// The first few plane decode errors, in words.
@@ -554,6 +560,7 @@ pub struct Reconciler {
     lanes: BTreeMap<(u64, u32), Lane>,
     publishers: BTreeMap<u64, PublisherCounts>,
     unknown: BTreeMap<(u64, u32), u64>,
+    other_shard: u64,
     unattributed_decode_errors: u64,
     first_errors: Vec<String>,
     policy: String,
@@ -567,6 +574,7 @@ impl Reconciler {
             lanes: BTreeMap::new(),
             publishers: BTreeMap::new(),
             unknown: BTreeMap::new(),
+            other_shard: 0,
             unattributed_decode_errors: 0,
             first_errors: Vec::new(),
             policy: String::new(),
@@ -705,6 +713,10 @@ impl Reconciler {
             let unowned = self.lanes.values().filter(|l| l.owner.is_none()).count();
             let lane = match self.lanes.get_mut(&key) {
                 Some(lane) => lane,
+                None if !cfg.shard.takes_id(event.worker_id) => {
+                    self.other_shard += 1;
+                    continue;
+                }
                 None if unowned < MAX_UNOWNED_LANES => self.lanes.entry(key).or_default(),
                 None => {
                     *self.unknown.entry(key).or_default() += 1;
@@ -834,6 +846,7 @@ impl Reconciler {
             totals,
             publishers: self.publishers.values().cloned().collect(),
             unknown_workers,
+            other_shard_events: self.other_shard,
             unattributed_decode_errors: self.unattributed_decode_errors,
             first_errors: self.first_errors.clone(),
         }

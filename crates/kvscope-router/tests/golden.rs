@@ -228,3 +228,30 @@ fn pending_queues_are_bounded_and_overflow_is_counted() {
     assert_eq!((c.missing, c.overflowed_expected, c.pending_expected), (3, 6, 0));
     assert!(!c.is_clean());
 }
+
+/// `--shard`: on a shared plane, RouterEvents of a worker another shard reads are counted as
+/// such and are neither received nor unexpected; the shard that reads the worker counts them as
+/// an unknown worker's until a source claims it.
+#[test]
+fn another_shard_s_workers_are_counted_apart_from_unknown_workers() {
+    let envs = envelopes("nats_array");
+    let worker = NATS_ARRAY_WORKER_ID.to_string();
+    let home = kvscope_router::Shard::of(&worker, 3);
+    for index in 0..3 {
+        let shard = kvscope_router::Shard { index, count: 3 };
+        let mut r = Reconciler::new(ReconcilerConfig { shard, ..ReconcilerConfig::default() });
+        for e in &envs {
+            r.push_envelope(e).unwrap();
+        }
+        r.finish();
+        let report = r.report();
+        if index == home {
+            assert_eq!((report.other_shard_events, report.unknown_workers.len()), (0, 1), "shard {shard}");
+            assert_eq!(report.totals.received, 9);
+        } else {
+            assert_eq!((report.other_shard_events, report.unknown_workers.len()), (9, 0), "shard {shard}");
+            assert_eq!((report.totals.received, report.totals.unexpected), (0, 0), "shard {shard}");
+            assert!(report.is_clean(), "shard {shard}");
+        }
+    }
+}

@@ -86,6 +86,12 @@ pub struct SourceArgs {
     /// A store holding more record bytes than this fails to read (shown and retried).
     #[arg(long, env = "KVSCOPE_DISCOVER_MAX_BYTES", default_value = "16MiB", value_parser = parse_size, value_name = "SIZE")]
     pub discover_max_bytes: usize,
+    /// Read only shard i of n: the workers whose worker id hashes to i (xxh3 of the id as text,
+    /// mod n), their engines and relays together, so n servers split one fleet with no overlap
+    /// and no gap. On a shared NATS plane the other shards' RouterEvents are counted as such
+    /// (kvscope_router_other_shard_events_total), not as unknown workers.
+    #[arg(long, env = "KVSCOPE_SHARD", default_value = "0/1", value_parser = kvscope_router::Shard::parse, value_name = "I/N")]
+    pub shard: kvscope_router::Shard,
 }
 
 impl SourceArgs {
@@ -120,7 +126,17 @@ pub(crate) struct LiveSources {
 
 impl LiveSources {
     pub(crate) fn parse(sources: &SourceArgs, planes: &PlaneArgs) -> Result<LiveSources, String> {
-        let live = LiveSources { sources: sources.sources()?, planes: planes.planes()?, discover: sources.discover()? };
+        let mut engines = sources.sources()?;
+        engines.retain(|s| sources.shard.takes(&s.worker_id));
+        let live = LiveSources { sources: engines, planes: planes.planes()?, discover: sources.discover()? };
+        if live.sources.is_empty()
+            && sources.workers.is_some()
+            && !sources.shard.is_all()
+            && live.planes.is_empty()
+            && live.discover.is_empty()
+        {
+            return Err(format!("--shard {}: no worker of --workers falls in this shard; nothing to read", sources.shard));
+        }
         if live.sources.is_empty() && live.planes.is_empty() && live.discover.is_empty() {
             return Err(
                 "nothing to read: give --workers (engine endpoints), --event-plane or --discover (Dynamo's discovery store)".to_owned()
@@ -341,6 +357,15 @@ pub struct DemoArgs {
     /// Do not simulate Dynamo's relay (engines only).
     #[arg(long)]
     pub no_event_plane: bool,
+    /// Also register each simulated relay in Dynamo's discovery store, as Dynamo 1.6.1's runtime
+    /// does (etcd://HOST:PORT or dynamo-file:DIR), so that `kvscope serve --discover` finds this
+    /// fleet; removed when the demo stops. Needs the embedded ZMQ plane (no --event-plane).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["no_event_plane", "event_plane"])]
+    pub register: Option<String>,
+    /// With --register: how long to wait after registering before publishing, so that servers
+    /// that discover the fleet subscribe first (a publisher drops what it sends before that).
+    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
+    pub register_grace: Duration,
     // What the demo's server predicts its simulated relays (Dynamo 1.6.1's) publish: another
     // policy shows what a relay rollout would change.
     #[command(flatten)]

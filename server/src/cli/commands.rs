@@ -38,6 +38,7 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, b
         router_index_poll: crate::router_index::PollOptions::default(),
         discover: Vec::new(),
         discover_options: crate::discover::DiscoverOptions::default(),
+        shard: kvscope_router::Shard::ALL,
     }
 }
 
@@ -89,9 +90,13 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
         let labels: Vec<String> = live.discover.iter().map(crate::discover::DiscoverUrl::label).collect();
         config.mode_detail.push_str(&format!(", discovering from {}", labels.join(" and ")));
     }
+    if !args.sources.shard.is_all() {
+        config.mode_detail.push_str(&format!(", shard {}", args.sources.shard));
+    }
     config.planes = live.planes;
     config.discover = live.discover;
     config.discover_options = args.sources.discover_options();
+    config.shard = args.sources.shard;
     config.relay_policy = args.plane.relay.relay_policy;
     config.record = args.record.map(|p| (p, command_line()));
     config.router_indexes = match args.router_index.sources() {
@@ -164,6 +169,10 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     }
     let options =
         FleetOptions { scenario, release, workers, dp_ranks: args.dp_ranks, rate: args.rate, batches: args.batches, plane, block_size };
+    let register = match args.register.as_deref().map(crate::discover::DiscoverUrl::parse).transpose() {
+        Ok(r) => r,
+        Err(e) => return usage(&e.replace("--discover", "--register")),
+    };
     let fleet = match Fleet::bind(&options).await {
         Ok(f) => f,
         Err(e) => return failure(&e),
@@ -218,6 +227,30 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let (stop_registering, registering) = tokio::sync::watch::channel(false);
+    let registrar = register.map(|url| {
+        let regs = fleet
+            .engines
+            .iter()
+            .zip(&fleet.planes)
+            .map(|(e, plane)| crate::discover::register::Registration {
+                worker_id: u64::from(e.worker),
+                dp_rank: e.dp_rank,
+                instance_id: crate::demo::relay::publisher_id(e.worker, e.dp_rank),
+                endpoint: plane.replacen("zmq://", "tcp://", 1),
+                block_size,
+            })
+            .collect();
+        let label = url.label();
+        tokio::spawn(async move {
+            if let Err(e) = crate::discover::register::run(url, regs, crate::discover::DiscoverOptions::default(), registering).await {
+                tracing::error!("--register {label}: {e}; the demo goes on unregistered");
+            }
+        })
+    });
+    if registrar.is_some() {
+        tokio::time::sleep(args.register_grace).await;
+    }
     fleet.start();
     announce(
         &app,
@@ -233,6 +266,10 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
         ),
     );
     wait_for_ctrl_c().await;
+    let _ = stop_registering.send(true);
+    if let Some(registrar) = registrar {
+        let _ = registrar.await;
+    }
     drop(fleet);
     stop(app).await
 }
@@ -268,6 +305,7 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         router_index_poll: args.router_index.poll(),
         discover: Vec::new(),
         discover_options: crate::discover::DiscoverOptions::default(),
+        shard: args.sources.shard,
     };
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,

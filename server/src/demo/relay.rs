@@ -50,7 +50,7 @@ impl std::fmt::Debug for Relay {
 }
 
 /// A publisher id per engine, as a relay process would draw one (fixed, for reproducible demos).
-fn publisher_id(worker: u32, dp_rank: u32) -> u64 {
+pub fn publisher_id(worker: u32, dp_rank: u32) -> u64 {
     0x6b76_7363_6f70_6500 ^ u64::from(worker).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (u64::from(dp_rank) << 48)
 }
 

@@ -78,6 +78,37 @@ impl Client {
             .collect()
     }
 
+    /// Grants a lease of `ttl_secs` seconds; returns its id.
+    pub async fn grant(&mut self, ttl_secs: u64, opts: DiscoverOptions) -> Result<i64, String> {
+        #[derive(Deserialize)]
+        struct Grant {
+            #[serde(rename = "ID")]
+            id: String,
+        }
+        let body = serde_json::json!({ "TTL": ttl_secs }).to_string();
+        let answer = self.post("/v3/lease/grant", body.into_bytes(), opts).await?;
+        let grant: Grant = serde_json::from_slice(&answer).map_err(|e| format!("etcd's lease grant answer has no ID: {e}"))?;
+        grant.id.parse().map_err(|_| format!("etcd's lease id {:?} is not a number", grant.id))
+    }
+
+    /// Puts `key` = `value` under `lease`.
+    pub async fn put(&mut self, key: &str, value: &[u8], lease: i64, opts: DiscoverOptions) -> Result<(), String> {
+        let body = serde_json::json!({ "key": B64.encode(key), "value": B64.encode(value), "lease": lease.to_string() }).to_string();
+        self.post("/v3/kv/put", body.into_bytes(), opts).await.map(drop)
+    }
+
+    /// Refreshes `lease` once.
+    pub async fn keep_alive(&mut self, lease: i64, opts: DiscoverOptions) -> Result<(), String> {
+        let body = serde_json::json!({ "ID": lease.to_string() }).to_string();
+        self.post("/v3/lease/keepalive", body.into_bytes(), opts).await.map(drop)
+    }
+
+    /// Revokes `lease`: its keys go at once.
+    pub async fn revoke(&mut self, lease: i64, opts: DiscoverOptions) -> Result<(), String> {
+        let body = serde_json::json!({ "ID": lease.to_string() }).to_string();
+        self.post("/v3/lease/revoke", body.into_bytes(), opts).await.map(drop)
+    }
+
     /// POSTs to the endpoint that answered last, then to the others in turn; authenticates
     /// first when credentials are set and no token is held, and again once when refused.
     async fn post(&mut self, path: &str, body: Vec<u8>, opts: DiscoverOptions) -> Result<Vec<u8>, String> {

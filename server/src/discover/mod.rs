@@ -19,6 +19,7 @@
 pub mod etcd;
 pub mod file;
 pub mod records;
+pub mod register;
 
 use std::path::PathBuf;
 use std::time::Duration;

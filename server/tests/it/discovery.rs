@@ -209,3 +209,151 @@ async fn discovery_a_store_that_is_away_at_start_is_shown_and_retried() {
     within(&server, &up, 1.0, Duration::from_secs(15)).await;
     assert!(server.interrupt().success());
 }
+
+/// The repo's recording rules for fleet totals.
+fn fleet_rules() -> std::path::PathBuf {
+    crate::support::repo().join("deploy/prometheus/kvscope-fleet.rules.yml")
+}
+
+/// `(series, value)` of every sample in a `/metrics` text whose family one of the rules sums.
+fn summed_samples(text: &str) -> Vec<(String, f64)> {
+    let rules = std::fs::read_to_string(fleet_rules()).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let name = series.split('{').next()?;
+            let value: f64 = value.parse().ok()?;
+            rules.contains(&format!("({name})")).then(|| (series.to_owned(), value))
+        })
+        .collect()
+}
+
+/// The series with an `instance` label added, as Prometheus scraping `instance` would store it.
+fn with_instance(series: &str, instance: &str) -> String {
+    match series.split_once('{') {
+        Some((name, labels)) => format!("{name}{{instance=\"{instance}\",{labels}"),
+        None => format!("{series}{{instance=\"{instance}\"}}"),
+    }
+}
+
+/// Three servers at `--shard i/3` and one unsharded server discover one fleet (a demo that
+/// registers its relays in a file backend): together the shards hold every relay exactly once,
+/// and the repo's recording rules, evaluated by `promtool test rules` on the shards' scraped
+/// series, give the unsharded server's totals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_three_shards_split_a_fleet_exactly_and_their_fleet_totals_are_one_server_s() {
+    let dir = scratch("discovery_shards");
+    let kv = dir.join("kv");
+    std::fs::create_dir_all(&kv).unwrap();
+    let url = format!("dynamo-file:{}", kv.display());
+    let shards: Vec<Server> =
+        (0..3).map(|i| Server::start(&["serve", "--listen", "127.0.0.1:0", "--discover", &url, "--shard", &format!("{i}/3")])).collect();
+    let whole = Server::start(&["serve", "--listen", "127.0.0.1:0", "--discover", &url]);
+    const WORKERS: usize = 12;
+    let demo = Server::start(&[
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--scenario",
+        "sglang-tiers",
+        "--workers",
+        "12",
+        "--rate",
+        "20",
+        "--batches",
+        "20",
+        "--register",
+        &url,
+    ]);
+    within(&whole, "kvscope_discovered_sources", WORKERS as f64, Duration::from_secs(15)).await;
+
+    // Every relay in exactly one shard.
+    let relays = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("kvscope_source_connected{source=\"relay:"))
+            .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
+            .collect()
+    };
+    let ok = wait_until(Duration::from_secs(15), || async {
+        let mut n = 0.0;
+        for s in &shards {
+            n += s.metric("kvscope_discovered_sources").await;
+        }
+        n == WORKERS as f64
+    })
+    .await;
+    assert!(ok, "the shards did not discover {WORKERS} relays between them");
+    let mut held: Vec<String> = Vec::new();
+    for s in &shards {
+        let mine = relays(&s.metrics().await);
+        assert!(!mine.is_empty() && mine.len() < WORKERS, "a shard of 3 holds some of 12 relays, not {}", mine.len());
+        held.extend(mine);
+    }
+    held.sort();
+    let mut all = relays(&whole.metrics().await);
+    all.sort();
+    assert_eq!(held, all, "the shards together hold every relay exactly once");
+
+    // Once the demo's batches are through, the shards' frames add up to the whole's.
+    let frames =
+        |text: String| summed_samples(&text).iter().filter(|(s, _)| s.starts_with("kvscope_frames_total")).map(|(_, v)| v).sum::<f64>();
+    // Settled: unchanged for 1.5 s (the demo publishes 20 batches per relay, then stops).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = (frames(whole.metrics().await), Instant::now());
+    while last.0 == 0.0 || last.1.elapsed() < Duration::from_millis(1500) {
+        assert!(Instant::now() < deadline, "the unsharded server's frames kept changing for 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = frames(whole.metrics().await);
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+    }
+    let mut sharded = 0.0;
+    for s in &shards {
+        sharded += frames(s.metrics().await);
+    }
+    assert_eq!(sharded, last.0, "the shards' frames add up to the unsharded server's");
+
+    // promtool: the rules over the shards' series equal the whole's own sums.
+    let mut input = String::new();
+    for (i, s) in shards.iter().enumerate() {
+        for (series, value) in summed_samples(&s.metrics().await) {
+            input.push_str(&format!("      - series: '{}'\n        values: '{value}x2'\n", with_instance(&series, &format!("shard{i}"))));
+        }
+    }
+    let whole_samples = summed_samples(&whole.metrics().await);
+    let rules = std::fs::read_to_string(fleet_rules()).unwrap();
+    let mut tests = String::new();
+    for block in rules.split("- record: ").skip(1) {
+        let record = block.lines().next().unwrap().trim();
+        let expr = block.lines().nth(1).unwrap().trim().trim_start_matches("expr: ");
+        let want = if expr.starts_with("count(kvscope_discovery_up == 0)") {
+            whole_samples.iter().filter(|(s, v)| s.starts_with("kvscope_discovery_up") && *v == 0.0).count() as f64
+        } else {
+            let family = expr.trim_start_matches("sum(").split(')').next().unwrap();
+            whole_samples.iter().filter(|(s, _)| s.split('{').next() == Some(family)).map(|(_, v)| v).sum()
+        };
+        tests.push_str(&format!(
+            "      - expr: {record}\n        eval_time: 1m\n        exp_samples:\n          - labels: '{record}'\n            value: {want}\n"
+        ));
+    }
+    let test_file = dir.join("fleet.rules.test.yml");
+    std::fs::write(
+        &test_file,
+        format!(
+            "rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n{tests}",
+            fleet_rules().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("/usr/bin/promtool").args(["test", "rules", test_file.to_str().unwrap()]).output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool test rules {}: {}{}",
+        test_file.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(demo);
+}
