@@ -502,3 +502,53 @@ fn a_reclassification_while_catching_up_keeps_the_progress() {
     m.reconfigure(Config { block_size: 12288, ..config(1536) });
     assert_eq!(m.catching_up(), Some((12, 40)));
 }
+
+/// A server that discovers its fleet: relays arrive after the hello and join the router's side,
+/// a relay that moved keeps what it holds, and one that left is counted as such in the fleet bar,
+/// also after the page re-classifies.
+#[test]
+fn discovered_sources_join_after_the_hello_and_left_ones_are_counted() {
+    let mut m = Model::new(config(16));
+    let proto::Message::Hello(mut hello) = hello(1, 16) else { unreachable!() };
+    hello.discovery = vec!["etcd://127.0.0.1:2379".into()];
+    m.apply_message(proto::Message::Hello(hello), 0.0);
+    assert!(m.router().is_some(), "a discovering server's page has a router side before any relay is known");
+
+    let relay = proto::SourceInfo::discovered_relay(1, "0", 0, "zmq://127.0.0.1:5600");
+    m.apply_message(proto::Message::SourceChanged(relay.clone()), 0.0);
+    assert_eq!(m.source(1).map(|s| (s.key.as_str(), s.kind)), Some(("relay:0:0", proto::SourceKind::EventPlane)));
+    m.apply_message(
+        proto::Message::Frame(proto::Frame {
+            source: 1,
+            seq: 0,
+            recv_time_nanos: 1,
+            replayed: false,
+            topic: b"kv-events".to_vec(),
+            payload: vec![0x90],
+        }),
+        0.0,
+    );
+    let frames = m.source(1).map(|s| s.frames);
+    // Restarted on another port: the same source, with what it had.
+    let moved = proto::SourceInfo { endpoint: "zmq://127.0.0.1:5611".into(), ..relay };
+    m.apply_message(proto::Message::SourceChanged(moved), 0.0);
+    assert_eq!(m.source(1).map(|s| (s.frames, s.endpoint.as_str())), Some((frames.unwrap_or_default(), "zmq://127.0.0.1:5611")));
+
+    let left = proto::SourceStatus {
+        source: 1,
+        state: proto::ConnState::Left,
+        error: Some("left".into()),
+        since_unix_nanos: 5,
+        last_seq: None,
+        last_recv_unix_nanos: None,
+        counters: proto::SourceCounters::default(),
+        gaps: Vec::new(),
+    };
+    m.apply_message(proto::Message::SourceStatus(left), 0.0);
+    let bar = crate::summarize::bar(&m, &crate::summarize::EdgeState::default(), 0.0);
+    assert!(bar.sources.ends_with(" · 1 event planes · 1 left"), "{}", bar.sources);
+    m.reconfigure(Config { block_size: 32, ..config(16) });
+    assert!(m.router().is_some() && m.source(1).is_some_and(|s| s.key == "relay:0:0"));
+    let bar = crate::summarize::bar(&m, &crate::summarize::EdgeState::default(), 0.0);
+    assert!(bar.sources.ends_with("1 left"), "{}", bar.sources);
+}
