@@ -4,6 +4,7 @@
 //! Neighbours: `cli` builds an [`AppConfig`] from flags; everything below is started here and
 //! stopped by [`App::stop`].
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -188,8 +189,25 @@ impl App {
         };
 
         let first_index = infos.len() as u32;
-        let index_infos: Vec<proto::SourceInfo> =
+        let mut index_infos: Vec<proto::SourceInfo> =
             config.router_indexes.iter().enumerate().map(|(i, r)| r.info(first_index + i as u32)).collect();
+        // Recording a discovered fleet: one capture source holds the discovery events, and the
+        // sources found later take the indexes after it.
+        let discovery_index = (!config.discover.is_empty() && config.record.is_some()).then(|| {
+            let index = first_index + index_infos.len() as u32;
+            let labels: Vec<String> = config.discover.iter().map(DiscoverUrl::label).collect();
+            index_infos.push(proto::SourceInfo {
+                index,
+                key: "discovery".to_owned(),
+                worker_id: String::new(),
+                dp_rank: 0,
+                endpoint: labels.join(" "),
+                replay_endpoint: None,
+                kind: proto::SourceKind::Discovery,
+                event_plane: None,
+            });
+            index
+        });
         let (recorder, writer) = match &config.record {
             Some((path, note)) => {
                 // Router-index reads are in the capture, not in the hello: the page has no use
@@ -280,14 +298,12 @@ impl App {
                     }));
                 }
                 if !config.discover.is_empty() {
-                    tasks.push(start_discovery(
-                        &config,
-                        hub.clone(),
-                        metrics.clone(),
-                        recorder.clone(),
-                        plane_tap.clone(),
-                        shutdown_rx.clone(),
-                    ));
+                    let capture = recorder.clone().zip(discovery_index).map(|(recorder, source)| crate::fleet::CaptureLog {
+                        recorder,
+                        source,
+                        next: source + 1,
+                    });
+                    tasks.push(start_discovery(&config, hub.clone(), metrics.clone(), capture, plane_tap.clone(), shutdown_rx.clone()));
                 }
                 drop(done_tx);
             }
@@ -298,10 +314,12 @@ impl App {
                     .map(|(i, s)| AnyPipeline::Engine(make_pipeline(i, s, recorder.clone())))
                     .chain(plane_infos.iter().map(|i| AnyPipeline::Plane(make_plane(i, recorder.clone()))))
                     .collect();
-                tasks.push(tokio::spawn(feed_file(path, speed, pipelines, shutdown_rx.clone(), done_tx)));
+                let (make_plane, make_engine) = builders(&config, &hub, &metrics, recorder.clone(), plane_tap.clone());
+                let found = Found { hub: hub.clone(), make_plane, make_engine, block_size: config.block_size, at: HashMap::new() };
+                tasks.push(tokio::spawn(feed_file(path, speed, pipelines, found, shutdown_rx.clone(), done_tx)));
             }
         }
-        for (info, source) in index_infos.iter().zip(&config.router_indexes) {
+        for (info, source) in index_infos.iter().filter(|i| i.kind == proto::SourceKind::RouterIndex).zip(&config.router_indexes) {
             let task = crate::router_index::run(
                 source.clone(),
                 info.index,
@@ -351,28 +369,14 @@ fn start_discovery(
     config: &AppConfig,
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
-    recorder: Option<Recorder>,
+    capture: Option<crate::fleet::CaptureLog>,
     router: Option<crate::router::Tap>,
     shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<Vec<SourceSummary>> {
     let (snapshots_tx, snapshots) = watch::channel(crate::discover::Snapshot::default());
     tokio::spawn(crate::discover::run(config.discover.clone(), config.discover_options, snapshots_tx, shutdown.clone()));
-    let stream = config.intake.stream;
-    let (plane_hub, plane_metrics, plane_recorder, plane_tap) = (hub.clone(), metrics.clone(), recorder.clone(), router.clone());
-    let make_plane: crate::fleet::MakePlane = Arc::new(move |info: &proto::SourceInfo| {
-        let output = RelayOutput::new(plane_hub.clone(), plane_recorder.clone());
-        PlanePipeline::new(info, stream.max_frame_bytes, Some(plane_metrics.source(&info.key)), output).with_router(plane_tap.clone())
-    });
-    let (engine_hub, engine_metrics, engine_tap) = (hub.clone(), metrics.clone(), router.clone());
-    let engine_policies = policies(config.policy_a, config.policy_b);
-    let make_engine: crate::fleet::MakeEngine = Arc::new(move |info: &proto::SourceInfo, block_size: u32| {
-        let sm = engine_metrics.source(&info.key);
-        let classifier =
-            Classifier::new(&info.worker_id, info.dp_rank, block_size, &engine_policies, Some((sm.clone(), engine_metrics.clone())));
-        let tap = engine_tap.clone().map(|tap| crate::router::EngineTap { tap, source: info.index as usize });
-        let output = RelayOutput::new(engine_hub.clone(), recorder.clone()).with_router(tap);
-        Pipeline::new(info, Some(classifier), Some(sm), output).with_options(stream)
-    });
+    let recorder = capture.as_ref().map(|c| c.recorder.clone());
+    let (make_plane, make_engine) = builders(config, &hub, &metrics, recorder, router.clone());
     let fleet = crate::fleet::FleetConfig {
         hub,
         metrics,
@@ -386,8 +390,87 @@ fn start_discovery(
             let shard = config.shard;
             Arc::new(move |worker_id| shard.takes_id(worker_id))
         },
+        capture,
     };
     tokio::spawn(crate::fleet::run(fleet, snapshots, shutdown))
+}
+
+/// How a source found after the start gets its pipeline: by discovery live, or from a
+/// capture's discovery events in a replay.
+fn builders(
+    config: &AppConfig,
+    hub: &Arc<Hub>,
+    metrics: &Arc<Metrics>,
+    recorder: Option<Recorder>,
+    router: Option<crate::router::Tap>,
+) -> (crate::fleet::MakePlane, crate::fleet::MakeEngine) {
+    let stream = config.intake.stream;
+    let (plane_hub, plane_metrics, plane_recorder, plane_tap) = (hub.clone(), metrics.clone(), recorder.clone(), router.clone());
+    let make_plane: crate::fleet::MakePlane = Arc::new(move |info: &proto::SourceInfo, capture_index: Option<u32>| {
+        let output = RelayOutput::new(plane_hub.clone(), plane_recorder.clone()).with_capture_index(capture_index);
+        PlanePipeline::new(info, stream.max_frame_bytes, Some(plane_metrics.source(&info.key)), output).with_router(plane_tap.clone())
+    });
+    let (engine_hub, engine_metrics) = (hub.clone(), metrics.clone());
+    let engine_policies = policies(config.policy_a, config.policy_b);
+    let make_engine: crate::fleet::MakeEngine = Arc::new(move |info: &proto::SourceInfo, block_size: u32, capture_index: Option<u32>| {
+        let sm = engine_metrics.source(&info.key);
+        let classifier =
+            Classifier::new(&info.worker_id, info.dp_rank, block_size, &engine_policies, Some((sm.clone(), engine_metrics.clone())));
+        let tap = router.clone().map(|tap| crate::router::EngineTap { tap, source: info.index as usize });
+        let output = RelayOutput::new(engine_hub.clone(), recorder.clone()).with_router(tap).with_capture_index(capture_index);
+        Pipeline::new(info, Some(classifier), Some(sm), output).with_options(stream)
+    });
+    (make_plane, make_engine)
+}
+
+/// The sources a capture's discovery events announce, as a replay serves them: each is added
+/// to the hub (under the hub's next index) and gets a pipeline; `at` maps its capture index to
+/// its place among the pipelines.
+struct Found {
+    hub: Arc<Hub>,
+    make_plane: crate::fleet::MakePlane,
+    make_engine: crate::fleet::MakeEngine,
+    block_size: u32,
+    at: HashMap<u32, usize>,
+}
+
+impl Found {
+    /// Applies one discovery record; a record that does not read is logged and skipped.
+    fn apply(&mut self, frames: &[Bytes], pipelines: &mut Vec<AnyPipeline<RelayOutput>>, path: &std::path::Path) {
+        use proto::capture::DiscoveryEvent;
+        match DiscoveryEvent::parse(frames) {
+            Ok(DiscoveryEvent::Source(info)) => match self.at.get(&info.index) {
+                Some(&at) => {
+                    if let Some(known) = self.hub.sources().into_iter().find(|s| s.key == info.key) {
+                        self.hub.update_source(proto::SourceInfo { index: known.index, ..info });
+                    }
+                    let p = &mut pipelines[at];
+                    if p.state() == proto::ConnState::Left {
+                        p.set_state(proto::ConnState::Live, None);
+                    }
+                }
+                None => {
+                    let capture_index = info.index;
+                    let served = self.hub.add_source(|index| proto::SourceInfo { index, ..info });
+                    let pipeline = match served.kind {
+                        proto::SourceKind::Engine => AnyPipeline::Engine((self.make_engine)(&served, self.block_size, None)),
+                        _ => AnyPipeline::Plane((self.make_plane)(&served, None)),
+                    };
+                    self.at.insert(capture_index, pipelines.len());
+                    pipelines.push(pipeline);
+                    if let Some(p) = pipelines.last_mut() {
+                        p.set_state(proto::ConnState::Live, None);
+                    }
+                }
+            },
+            Ok(DiscoveryEvent::Left { source }) => {
+                if let Some(p) = self.at.get(&source).and_then(|&at| pipelines.get_mut(at)) {
+                    p.set_state(proto::ConnState::Left, Some(crate::fleet::LEFT_NOTE.to_owned()));
+                }
+            }
+            Err(e) => tracing::warn!("{}: {e}; skipped", path.display()),
+        }
+    }
 }
 
 /// Plays a capture into the pipelines, paced by its receive times.
@@ -395,16 +478,19 @@ async fn feed_file(
     path: PathBuf,
     speed: Option<f64>,
     mut pipelines: Vec<AnyPipeline<RelayOutput>>,
+    mut found: Found,
     mut shutdown: watch::Receiver<bool>,
     done: watch::Sender<bool>,
 ) -> Vec<SourceSummary> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u32, u64, bool, Vec<Bytes>)>(1024);
+    let (header_kinds, kinds) = tokio::sync::oneshot::channel::<Vec<proto::SourceKind>>();
     let reader_path = path.clone();
     // The capture reader is synchronous; it runs on a blocking thread and hands records over.
     let reader = tokio::task::spawn_blocking(move || -> Result<Option<String>, String> {
         let mut reader = capture::open(&reader_path)?;
         // Reads of a router index are `check`'s to compare; a replay serves the streams.
         let reads: Vec<bool> = reader.header().sources.iter().map(|s| s.kind == proto::SourceKind::RouterIndex).collect();
+        let _ = header_kinds.send(reader.header().sources.iter().map(|s| s.kind).collect());
         while let Some(record) = reader.next_record().map_err(|e| e.with_path(&reader_path.display().to_string()).to_string())? {
             if reads.get(record.source as usize).copied().unwrap_or(false) {
                 continue;
@@ -419,6 +505,8 @@ async fn feed_file(
     for p in &mut pipelines {
         p.set_state(proto::ConnState::Live, None);
     }
+    // What each capture index is (a reader that failed to open says so below).
+    let kinds = kinds.await.unwrap_or_default();
     let started = tokio::time::Instant::now();
     let mut first: Option<u64> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -433,7 +521,13 @@ async fn feed_file(
                     let due = Duration::from_nanos(((recv.saturating_sub(t0)) as f64 / speed) as u64);
                     tokio::time::sleep_until(started + due).await;
                 }
-                match pipelines.get_mut(source as usize) {
+                if kinds.get(source as usize) == Some(&proto::SourceKind::Discovery) {
+                    found.apply(&frames, &mut pipelines, &path);
+                    continue;
+                }
+                // Sources the header lists come first; those found later are where `found` put them.
+                let at = if (source as usize) < kinds.len() { Some(source as usize) } else { found.at.get(&source).copied() };
+                match at.and_then(|at| pipelines.get_mut(at)) {
                     Some(p) => {
                         // With a live reconciler an envelope went to it; otherwise nothing takes it.
                         let _ = p.capture_record(frames, recv, replayed);
@@ -451,7 +545,10 @@ async fn feed_file(
         Err(e) => tracing::error!("capture reader failed: {e}"),
     }
     for p in &mut pipelines {
-        p.set_state(proto::ConnState::Stale, Some("end of the capture".to_owned()));
+        // A source that left says so to the end.
+        if p.state() != proto::ConnState::Left {
+            p.set_state(proto::ConnState::Stale, Some("end of the capture".to_owned()));
+        }
         p.flush_status();
         relay_output(p).flush_pending().await;
     }

@@ -23,6 +23,9 @@ use kvscope_protocol as proto;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use kvscope_protocol::capture::DiscoveryEvent;
+
+use crate::capture::Recorder;
 use crate::discover::{Snapshot, Transport, WorkerRank};
 use crate::intake::{self, IntakeOptions, RelayOutput};
 use crate::metrics::{Metrics, UrlLabels};
@@ -32,10 +35,26 @@ use crate::router::{Input, NewEngine, Tap};
 use crate::source_state::{AnyPipeline, SourceSummary, TrackedSource};
 use crate::stream::Pipeline;
 
-/// Builds the pipeline of a newly discovered relay (its index, key and output are the app's).
-pub type MakePlane = Arc<dyn Fn(&proto::SourceInfo) -> PlanePipeline<RelayOutput> + Send + Sync>;
+/// Builds the pipeline of a newly discovered relay (its index, key and output are the app's),
+/// recording under the capture index given, if any.
+pub type MakePlane = Arc<dyn Fn(&proto::SourceInfo, Option<u32>) -> PlanePipeline<RelayOutput> + Send + Sync>;
 /// Builds the pipeline of a newly discovered engine, classifying at the block size given.
-pub type MakeEngine = Arc<dyn Fn(&proto::SourceInfo, u32) -> Pipeline<RelayOutput> + Send + Sync>;
+pub type MakeEngine = Arc<dyn Fn(&proto::SourceInfo, u32, Option<u32>) -> Pipeline<RelayOutput> + Send + Sync>;
+
+/// Where the discovery events go in a capture: the header's discovery source, and the index
+/// the next source found takes there (the header's sources come first).
+#[derive(Clone, Debug)]
+pub struct CaptureLog {
+    pub recorder: Recorder,
+    pub source: u32,
+    pub next: u32,
+}
+
+impl CaptureLog {
+    async fn write(&self, event: &DiscoveryEvent) {
+        self.recorder.record(self.source, crate::time::unix_nanos(), false, &event.frames()).await;
+    }
+}
 
 /// What the supervisor needs from the app.
 #[allow(missing_debug_implementations)] // closures
@@ -53,6 +72,8 @@ pub struct FleetConfig {
     pub intake: IntakeOptions,
     /// Whether this server takes a worker (`--shard`); every worker without one.
     pub takes: Arc<dyn Fn(u64) -> bool + Send + Sync>,
+    /// When recording.
+    pub capture: Option<CaptureLog>,
 }
 
 /// What a discovered source reads.
@@ -67,6 +88,8 @@ type Discovered = AnyPipeline<RelayOutput>;
 /// One discovered source.
 struct Member {
     info: proto::SourceInfo,
+    /// Its index in the capture, when recording.
+    capture_index: Option<u32>,
     /// `tcp://HOST:PORT` it reads now.
     endpoint: String,
     run: Run,
@@ -96,7 +119,7 @@ struct Wanted {
 pub const LEFT_NOTE: &str = "left Dynamo's discovery store (its lease or TTL expired); resumes as this source when it registers again";
 
 /// Follows the snapshots until `stop`; returns every discovered source's totals.
-pub async fn run(config: FleetConfig, mut snapshots: watch::Receiver<Snapshot>, mut stop: watch::Receiver<bool>) -> Vec<SourceSummary> {
+pub async fn run(mut config: FleetConfig, mut snapshots: watch::Receiver<Snapshot>, mut stop: watch::Receiver<bool>) -> Vec<SourceSummary> {
     let mut members: BTreeMap<(Kind, WorkerRank), Member> = BTreeMap::new();
     let mut nats_noted: BTreeSet<WorkerRank> = BTreeSet::new();
     loop {
@@ -105,7 +128,7 @@ pub async fn run(config: FleetConfig, mut snapshots: watch::Receiver<Snapshot>, 
             changed = snapshots.changed() => if changed.is_err() { break },
         }
         let snapshot = snapshots.borrow_and_update().clone();
-        apply(&config, &mut members, &mut nats_noted, &snapshot).await;
+        apply(&mut config, &mut members, &mut nats_noted, &snapshot).await;
     }
     let mut summaries = Vec::new();
     for (_, mut member) in std::mem::take(&mut members) {
@@ -148,12 +171,12 @@ fn wanted(config: &FleetConfig, nats_noted: &mut BTreeSet<WorkerRank>, snapshot:
 }
 
 async fn apply(
-    config: &FleetConfig,
+    config: &mut FleetConfig,
     members: &mut BTreeMap<(Kind, WorkerRank), Member>,
     nats_noted: &mut BTreeSet<WorkerRank>,
     snapshot: &Snapshot,
 ) {
-    let metrics = &config.metrics;
+    let metrics = config.metrics.clone();
     for backend in &snapshot.backends {
         let labels = UrlLabels { url: backend.url.clone() };
         metrics.discovery_up.get_or_create(&labels).set(backend.error.is_none() as i64);
@@ -163,7 +186,7 @@ async fn apply(
     let wanted = wanted(config, nats_noted, snapshot);
     for (&key, w) in &wanted {
         let Some(member) = members.get_mut(&key) else {
-            let member = add(config, key.0, w).await;
+            let member = add(&mut *config, key.0, w).await;
             members.insert(key, member);
             continue;
         };
@@ -179,6 +202,9 @@ async fn apply(
                 plane.url = member.info.endpoint.clone();
             }
             config.hub.update_source(member.info.clone());
+            if let (Some(log), Some(index)) = (&config.capture, member.capture_index) {
+                log.write(&DiscoveryEvent::Source(proto::SourceInfo { index, ..member.info.clone() })).await;
+            }
         }
         tracing::info!(source = %member.info.key, endpoint = %w.endpoint, "registered again");
         member.run = start(config, w.endpoint.clone(), pipeline);
@@ -193,6 +219,9 @@ async fn apply(
             tracing::info!(source = %member.info.key, "left the discovery store");
             pipeline.set_state(proto::ConnState::Left, Some(LEFT_NOTE.to_owned()));
             pipeline.flush_status();
+            if let (Some(log), Some(source)) = (&config.capture, member.capture_index) {
+                log.write(&DiscoveryEvent::Left { source }).await;
+            }
             member.run = Run::Parked(Box::new(pipeline));
         }
     }
@@ -209,8 +238,9 @@ fn shown_endpoint(kind: Kind, endpoint: &str) -> String {
     }
 }
 
-/// A source seen for the first time: announced, registered with the live router side, started.
-async fn add(config: &FleetConfig, kind: Kind, w: &Wanted) -> Member {
+/// A source seen for the first time: announced (and recorded), registered with the live
+/// router side, started.
+async fn add(config: &mut FleetConfig, kind: Kind, w: &Wanted) -> Member {
     let worker_id = w.worker_id.to_string();
     let shown = shown_endpoint(kind, &w.endpoint);
     let info = config.hub.add_source(|index| match kind {
@@ -218,8 +248,17 @@ async fn add(config: &FleetConfig, kind: Kind, w: &Wanted) -> Member {
         Kind::Engine => proto::SourceInfo::engine(index, &worker_id, w.dp_rank, &shown, None),
     });
     tracing::info!(source = %info.key, endpoint = %w.endpoint, "discovered");
+    let capture_index = match &mut config.capture {
+        Some(log) => {
+            let index = log.next;
+            log.next += 1;
+            log.write(&DiscoveryEvent::Source(proto::SourceInfo { index, ..info.clone() })).await;
+            Some(index)
+        }
+        None => None,
+    };
     let pipeline = match kind {
-        Kind::Relay => AnyPipeline::Plane((config.make_plane)(&info)),
+        Kind::Relay => AnyPipeline::Plane((config.make_plane)(&info, capture_index)),
         Kind::Engine => {
             if let Some(tap) = &config.router {
                 let e = NewEngine {
@@ -231,11 +270,11 @@ async fn add(config: &FleetConfig, kind: Kind, w: &Wanted) -> Member {
                 };
                 tap.add_engine(Input::AddEngine(e)).await;
             }
-            AnyPipeline::Engine((config.make_engine)(&info, w.block_size))
+            AnyPipeline::Engine((config.make_engine)(&info, w.block_size, capture_index))
         }
     };
     let run = start(config, w.endpoint.clone(), pipeline);
-    Member { info, endpoint: w.endpoint.clone(), run }
+    Member { info, capture_index, endpoint: w.endpoint.clone(), run }
 }
 
 fn start(config: &FleetConfig, endpoint: String, pipeline: Discovered) -> Run {

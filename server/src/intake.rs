@@ -74,11 +74,20 @@ pub struct RelayOutput {
     /// An engine source's handle on the live reconciler (event-plane sources hand theirs to
     /// their pipeline).
     router: Option<crate::router::EngineTap>,
+    /// The source's index in the capture when it differs from the server's: a source found by
+    /// discovery after the capture's header was written (`crate::fleet`).
+    capture_index: Option<u32>,
 }
 
 impl RelayOutput {
     pub fn new(hub: Arc<Hub>, recorder: Option<Recorder>) -> Self {
-        RelayOutput { hub, recorder, pending: Vec::new(), router: None }
+        RelayOutput { hub, recorder, pending: Vec::new(), router: None, capture_index: None }
+    }
+
+    /// Records under `index` in the capture (see [`RelayOutput::capture_index`]).
+    pub fn with_capture_index(mut self, index: Option<u32>) -> Self {
+        self.capture_index = index;
+        self
     }
 
     /// Also hands every relayed engine batch to the live reconciler.
@@ -89,6 +98,7 @@ impl RelayOutput {
 
     fn record(&mut self, source: u32, recv_time_nanos: u64, replayed: bool, raw: &[Bytes]) {
         if let Some(recorder) = &self.recorder {
+            let source = self.capture_index.unwrap_or(source);
             let bytes = kvscope_protocol::capture::encode_record_parts(source, recv_time_nanos, replayed, raw);
             if self.pending.is_empty() {
                 if let Err(bytes) = recorder.try_record(bytes) {

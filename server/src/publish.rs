@@ -51,7 +51,11 @@ fn nth_endpoint(base: &str, i: usize) -> Result<String, String> {
 pub async fn run(opts: PublishOptions, out: &mut (dyn std::io::Write + Send)) -> Result<Vec<(String, u64)>, String> {
     let mut reader = capture::open(&opts.file)?;
     let infos = reader.header().sources.clone();
-    let selected: Vec<bool> = infos.iter().map(|i| opts.source.as_ref().is_none_or(|s| *s == i.key)).collect();
+    // Reads of a router index and discovery events are not streams anyone subscribes to.
+    let streams = |i: &kvscope_protocol::SourceInfo| {
+        !matches!(i.kind, kvscope_protocol::SourceKind::RouterIndex | kvscope_protocol::SourceKind::Discovery)
+    };
+    let selected: Vec<bool> = infos.iter().map(|i| streams(i) && opts.source.as_ref().is_none_or(|s| *s == i.key)).collect();
     if let Some(s) = &opts.source
         && !selected.iter().any(|x| *x)
     {

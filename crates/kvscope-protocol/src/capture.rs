@@ -26,6 +26,10 @@
 //! `check` compares the real index with the model at the point of the stream where it was read.
 //! Versions 1 and 2 are still read.
 //!
+//! Version 4 added the discovery source (`kind` `discovery`, `--discover`): its records are the
+//! fleet's changes while recording ([`DiscoveryEvent`]), so that readers add the sources found
+//! after the header was written, at the indexes the records use, and know when one left.
+//!
 //! See `docs/kvcap.md` in the repository for the same description with an example.
 
 use std::fmt;
@@ -38,11 +42,50 @@ use crate::{SourceInfo, show_prefix};
 /// The version of the `.kvcap` format, apart from the WebSocket's `PROTOCOL_VERSION`: a new
 /// message kind on `/ws` changes nothing in a capture, and captures outlive servers. Bump it
 /// whenever the bytes of the header or of a record change (the golden test says so).
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 /// The oldest format version this build still reads (version 1: engine sources only, the same
-/// records; version 2: no router-index sources).
+/// records; version 2: no router-index sources; version 3: no discovery source).
 pub const MIN_FORMAT_VERSION: u16 = 1;
+
+/// One record of a discovery source (format 4): two frames, what happened and its subject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DiscoveryEvent {
+    /// `[source, SourceInfo as a msgpack map]`: a source found after the header was written (its
+    /// `index` is the next one, and its records follow), or one that now reads elsewhere.
+    Source(SourceInfo),
+    /// `[left, index as u32 big-endian]`: the source's registration expired; it keeps what it
+    /// had, and a later `source` event with its index resumes it.
+    Left { source: u32 },
+}
+
+impl DiscoveryEvent {
+    pub const SOURCE: &'static [u8] = b"source";
+    pub const LEFT: &'static [u8] = b"left";
+
+    /// The record's frames.
+    pub fn frames(&self) -> [Vec<u8>; 2] {
+        match self {
+            DiscoveryEvent::Source(info) => [Self::SOURCE.to_vec(), rmp_serde::to_vec_named(info).unwrap_or_default()],
+            DiscoveryEvent::Left { source } => [Self::LEFT.to_vec(), source.to_be_bytes().to_vec()],
+        }
+    }
+
+    /// Reads a discovery record's frames; the error says what was wrong.
+    pub fn parse<F: AsRef<[u8]>>(frames: &[F]) -> Result<DiscoveryEvent, String> {
+        let [what, body] = frames else { return Err(format!("a discovery record of {} frames (want 2: what, body)", frames.len())) };
+        match what.as_ref() {
+            Self::SOURCE => rmp_serde::from_slice(body.as_ref())
+                .map(DiscoveryEvent::Source)
+                .map_err(|e| format!("a discovery record's source does not decode: {e}")),
+            Self::LEFT => match <[u8; 4]>::try_from(body.as_ref()) {
+                Ok(b) => Ok(DiscoveryEvent::Left { source: u32::from_be_bytes(b) }),
+                Err(_) => Err(format!("a discovery record's left index has {} bytes (want 4)", body.as_ref().len())),
+            },
+            other => Err(format!("a discovery record says {:?} (want source or left)", String::from_utf8_lossy(other))),
+        }
+    }
+}
 
 /// Opens every `.kvcap` file.
 pub const KVCAP_MAGIC: [u8; 8] = *b"\x89KVCAP\r\n";
@@ -451,7 +494,7 @@ mod tests {
             (good[..11].to_vec(), "x.kvcap: the capture ends inside its header (byte 11): the recorder was killed before it wrote anything".into()),
             (
                 bad_version,
-                "x.kvcap: capture format version 9, this build reads versions 1 to 3; open it with the \
+                "x.kvcap: capture format version 9, this build reads versions 1 to 4; open it with the \
                  kvscope release that wrote it (its header says which)"
                     .into(),
             ),

@@ -213,6 +213,11 @@ pub enum SourceKind {
     /// `workers` or `dump` and the JSON body it answered, or `error` and what went wrong. Only in
     /// captures (format 3 on); never in a hello.
     RouterIndex,
+    /// The discovery stores a recording server read (`--discover`): its `endpoint` names them,
+    /// and each record is one discovery event ([`crate::capture::DiscoveryEvent`]): a source
+    /// that appeared or moved, or one that left. Only in captures (format 4 on); never in a
+    /// hello.
+    Discovery,
 }
 
 /// Where an event-plane source reads from.

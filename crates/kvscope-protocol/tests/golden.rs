@@ -231,9 +231,12 @@ fn capture_format_matches_its_golden_bytes() {
     let header = CaptureHeader {
         created_unix_nanos: 1_700_000_000_000_000_000,
         kvscope_version: "0.1.0".into(),
-        sources: vec![source(0, true), plane_source(1)],
-        note: Some("kvscope record --workers 0=tcp://127.0.0.1:5557 --event-plane nats://127.0.0.1:4222".into()),
+        sources: vec![source(0, true), plane_source(1), discovery_source(2)],
+        note: Some(
+            "kvscope record --workers 0=tcp://127.0.0.1:5557 --event-plane nats://127.0.0.1:4222 --discover etcd://127.0.0.1:2379".into(),
+        ),
     };
+    let found = proto::SourceInfo::discovered_relay(3, "7", 0, "zmq://127.0.0.1:5600");
     let records = [
         CaptureRecord {
             source: 0,
@@ -261,7 +264,16 @@ fn capture_format_matches_its_golden_bytes() {
                 ByteBuf::from(vec![0x81, 0xa8, b's', b'e', b'q', b'u', b'e', b'n', b'c', b'e', 0x00]),
             ],
         },
+        // A relay found while recording, then gone (format 4).
+        discovery_record(2, 4, &capture::DiscoveryEvent::Source(found.clone())),
+        discovery_record(2, 5, &capture::DiscoveryEvent::Left { source: 3 }),
     ];
+    for r in &records[3..] {
+        let event = capture::DiscoveryEvent::parse(&r.frames).unwrap();
+        assert!(
+            matches!(&event, capture::DiscoveryEvent::Source(i) if *i == found) || event == capture::DiscoveryEvent::Left { source: 3 }
+        );
+    }
     let mut bytes = Vec::new();
     capture::write_header(&mut bytes, &header).unwrap();
     for r in &records {
@@ -271,6 +283,39 @@ fn capture_format_matches_its_golden_bytes() {
     let reader = CaptureReader::new(bytes.as_slice()).unwrap();
     assert_eq!(reader.header(), &header);
     assert_eq!(reader.map(Result::unwrap).collect::<Vec<_>>(), records);
+}
+
+fn discovery_source(index: u32) -> proto::SourceInfo {
+    proto::SourceInfo {
+        index,
+        key: "discovery".into(),
+        worker_id: String::new(),
+        dp_rank: 0,
+        endpoint: "etcd://127.0.0.1:2379".into(),
+        replay_endpoint: None,
+        kind: proto::SourceKind::Discovery,
+        event_plane: None,
+    }
+}
+
+fn discovery_record(source: u32, at: u64, event: &capture::DiscoveryEvent) -> CaptureRecord {
+    let frames = event.frames().into_iter().map(ByteBuf::from).collect();
+    CaptureRecord { source, recv_time_nanos: 1_700_000_000_000_000_000 + at, replayed: false, frames }
+}
+
+/// A capture written by the version-3 layout (no discovery source), as committed before
+/// version 4: it still opens.
+#[test]
+fn a_version_3_capture_still_opens() {
+    let text = std::fs::read_to_string(golden_dir().join("capture_v3.hex")).unwrap();
+    let hex: String = text.split_whitespace().collect();
+    let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    assert_eq!(&bytes[8..10], &[0, 3], "the fixture is a version-3 file");
+    let mut reader = CaptureReader::new(bytes.as_slice()).unwrap();
+    assert_eq!(reader.format_version(), 3);
+    assert_eq!(reader.header().sources.len(), 2);
+    assert_eq!(reader.by_ref().count(), 3);
+    assert!(reader.truncated().is_none());
 }
 
 /// A capture written by the version-1 layout (engine sources only, no `kind`), as committed

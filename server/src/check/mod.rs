@@ -66,6 +66,9 @@ enum Fed {
     /// An engine's stream or an event plane's, through the live server's pipelines.
     Stream(Box<AnyPipeline<Relayed, NoOutput>>),
     RouterIndex(Box<RealIndex>),
+    /// The discovery events of a server that found its fleet while recording: a source they
+    /// announce joins the check at the index its records use.
+    Discovery,
 }
 
 /// Where an engine source's batches go besides its pipeline.
@@ -136,8 +139,9 @@ impl RealIndex {
 /// Checks a capture under one block size and policy.
 pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     let mut reader = capture::open(path)?;
-    let infos = reader.header().sources.clone();
-    let any_plane = infos.iter().any(|i| i.kind == proto::SourceKind::EventPlane);
+    let mut infos = reader.header().sources.clone();
+    // A discovering recorder may find relays later: reconcile from the start.
+    let any_plane = infos.iter().any(|i| matches!(i.kind, proto::SourceKind::EventPlane | proto::SourceKind::Discovery));
     let mut reconciler = any_plane.then(|| Reconciler::new(ReconcilerConfig::default()));
     // The index of the checked policy first; a real index read with the capture is Dynamo
     // 1.6.1's, so that policy's index is modelled too.
@@ -181,6 +185,20 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                 }
             }
             Fed::RouterIndex(real) => real.record(&frames, record.recv_time_nanos, &index),
+            Fed::Discovery => {
+                let event =
+                    proto::capture::DiscoveryEvent::parse(&frames).map_err(|e| format!("{}: {e}; the file is corrupt", path.display()))?;
+                // A new source takes the next index; a known one that moved or left keeps its
+                // pipeline (what it reads next continues its stream).
+                if let proto::capture::DiscoveryEvent::Source(info) = event
+                    && info.index as usize == pipelines.len()
+                {
+                    lanes.push(Lanes::new(&info, opts, reconciler.as_mut(), &mut index));
+                    pipelines.push(Fed::new(&info, opts));
+                    infos.push(info);
+                }
+                continue;
+            }
         }
         let after = totals_of(&pipelines[i]);
         fleet_exit.record(i, record.recv_time_nanos, before, after, || pipelines.iter().map(totals_of).collect());
@@ -218,6 +236,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                 router_indexes.push(real);
                 continue;
             }
+            (Fed::Discovery, _) => continue,
         };
 
         let Some(classifier) = p.classifier() else {
@@ -288,6 +307,7 @@ impl Fed {
                 Fed::Stream(Box::new(AnyPipeline::Plane(PlanePipeline::new(info, options.max_frame_bytes, None, NoOutput))))
             }
             proto::SourceKind::RouterIndex => Fed::RouterIndex(Box::new(RealIndex { url: info.endpoint.clone(), ..RealIndex::default() })),
+            proto::SourceKind::Discovery => Fed::Discovery,
         }
     }
 
@@ -298,7 +318,7 @@ impl Fed {
                 AnyPipeline::Engine(p) => Some(p),
                 AnyPipeline::Plane(_) => None,
             },
-            Fed::RouterIndex(_) => None,
+            Fed::RouterIndex(_) | Fed::Discovery => None,
         }
     }
 }

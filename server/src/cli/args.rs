@@ -362,6 +362,10 @@ pub struct DemoArgs {
     /// fleet; removed when the demo stops. Needs the embedded ZMQ plane (no --event-plane).
     #[arg(long, value_name = "URL", conflicts_with_all = ["no_event_plane", "event_plane"])]
     pub register: Option<String>,
+    /// Also find sources in Dynamo's discovery store, beside the simulated fleet (as `serve
+    /// --discover`); repeatable.
+    #[arg(long, value_name = "URL")]
+    pub discover: Vec<String>,
     /// With --register: how long to wait after registering before publishing, so that servers
     /// that discover the fleet subscribe first (a publisher drops what it sends before that).
     #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]

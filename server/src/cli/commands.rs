@@ -42,10 +42,6 @@ fn base_config(sources: Vec<Source>, server: &ServerArgs, stream: &StreamArgs, b
     }
 }
 
-/// Why `--discover` and a capture do not go together yet.
-const NO_DISCOVERED_CAPTURE: &str = "--discover cannot be recorded yet: a capture lists its sources in its header, and discovered \
-     sources appear later; record the relays by name (--event-plane zmq://HOST:PORT, one per relay) or serve without --record";
-
 fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
@@ -78,9 +74,6 @@ pub(super) async fn serve(args: ServeArgs) -> ExitCode {
         Ok(l) => l,
         Err(e) => return usage(&e),
     };
-    if !live.discover.is_empty() && args.record.is_some() {
-        return usage(NO_DISCOVERED_CAPTURE);
-    }
     let mut config = base_config(live.sources, &args.server, &args.stream, args.block_size, &args.policy);
     config.mode_detail = match live.planes.len() {
         0 => format!("{} endpoint(s)", config.sources.len()),
@@ -169,6 +162,10 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
     }
     let options =
         FleetOptions { scenario, release, workers, dp_ranks: args.dp_ranks, rate: args.rate, batches: args.batches, plane, block_size };
+    let discover = match args.discover.iter().map(|u| crate::discover::DiscoverUrl::parse(u)).collect::<Result<Vec<_>, _>>() {
+        Ok(d) => d,
+        Err(e) => return usage(&e),
+    };
     let register = match args.register.as_deref().map(crate::discover::DiscoverUrl::parse).transpose() {
         Ok(r) => r,
         Err(e) => return usage(&e.replace("--discover", "--register")),
@@ -210,6 +207,7 @@ pub(super) async fn demo(args: DemoArgs) -> ExitCode {
         }
     }
     config.record = args.record.map(|p| (p, command_line()));
+    config.discover = discover;
     let app = match App::start(config, Feed::Live).await {
         Ok(app) => app,
         Err(e) => return failure(&e),
@@ -279,9 +277,6 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         Ok(l) => l,
         Err(e) => return usage(&e),
     };
-    if !discover.is_empty() {
-        return usage(NO_DISCOVERED_CAPTURE);
-    }
     let router_indexes = match args.router_index.sources() {
         Ok(r) => r,
         Err(e) => return usage(&e),
@@ -303,8 +298,8 @@ pub(super) async fn record(args: RecordArgs) -> ExitCode {
         intake: IntakeOptions { stream: args.stream.options(), ..IntakeOptions::default() },
         router_indexes,
         router_index_poll: args.router_index.poll(),
-        discover: Vec::new(),
-        discover_options: crate::discover::DiscoverOptions::default(),
+        discover,
+        discover_options: args.sources.discover_options(),
         shard: args.sources.shard,
     };
     let app = match App::start(config, Feed::Live).await {
@@ -354,10 +349,11 @@ pub(super) async fn replay(args: ReplayArgs) -> ExitCode {
         Err(e) => return failure(&e),
     };
     let num_engines = header.sources.iter().take_while(|s| s.kind == proto::SourceKind::Engine).count();
-    // Router-index reads come last; a replay serves the streams, not the reads.
+    // Router-index reads and discovery events come last; a replay serves the streams (and the
+    // sources the discovery events announce, as they come).
     let planes: Option<Vec<_>> = header.sources[num_engines..]
         .iter()
-        .filter(|s| s.kind != proto::SourceKind::RouterIndex)
+        .filter(|s| !matches!(s.kind, proto::SourceKind::RouterIndex | proto::SourceKind::Discovery))
         .map(crate::plane::PlaneSource::from_info)
         .collect();
     let Some(planes) = planes else {

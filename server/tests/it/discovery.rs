@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kvscope_protocol as proto;
 
-use crate::event_plane::{Relay, corpus, predicted, read_all};
+use crate::event_plane::{Relay, assert_reconciled, check_json, corpus, predicted, read_all};
 use crate::support::{Server, free_port, read_preamble, scratch, wait_until, ws_connect};
 
 /// Dynamo 1.6.1's registrations expire this long after their process stops refreshing them:
@@ -356,4 +356,57 @@ async fn discovery_three_shards_split_a_fleet_exactly_and_their_fleet_totals_are
         String::from_utf8_lossy(&out.stderr)
     );
     drop(demo);
+}
+
+/// A server that records while it discovers writes what it found into the capture (format 4's
+/// discovery source): `check` adds the relay where its records begin and reconciles it exactly
+/// as it was live, and `replay` serves it as the same source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_a_recording_keeps_the_sources_found_and_check_and_replay_read_them() {
+    let dir = scratch("discovery_record");
+    let kv = dir.join("kv");
+    std::fs::create_dir_all(&kv).unwrap();
+    let kv = kv.to_str().unwrap().to_owned();
+    let url = format!("dynamo-file:{kv}");
+    let payloads = corpus(&["gpu_basic", "storage_tier", "bytes_hashes-1"]);
+    let (per_batch, drops) = predicted(&read_all(&payloads), 16);
+    let expected: u64 = per_batch.iter().sum();
+
+    let mut relay = Relay::start_discovered(42, &["--discovery", "file", "--file-kv", &kv], &payloads);
+    let engine = relay.wait("engine").as_str().unwrap().to_owned();
+    relay.wait("ready");
+    let capture = dir.join("run.kvcap");
+    let mut server = Server::start(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        &format!("42={engine}"),
+        "--discover",
+        &url,
+        "--record",
+        capture.to_str().unwrap(),
+    ]);
+    server.wait_metric("kvscope_source_connected{source=\"42:0\"}", 1.0).await;
+    within(&server, &connected(42), 1.0, Duration::from_secs(10)).await;
+    relay.go();
+    relay.wait("published");
+    server.wait_metric("kvscope_router_events_total{source=\"42:0\",count=\"matched\"}", expected as f64).await;
+    let relay_frames = format!("kvscope_frames_total{{source=\"{}\"}}", proto::relay_key("42", 0));
+    let frames = server.metric(&relay_frames).await;
+    relay.kill();
+    within(&server, "kvscope_discovered_left", 1.0, FILE_TTL + LEFT_SLACK).await;
+    assert!(server.interrupt().success());
+
+    let report = check_json(&capture, 16);
+    let planes = report["event_planes"].as_array().unwrap();
+    assert_eq!(planes.len(), 1, "{report:#}");
+    assert_eq!((planes[0]["key"].as_str(), planes[0]["frames"].as_f64()), (Some("relay:42:0"), Some(frames)), "{report:#}");
+    let dropped: Vec<(&str, u64)> = drops.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+    assert_reconciled(&report, expected, &dropped);
+
+    let replay = Server::start(&["replay", capture.to_str().unwrap(), "--speed", "max", "--listen", "127.0.0.1:0"]);
+    replay.wait_metric(&relay_frames, frames).await;
+    let status = status_of(&replay, &proto::relay_key("42", 0)).await;
+    assert_eq!(status.state, proto::ConnState::Left, "the replay says when the relay left");
 }

@@ -181,7 +181,7 @@ pub(crate) fn read_all(paths: &[std::path::PathBuf]) -> Vec<Vec<u8>> {
 
 /// The engine source's `"router"` object shows every predicted RouterEvent arriving as
 /// predicted and nothing else, with exactly `dropped` dropped by the relay. Returns it.
-fn assert_reconciled(report: &Value, expected: u64, dropped: &[(&str, u64)]) -> Value {
+pub(crate) fn assert_reconciled(report: &Value, expected: u64, dropped: &[(&str, u64)]) -> Value {
     let router = report["sources"][0]["router"].clone();
     let counts = |k: &str| router[k].as_u64().unwrap_or_else(|| panic!("router.{k} missing: {report:#}"));
     assert!(expected > 0);
@@ -202,7 +202,7 @@ pub(crate) fn corpus(names: &[&str]) -> Vec<std::path::PathBuf> {
     names.iter().map(|n| repo().join("tests/fixtures/kv-events/vllm-0.33.0").join(format!("{n}.msgpack"))).collect()
 }
 
-fn check_json(capture: &std::path::Path, block_size: u32) -> Value {
+pub(crate) fn check_json(capture: &std::path::Path, block_size: u32) -> Value {
     let out = Command::new(BIN)
         .arg("check")
         .arg(capture)

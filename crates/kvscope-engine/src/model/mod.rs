@@ -753,6 +753,11 @@ impl Model {
         if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::RouterIndex) {
             return;
         }
+        // A discovering recorder's events: the sources it found join at the indexes their
+        // records use, and a source that left says so.
+        if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::Discovery) {
+            return self.apply_discovery_record(&record);
+        }
         let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
         if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::EventPlane) {
             return self.apply_plane_frames(record.source, record.recv_time_nanos, frames);
@@ -763,6 +768,34 @@ impl Model {
                 self.apply_frame(record.source, seq, record.recv_time_nanos, record.replayed, topic, payload, now_ms)
             }
             Err(e) => self.apply_malformed(record.source, record.recv_time_nanos, record.replayed, frames, e.to_string()),
+        }
+    }
+
+    fn apply_discovery_record(&mut self, record: &proto::capture::CaptureRecord) {
+        match proto::capture::DiscoveryEvent::parse(&record.frames) {
+            Ok(proto::capture::DiscoveryEvent::Source(info)) => self.apply_source_changed(&info),
+            Ok(proto::capture::DiscoveryEvent::Left { source }) => {
+                self.ensure_source(source);
+                let src = &mut self.sources[source as usize];
+                let mut status = src.status.clone().unwrap_or_else(|| proto::SourceStatus {
+                    source,
+                    state: proto::ConnState::Live,
+                    error: None,
+                    since_unix_nanos: 0,
+                    last_seq: None,
+                    last_recv_unix_nanos: None,
+                    counters: proto::SourceCounters::default(),
+                    gaps: Vec::new(),
+                });
+                (status.state, status.since_unix_nanos) = (proto::ConnState::Left, record.recv_time_nanos);
+                src.status = Some(status);
+                src.dirty = true;
+                self.dirty = true;
+            }
+            Err(e) => {
+                let frames = record.frames.iter().map(|b| b.to_vec()).collect();
+                self.apply_malformed(record.source, record.recv_time_nanos, record.replayed, frames, e);
+            }
         }
     }
 

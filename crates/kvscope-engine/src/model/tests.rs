@@ -552,3 +552,40 @@ fn discovered_sources_join_after_the_hello_and_left_ones_are_counted() {
     let bar = crate::summarize::bar(&m, &crate::summarize::EdgeState::default(), 0.0);
     assert!(bar.sources.ends_with("1 left"), "{}", bar.sources);
 }
+
+/// A capture recorded while discovering (format 4): the page adds the relay its discovery
+/// source announces and marks it left where the recorder saw it go; the discovery source itself
+/// is no event plane.
+#[test]
+fn a_capture_s_discovery_events_add_and_retire_sources() {
+    let mut m = Model::new(config(16));
+    let discovery = proto::SourceInfo {
+        index: 1,
+        key: "discovery".into(),
+        worker_id: String::new(),
+        dp_rank: 0,
+        endpoint: "dynamo-file:/kv".into(),
+        replay_endpoint: None,
+        kind: proto::SourceKind::Discovery,
+        event_plane: None,
+    };
+    let header = proto::capture::CaptureHeader {
+        created_unix_nanos: 0,
+        kvscope_version: "test".into(),
+        sources: vec![source_info(0), discovery],
+        note: None,
+    };
+    m.begin_capture("run.kvcap", &header);
+    let event = |at: u64, e: proto::capture::DiscoveryEvent| {
+        proto::capture::decode_record(&proto::capture::encode_record_parts(1, at, false, &e.frames())).unwrap()
+    };
+    let relay = proto::SourceInfo::discovered_relay(2, "0", 0, "zmq://127.0.0.1:5600");
+    m.apply_capture_record(event(10, proto::capture::DiscoveryEvent::Source(relay)), 0, 0, 0.0);
+    assert_eq!(m.source(2).map(|s| s.key.as_str()), Some("relay:0:0"));
+    assert!(m.router().is_some());
+    m.apply_capture_record(event(20, proto::capture::DiscoveryEvent::Left { source: 2 }), 0, 0, 0.0);
+    let status = m.source(2).and_then(|s| s.status.clone()).map(|s| (s.state, s.since_unix_nanos));
+    assert_eq!(status, Some((proto::ConnState::Left, 20)));
+    let bar = crate::summarize::bar(&m, &crate::summarize::EdgeState::default(), 0.0);
+    assert_eq!(bar.sources, "1 workers · 1 event planes · 1 left");
+}

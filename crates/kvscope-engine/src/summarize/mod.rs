@@ -97,7 +97,7 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
     // Workers are the engine sources; event planes are counted apart. Live means analysed here:
     // a socket that is open but whose events were not analysed is not live.
     let total = m.engine_sources().count();
-    let planes = m.sources().len() - total;
+    let planes = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::EventPlane).count();
     let planes = if planes > 0 { format!(" · {planes} event planes") } else { String::new() };
     let live = m
         .engine_sources()
@@ -109,7 +109,7 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
     let sources = if matches!(m.origin, Origin::Server { .. }) {
         format!("{live} of {total} workers live{planes}{left}")
     } else {
-        format!("{total} workers{planes}")
+        format!("{total} workers{planes}{left}")
     };
     // A capture has a span and a count, not a rate.
     let rate = match m.origin {
