@@ -205,6 +205,7 @@ impl App {
                 replay_endpoint: None,
                 kind: proto::SourceKind::Discovery,
                 event_plane: None,
+                block_size: None,
             });
             index
         });

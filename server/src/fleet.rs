@@ -113,6 +113,8 @@ struct Wanted {
     endpoint: String,
     /// Engines only: the block size to classify at.
     block_size: u32,
+    /// Whether the store said it (the indexer or the model card), rather than `--block-size`.
+    own_block_size: bool,
 }
 
 /// The sentence a left source's status carries.
@@ -144,7 +146,13 @@ fn wanted(config: &FleetConfig, nats_noted: &mut BTreeSet<WorkerRank>, snapshot:
     for (&rank, relay) in &fleet.relays {
         match &relay.transport {
             Transport::Zmq { endpoint } => {
-                let w = Wanted { worker_id: relay.worker_id, dp_rank: relay.dp_rank, endpoint: endpoint.clone(), block_size: 0 };
+                let w = Wanted {
+                    worker_id: relay.worker_id,
+                    dp_rank: relay.dp_rank,
+                    endpoint: endpoint.clone(),
+                    block_size: 0,
+                    own_block_size: false,
+                };
                 wanted.insert((Kind::Relay, rank), w);
             }
             Transport::Nats { subject } => {
@@ -159,8 +167,14 @@ fn wanted(config: &FleetConfig, nats_noted: &mut BTreeSet<WorkerRank>, snapshot:
         }
     }
     for (&rank, engine) in &fleet.engines {
-        let block_size = engine.block_size.or_else(|| fleet.block_size(&engine.model)).unwrap_or(config.block_size);
-        let w = Wanted { worker_id: engine.worker_id, dp_rank: engine.dp_rank, endpoint: engine.endpoint.clone(), block_size };
+        let own = engine.block_size.or_else(|| fleet.block_size(&engine.model));
+        let w = Wanted {
+            worker_id: engine.worker_id,
+            dp_rank: engine.dp_rank,
+            endpoint: engine.endpoint.clone(),
+            block_size: own.unwrap_or(config.block_size),
+            own_block_size: own.is_some(),
+        };
         wanted.insert((Kind::Engine, rank), w);
     }
     wanted.retain(|(kind, _), w| {
@@ -245,7 +259,10 @@ async fn add(config: &mut FleetConfig, kind: Kind, w: &Wanted) -> Member {
     let shown = shown_endpoint(kind, &w.endpoint);
     let info = config.hub.add_source(|index| match kind {
         Kind::Relay => proto::SourceInfo::discovered_relay(index, &worker_id, w.dp_rank, &shown),
-        Kind::Engine => proto::SourceInfo::engine(index, &worker_id, w.dp_rank, &shown, None),
+        Kind::Engine => proto::SourceInfo {
+            block_size: w.own_block_size.then_some(w.block_size),
+            ..proto::SourceInfo::engine(index, &worker_id, w.dp_rank, &shown, None)
+        },
     });
     tracing::info!(source = %info.key, endpoint = %w.endpoint, "discovered");
     let capture_index = match &mut config.capture {

@@ -74,6 +74,7 @@ impl RouterIndexSource {
             replay_endpoint: None,
             kind: proto::SourceKind::RouterIndex,
             event_plane: None,
+            block_size: None,
         }
     }
 }

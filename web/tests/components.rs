@@ -96,6 +96,7 @@ fn hello(workers: u32, block_size: u32) -> proto::Message {
                 replay_endpoint: None,
                 kind: proto::SourceKind::Engine,
                 event_plane: None,
+                block_size: None,
             })
             .collect(),
         defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() },

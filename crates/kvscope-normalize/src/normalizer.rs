@@ -56,6 +56,8 @@ impl fmt::Display for SourceKey {
 #[derive(Clone, Debug)]
 struct SourceState {
     key: SourceKey,
+    /// The source's own block size (its model's), over the normalizer's.
+    block_size: Option<u32>,
     groups: GroupTable,
     namespaces: NamespaceTable,
     counters: SourceCounters,
@@ -87,12 +89,26 @@ impl Normalizer {
 
     /// The id of a source, registering it on first use. Look it up once per connection, not per
     /// batch: the lookup is a linear scan (a fleet has tens of sources, not thousands).
+    /// Classifies `id` at its own block size (a fleet of two models: each at its own), or at
+    /// the normalizer's again with `None`.
+    pub fn set_block_size(&mut self, id: SourceId, block_size: Option<u32>) {
+        if let Some(state) = self.sources.get_mut(id.index()) {
+            state.block_size = block_size;
+        }
+    }
+
+    /// The block size `id` is classified at.
+    pub fn block_size_of(&self, id: SourceId) -> u32 {
+        self.sources.get(id.index()).and_then(|s| s.block_size).unwrap_or(self.block_size)
+    }
+
     pub fn source(&mut self, worker_id: &str, dp_rank: u32) -> SourceId {
         if let Some(i) = self.sources.iter().position(|s| s.key.dp_rank == dp_rank && s.key.worker_id == worker_id) {
             return SourceId(i as u32);
         }
         self.sources.push(SourceState {
             key: SourceKey::new(worker_id, dp_rank),
+            block_size: None,
             groups: GroupTable::default(),
             namespaces: NamespaceTable::default(),
             counters: SourceCounters::default(),
@@ -281,8 +297,8 @@ impl Normalizer {
         rejection: Option<&Rejected>,
     ) -> Verdict {
         let policy = self.policy;
-        let block_size = self.block_size;
         let state = self.sources.get_mut(id.index()).unwrap_or_else(|| panic!("source {id:?} is not registered"));
+        let block_size = state.block_size.unwrap_or(self.block_size);
         let dp_rank = batch_dp_rank.unwrap_or(state.key.dp_rank);
 
         let mut cx = EventCtx::new(event, &policy, block_size, dp_rank, &mut state.groups, &mut state.namespaces);

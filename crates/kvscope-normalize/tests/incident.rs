@@ -26,9 +26,17 @@ struct Seen {
 /// Pushes every worker's stream, interleaved by seq (w0 seq 0, w1 seq 0, w2 seq 0, w0 seq 1,
 /// ...), and returns the normalizer and, per worker, what it saw.
 fn replay(block_size: u32, policy: Policy) -> (Normalizer, Vec<(SourceId, Vec<Seen>)>) {
+    replay_at(block_size, None, policy)
+}
+
+/// [`replay`] with every worker at its own block size `own` (its model's), if given.
+fn replay_at(block_size: u32, own: Option<u32>, policy: Policy) -> (Normalizer, Vec<(SourceId, Vec<Seen>)>) {
     let mut n = Normalizer::new(block_size, policy);
     let streams: Vec<_> = (0..kvscope_corpus::KIMI_K3_WORKERS).map(kvscope_corpus::kimi_k3_stream).collect();
     let mut per_worker: Vec<(SourceId, Vec<Seen>)> = (0..streams.len()).map(|w| (n.source(&format!("w{w}"), 0), Vec::new())).collect();
+    for (id, _) in &per_worker {
+        n.set_block_size(*id, own);
+    }
     let longest = streams.iter().map(Vec::len).max().unwrap_or(0);
     assert!(longest > 0, "the corpus has no Kimi-K3 messages");
     let mut verdicts = Vec::new();
@@ -192,6 +200,21 @@ fn test_kimi_k3_under_dynamo_1_6_1_never_dies_and_never_sees_the_cpu_tier() {
                     )
                 );
             }
+        }
+    }
+}
+
+/// A source at its own block size (a fleet of two models) is classified exactly as a normalizer
+/// at that size classifies it, whatever the normalizer's own size.
+#[test]
+fn a_source_s_own_block_size_is_the_one_it_is_classified_at() {
+    for policy in [Policy::LEGACY, Policy::FIXED, Policy::DYNAMO_1_6_1] {
+        let (_, want) = replay(1536, policy);
+        let (n, got) = replay_at(16, Some(1536), policy);
+        for ((id, got), (_, want)) in got.iter().zip(&want) {
+            assert_eq!(n.block_size_of(*id), 1536);
+            let labels = |seen: &[Seen]| seen.iter().map(|s| (s.seq, s.verdict.label())).collect::<Vec<_>>();
+            assert_eq!(labels(got), labels(want), "{}", policy.name);
         }
     }
 }

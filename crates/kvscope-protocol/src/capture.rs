@@ -415,6 +415,7 @@ mod tests {
                 replay_endpoint: None,
                 kind: crate::SourceKind::Engine,
                 event_plane: None,
+                block_size: None,
             }],
             note: None,
         }

@@ -129,6 +129,11 @@ pub struct SourceInfo {
     /// For an event-plane source, what it reads; `None` for an engine.
     #[serde(default)]
     pub event_plane: Option<EventPlaneInfo>,
+    /// An engine's own KV block size, when its model says (a source found by `--discover`: the
+    /// standalone indexer's or the model card's); `None`: the block size the page or `check`
+    /// classifies at. Two models of one fleet are each classified at their own size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u32>,
 }
 
 impl SourceInfo {
@@ -143,6 +148,7 @@ impl SourceInfo {
             replay_endpoint,
             kind: SourceKind::Engine,
             event_plane: None,
+            block_size: None,
         }
     }
 
@@ -158,6 +164,7 @@ impl SourceInfo {
             replay_endpoint: None,
             kind: SourceKind::EventPlane,
             event_plane: Some(EventPlaneInfo { url: url.to_owned(), subject }),
+            block_size: None,
         }
     }
 }
@@ -175,6 +182,7 @@ impl SourceInfo {
             replay_endpoint: None,
             kind: SourceKind::EventPlane,
             event_plane: Some(EventPlaneInfo { url: url.to_owned(), subject: None }),
+            block_size: None,
         }
     }
 }

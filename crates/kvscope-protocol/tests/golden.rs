@@ -64,6 +64,7 @@ fn source(index: u32, replay: bool) -> proto::SourceInfo {
         replay_endpoint: replay.then(|| format!("tcp://127.0.0.1:{}", 5657 + index)),
         kind: proto::SourceKind::Engine,
         event_plane: None,
+        block_size: None,
     }
 }
 
@@ -78,6 +79,7 @@ fn plane_source(index: u32) -> proto::SourceInfo {
         replay_endpoint: None,
         kind: proto::SourceKind::EventPlane,
         event_plane: Some(proto::EventPlaneInfo { url, subject: Some("namespace.>".into()) }),
+        block_size: None,
     }
 }
 
@@ -295,6 +297,7 @@ fn discovery_source(index: u32) -> proto::SourceInfo {
         replay_endpoint: None,
         kind: proto::SourceKind::Discovery,
         event_plane: None,
+        block_size: None,
     }
 }
 

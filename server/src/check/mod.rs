@@ -299,7 +299,8 @@ impl Fed {
         let options = opts.stream;
         match info.kind {
             proto::SourceKind::Engine => {
-                let classifier = Classifier::new(&info.worker_id, info.dp_rank, opts.block_size, &[opts.policy], None);
+                let block_size = info.block_size.unwrap_or(opts.block_size);
+                let classifier = Classifier::new(&info.worker_id, info.dp_rank, block_size, &[opts.policy], None);
                 let pipeline = Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options);
                 Fed::Stream(Box::new(AnyPipeline::Engine(pipeline)))
             }
@@ -330,7 +331,8 @@ impl Lanes {
         if info.kind != proto::SourceKind::Engine {
             return None;
         }
-        let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, opts.block_size, opts.relay_policy);
+        let relay =
+            crate::router::relay_config(&info.worker_id, info.dp_rank, info.block_size.unwrap_or(opts.block_size), opts.relay_policy);
         let router = reconciler.zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
         Some(Lanes { router, index: index.add_source(&info.key, &info.worker_id, info.dp_rank) })
     }

@@ -30,6 +30,7 @@ fn engine(index: u32, worker_id: &str, dp_rank: u32) -> Source {
             replay_endpoint: None,
             kind: proto::SourceKind::Engine,
             event_plane: None,
+            block_size: None,
         },
     }
 }
@@ -45,6 +46,7 @@ fn plane(index: u32, url: &str) -> Source {
             replay_endpoint: None,
             kind: proto::SourceKind::EventPlane,
             event_plane: Some(proto::EventPlaneInfo { url: url.to_owned(), subject: Some("namespace.>".to_owned()) }),
+            block_size: None,
         },
     }
 }

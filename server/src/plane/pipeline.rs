@@ -242,6 +242,7 @@ mod tests {
             replay_endpoint: None,
             kind: proto::SourceKind::EventPlane,
             event_plane: None,
+            block_size: None,
         }
     }
 

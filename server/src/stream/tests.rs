@@ -27,6 +27,7 @@ fn info(replay: bool) -> proto::SourceInfo {
         replay_endpoint: replay.then(|| "tcp://127.0.0.1:2".into()),
         kind: proto::SourceKind::Engine,
         event_plane: None,
+        block_size: None,
     }
 }
 

@@ -89,6 +89,7 @@ fn a_killed_recorders_cut_file_still_checks_and_says_so() {
         replay_endpoint: None,
         kind: proto::SourceKind::Engine,
         event_plane: None,
+        block_size: None,
     };
     let mut bytes = Vec::new();
     proto::capture::write_header(&mut bytes, &kvscope::capture::header(vec![info], None)).unwrap();

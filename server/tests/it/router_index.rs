@@ -471,6 +471,12 @@ async fn router_index_a_standalone_indexer_s_workers_are_discovered_as_engine_so
         server.wait_metric("kvscope_source_connected{source=\"7:0\"}", 1.0).await;
     }
     assert_eq!(discovered.metric("kvscope_discovered_sources").await, 1.0);
+    // The page is told the engine's own block size, so it classifies it as the server does.
+    let mut ws = super::support::ws_connect(&discovered.ws_url(), &[]).await.unwrap();
+    let (hello, _) = super::support::read_preamble(&mut ws).await;
+    let engine = hello.sources.iter().find(|s| s.key == "7:0").expect("7:0 in the hello");
+    assert_eq!((engine.kind, engine.block_size), (proto::SourceKind::Engine, Some(16)));
+    drop(ws);
     // PUB/SUB drops what it sends in the first moments after a subscription.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let steps = corpus_stream("mixed");

@@ -434,6 +434,7 @@ pub fn write_capture(path: &std::path::Path, records: impl IntoIterator<Item = (
         replay_endpoint: None,
         kind: proto::SourceKind::Engine,
         event_plane: None,
+        block_size: None,
     };
     let header = CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: vec![info], note: None };
     let mut bytes = Vec::new();

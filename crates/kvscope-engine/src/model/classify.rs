@@ -22,9 +22,9 @@ impl Model {
         let source = frame.source;
         let t0 = self.t0_nanos.unwrap_or(frame.recv_time_nanos);
         let time_ms = frame.recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
-        let (worker_id, dp_rank) = {
+        let (worker_id, dp_rank, block_size) = {
             let s = &self.sources[source as usize];
-            (s.worker_id.clone(), s.dp_rank)
+            (s.worker_id.clone(), s.dp_rank, s.block_size)
         };
         let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
         let Model { runs, classes, sources, trees, events, media, lanes, differences, next_event_id, exits, .. } = self;
@@ -33,8 +33,8 @@ impl Model {
         let seq = frame.seq;
         let mut n = 0usize;
         let mut sink = BothPolicies {
-            a: run_a.sink(source, &worker_id, dp_rank, seq, &verdicts[0]),
-            b: run_b.sink(source, &worker_id, dp_rank, seq, &verdicts[1]),
+            a: run_a.sink(source, &worker_id, dp_rank, block_size, seq, &verdicts[0]),
+            b: run_b.sink(source, &worker_id, dp_rank, block_size, seq, &verdicts[1]),
             ts: 0.0,
             each: |i: u32, event: &KvEvent, ts: f64| {
                 n += 1;

@@ -348,7 +348,7 @@ impl Model {
             let mut classify = |f: &RetainedFrame, this: bool| {
                 let Some(b) = f.payload().and_then(|p| kvscope_wire::decode_batch(p).ok()) else { return };
                 out.clear();
-                run.classify(f.source, &src.worker_id, src.dp_rank, f.seq, &b, &mut out);
+                run.classify(f.source, &src.worker_id, src.dp_rank, src.block_size, f.seq, &b, &mut out);
                 if this {
                     rule = out.get(record.index as usize).map(Classified::rule).unwrap_or_default();
                 }

@@ -200,6 +200,8 @@ pub struct Source {
     pub worker_id: String,
     pub dp_rank: u32,
     pub endpoint: String,
+    /// Its own block size, when its model says (`SourceInfo::block_size`); else the page's.
+    pub block_size: Option<u32>,
     /// The server's latest status for it (live only).
     pub status: Option<proto::SourceStatus>,
     pub frames: u64,
@@ -230,6 +232,7 @@ impl Source {
             key: self.key.clone(),
             kind: self.kind,
             event_plane: self.event_plane.clone(),
+            block_size: None,
             worker_id: self.worker_id.clone(),
             dp_rank: self.dp_rank,
             endpoint: self.endpoint.clone(),
@@ -246,6 +249,7 @@ impl Source {
             worker_id: info.worker_id.clone(),
             dp_rank: info.dp_rank,
             endpoint: info.endpoint.clone(),
+            block_size: info.block_size,
             status: None,
             frames: 0,
             payload_bytes: 0,
@@ -596,6 +600,7 @@ impl Model {
                 key: format!("source {i}"),
                 kind: proto::SourceKind::Engine,
                 event_plane: None,
+                block_size: None,
                 worker_id: i.to_string(),
                 dp_rank: 0,
                 endpoint: String::new(),

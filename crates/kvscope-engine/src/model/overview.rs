@@ -180,6 +180,7 @@ mod tests {
             replay_endpoint: None,
             kind: proto::SourceKind::Engine,
             event_plane: None,
+            block_size: None,
         }
     }
 

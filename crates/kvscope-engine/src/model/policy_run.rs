@@ -81,12 +81,16 @@ impl PolicyRun {
         &self.normalizer
     }
 
-    fn id(&mut self, source: u32, worker_id: &str, dp_rank: u32) -> SourceId {
+    fn id(&mut self, source: u32, worker_id: &str, dp_rank: u32, block_size: Option<u32>) -> SourceId {
         let i = source as usize;
         if self.ids.len() <= i {
             self.ids.resize(i + 1, None);
         }
-        *self.ids[i].get_or_insert_with(|| self.normalizer.source(worker_id, dp_rank))
+        *self.ids[i].get_or_insert_with(|| {
+            let id = self.normalizer.source(worker_id, dp_rank);
+            self.normalizer.set_block_size(id, block_size);
+            id
+        })
     }
 
     /// The normalizer's id of a model source, if it has seen a frame.
@@ -101,17 +105,27 @@ impl PolicyRun {
         source: u32,
         worker_id: &str,
         dp_rank: u32,
+        block_size: Option<u32>,
         seq: u64,
         verdict: &'a Cell<Option<Verdict>>,
     ) -> impl EventSink + 'a {
-        let id = self.id(source, worker_id, dp_rank);
+        let id = self.id(source, worker_id, dp_rank, block_size);
         self.normalizer.payload_sink(id, seq, move |_: &KvEvent, v: Verdict| verdict.set(Some(v)))
     }
 
     /// Classifies every event of a batch, appending one outcome per event to `out`.
     #[allow(clippy::too_many_arguments)]
-    pub fn classify(&mut self, source: u32, worker_id: &str, dp_rank: u32, seq: u64, batch: &EventBatch, out: &mut Vec<Classified>) {
-        let id = self.id(source, worker_id, dp_rank);
+    pub fn classify(
+        &mut self,
+        source: u32,
+        worker_id: &str,
+        dp_rank: u32,
+        block_size: Option<u32>,
+        seq: u64,
+        batch: &EventBatch,
+        out: &mut Vec<Classified>,
+    ) {
+        let id = self.id(source, worker_id, dp_rank, block_size);
         self.verdicts.clear();
         self.normalizer.normalize_batch(id, seq, batch, &mut self.verdicts);
         out.extend(self.verdicts.iter().copied().map(Classified::from_verdict));

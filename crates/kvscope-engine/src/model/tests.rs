@@ -568,6 +568,7 @@ fn a_capture_s_discovery_events_add_and_retire_sources() {
         replay_endpoint: None,
         kind: proto::SourceKind::Discovery,
         event_plane: None,
+        block_size: None,
     };
     let header = proto::capture::CaptureHeader {
         created_unix_nanos: 0,
@@ -588,4 +589,27 @@ fn a_capture_s_discovery_events_add_and_retire_sources() {
     assert_eq!(status, Some((proto::ConnState::Left, 20)));
     let bar = crate::summarize::bar(&m, &crate::summarize::EdgeState::default(), 0.0);
     assert_eq!(bar.sources, "1 workers · 1 event planes · 1 left");
+}
+
+/// A source whose model has its own block size (`SourceInfo::block_size`, from discovery) is
+/// classified at it, whatever the page's: the Kimi-K3 workers at 1536 on a page set to 16 count
+/// exactly as on a page set to 1536.
+#[test]
+fn a_source_at_its_own_block_size_is_classified_at_it() {
+    let mut at_1536 = Model::new(config(1536));
+    at_1536.apply_message(hello(3, 1536), 0.0);
+    let mut own = Model::new(config(16));
+    let sources = (0..3).map(|i| proto::SourceInfo { block_size: Some(1536), ..source_info(i) }).collect();
+    own.apply_message(hello_of(sources, 16), 0.0);
+    for f in kimi_frames() {
+        at_1536.apply_message(f.clone(), 0.0);
+        own.apply_message(f, 0.0);
+    }
+    for i in 0..3 {
+        for side in [Side::A, Side::B] {
+            let (a, b) = (at_1536.source(i).unwrap().counts(side), own.source(i).unwrap().counts(side));
+            assert!(a.events > 0);
+            assert_eq!((a.events, &a.by_class, &a.first_fatal), (b.events, &b.by_class, &b.first_fatal), "source {i}");
+        }
+    }
 }
