@@ -392,6 +392,7 @@ fn start_discovery(
             Arc::new(move |worker_id| shard.takes_id(worker_id))
         },
         capture,
+        last_status: None,
     };
     tokio::spawn(crate::fleet::run(fleet, snapshots, shutdown))
 }

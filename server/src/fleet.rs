@@ -74,6 +74,8 @@ pub struct FleetConfig {
     pub takes: Arc<dyn Fn(u64) -> bool + Send + Sync>,
     /// When recording.
     pub capture: Option<CaptureLog>,
+    /// What the pages were told last.
+    pub last_status: Option<proto::DiscoveryStatus>,
 }
 
 /// What a discovered source reads.
@@ -242,6 +244,25 @@ async fn apply(
     let left = members.values().filter(|m| matches!(m.run, Run::Parked(_))).count();
     metrics.discovered_sources.set(members.len() as i64);
     metrics.discovered_left.set(left as i64);
+    let status = proto::DiscoveryStatus {
+        stores: snapshot
+            .backends
+            .iter()
+            .map(|b| proto::StoreStatus {
+                url: b.url.clone(),
+                error: b.error.clone(),
+                failures: b.failures,
+                bad_records: b.bad_records.len() as u32,
+            })
+            .collect(),
+        sources: members.len() as u32,
+        left: left as u32,
+    };
+    if config.last_status.as_ref() != Some(&status) {
+        let bytes = bytes::Bytes::from(proto::encode_ref(proto::MessageRef::DiscoveryStatus(&status)));
+        config.hub.publish(bytes, crate::relay::Kind::Discovery);
+        config.last_status = Some(status);
+    }
 }
 
 /// How the page and the logs show where a source reads: a relay as its event-plane URL.

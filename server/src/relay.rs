@@ -59,6 +59,8 @@ pub enum Kind {
     Source {
         source: u32,
     },
+    /// The server's [`proto::DiscoveryStatus`]: kept like the recording's.
+    Discovery,
 }
 
 #[derive(Clone, Debug)]
@@ -177,7 +179,7 @@ impl Loss {
                 s.1 = s.1.min(seq);
                 s.2 = s.2.max(seq);
             }
-            Kind::Status { .. } | Kind::Recording | Kind::Source { .. } => self.statuses = true,
+            Kind::Status { .. } | Kind::Recording | Kind::Source { .. } | Kind::Discovery => self.statuses = true,
             Kind::FrameError { .. } => {}
         }
     }
@@ -221,17 +223,18 @@ struct Sticky {
     /// The latest status of each source.
     statuses: Vec<Option<Bytes>>,
     recording: Option<Bytes>,
+    discovery: Option<Bytes>,
 }
 
 impl Sticky {
     /// What a newcomer gets after the hello.
     fn for_newcomer(&self) -> Vec<Bytes> {
-        self.statuses.iter().flatten().chain(&self.recording).cloned().collect()
+        self.statuses.iter().flatten().chain(&self.recording).chain(&self.discovery).cloned().collect()
     }
 
     /// What a client that lost messages gets again: where each source reads, then the statuses.
     fn after_loss(&self) -> impl Iterator<Item = &Bytes> {
-        self.changed.values().chain(self.statuses.iter().flatten()).chain(&self.recording)
+        self.changed.values().chain(self.statuses.iter().flatten()).chain(&self.recording).chain(&self.discovery)
     }
 }
 
@@ -393,6 +396,7 @@ impl Hub {
                 }
             }
             Kind::Recording => state.sticky.recording = Some(entry.bytes.clone()),
+            Kind::Discovery => state.sticky.discovery = Some(entry.bytes.clone()),
             Kind::Source { source } => {
                 state.sticky.changed.insert(source, entry.bytes.clone());
             }

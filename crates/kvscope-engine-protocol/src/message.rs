@@ -9,7 +9,7 @@ use crate::severity::Severity;
 use crate::view::Summary;
 
 /// Bumped whenever a message or a view struct changes shape.
-pub const ENGINE_PROTOCOL_VERSION: u32 = 4;
+pub const ENGINE_PROTOCOL_VERSION: u32 = 5;
 
 /// What the page shows and asks about: the engine summarises the model for this.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]

@@ -164,6 +164,9 @@ pub struct Bar {
     pub lagged: Option<String>,
     /// The server's recording: its summary, and whether it failed.
     pub recording: Option<(String, bool)>,
+    /// The server's discovery (`--discover`): what it found, and whether a store cannot be
+    /// read now.
+    pub discovery: Option<(String, bool)>,
     pub capture: CaptureProgress,
 }
 

@@ -27,6 +27,7 @@ pub enum Message {
     /// A source that appeared after the hello (`--discover`), or one that now reads somewhere
     /// else (a relay that restarted on a new port): the same index keeps its history.
     SourceChanged(SourceInfo),
+    DiscoveryStatus(DiscoveryStatus),
 }
 
 /// [`Message`] by reference, for [`crate::encode_ref`]: same variant names, same bytes.
@@ -43,6 +44,7 @@ pub enum MessageRef<'a> {
     HistoryStart(&'a HistoryStart),
     Batch(&'a Batch),
     SourceChanged(&'a SourceInfo),
+    DiscoveryStatus(&'a DiscoveryStatus),
 }
 
 impl<'a> From<&'a Message> for MessageRef<'a> {
@@ -58,6 +60,7 @@ impl<'a> From<&'a Message> for MessageRef<'a> {
             Message::RecordingStatus(x) => MessageRef::RecordingStatus(x),
             Message::Batch(x) => MessageRef::Batch(x),
             Message::SourceChanged(x) => MessageRef::SourceChanged(x),
+            Message::DiscoveryStatus(x) => MessageRef::DiscoveryStatus(x),
         }
     }
 }
@@ -499,6 +502,54 @@ impl RecordingStatus {
                 self.dropped_records
             ),
         }
+    }
+}
+
+/// Where the server's discovery stands (`--discover`): every store's last read, and the sources
+/// found. Sent whenever it changes and to every newcomer, like a source's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiscoveryStatus {
+    pub stores: Vec<StoreStatus>,
+    /// Sources found through discovery, live or left.
+    pub sources: u32,
+    /// Of those, the ones whose registration expired.
+    pub left: u32,
+}
+
+/// One discovery store's last read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStatus {
+    /// As given to `--discover`.
+    pub url: String,
+    /// Why the last read failed, with when it is tried again; `None` when it succeeded.
+    pub error: Option<String>,
+    /// Reads that failed since the server started.
+    pub failures: u64,
+    /// Records the last read could not use (the server's log names each key).
+    pub bad_records: u32,
+}
+
+impl DiscoveryStatus {
+    /// One line for a person: what was found and, for each store that cannot be read, why. The
+    /// dashboard shows it.
+    pub fn summary(&self) -> String {
+        let mut line = format!("discovered {} sources", self.sources);
+        if self.left > 0 {
+            line.push_str(&format!(", {} left", self.left));
+        }
+        for s in &self.stores {
+            match &s.error {
+                Some(e) => line.push_str(&format!(" · {} cannot be read: {e}", s.url)),
+                None if s.bad_records > 0 => line.push_str(&format!(" · {}: {} records not understood", s.url, s.bad_records)),
+                None => {}
+            }
+        }
+        line
+    }
+
+    /// Whether a store cannot be read now.
+    pub fn failing(&self) -> bool {
+        self.stores.iter().any(|s| s.error.is_some())
     }
 }
 

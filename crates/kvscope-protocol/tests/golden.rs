@@ -108,6 +108,19 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
         ),
         ("source_changed", Message::SourceChanged(SourceInfo::discovered_relay(3, "7", 1, "zmq://10.0.0.7:5600"))),
         (
+            "discovery_status",
+            Message::DiscoveryStatus(DiscoveryStatus {
+                stores: vec![StoreStatus {
+                    url: "etcd://10.0.0.1:2379".into(),
+                    error: Some("cannot connect to 10.0.0.1:2379: Connection refused (next try in 4.0 s; backing off to 10 s)".into()),
+                    failures: 3,
+                    bad_records: 0,
+                }],
+                sources: 12,
+                left: 1,
+            }),
+        ),
+        (
             "recording_status",
             Message::RecordingStatus(RecordingStatus {
                 path: "incident.kvcap".into(),
@@ -215,7 +228,7 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
 fn every_message_kind_matches_its_golden_bytes_and_round_trips() {
     let samples = samples();
     // One sample per variant: a new variant must get a golden file too.
-    assert_eq!(samples.len(), 10);
+    assert_eq!(samples.len(), 11);
     for (name, message) in samples {
         let bytes = proto::encode(&message);
         assert_eq!(&bytes[..4], b"KVSW");

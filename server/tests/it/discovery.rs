@@ -199,15 +199,33 @@ async fn discovery_a_store_that_is_away_at_start_is_shown_and_retried() {
     within(&server, &up, 0.0, Duration::from_secs(10)).await;
     let failures = format!("kvscope_discovery_failures{{url=\"{url}\"}}");
     within(&server, &failures, 2.0, Duration::from_secs(10)).await;
-    // The page is told the server discovers its fleet, and from where.
-    let mut ws = ws_connect(&server.ws_url(), &[]).await.unwrap();
-    let (hello, _) = read_preamble(&mut ws).await;
+    // The page is told the server discovers its fleet, from where, and that the store is away.
+    let (hello, store) = discovery_of(&server).await;
     assert_eq!(hello.discovery, vec![url.clone()]);
     assert!(hello.sources.is_empty());
+    let error = store.error.unwrap_or_else(|| panic!("no error shown for {url}"));
+    assert!(error.contains("cannot connect") && error.contains("next try in"), "{error}");
     let mut etcd = Etcd { child: None, client_port: port, peer_port: free_port(), dir: scratch("discovery_away").join("etcd") };
     etcd.restart();
     within(&server, &up, 1.0, Duration::from_secs(15)).await;
+    let (_, store) = discovery_of(&server).await;
+    assert_eq!((store.error, store.failures > 0), (None, true), "the error is cleared, the count kept");
     assert!(server.interrupt().success());
+}
+
+/// A newcomer's hello and the status of the server's one discovery store.
+async fn discovery_of(server: &Server) -> (proto::Hello, proto::StoreStatus) {
+    let mut ws = ws_connect(&server.ws_url(), &[]).await.unwrap();
+    let (hello, preamble) = read_preamble(&mut ws).await;
+    let status = preamble
+        .into_iter()
+        .find_map(|m| match m {
+            proto::Message::DiscoveryStatus(d) => Some(d),
+            _ => None,
+        })
+        .expect("a discovering server sends its discovery status to every newcomer");
+    assert_eq!(status.stores.len(), 1);
+    (hello, status.stores.into_iter().next().unwrap())
 }
 
 /// The repo's recording rules for fleet totals.

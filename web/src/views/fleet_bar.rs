@@ -145,6 +145,13 @@ pub fn FleetBar() -> impl IntoView {
                 >
                     {move || fleet.read(Part::Bar, |p| p.bar.recording.as_ref().map(|r| r.0.clone())).unwrap_or_default()}
                 </span>
+                <span
+                    data-testid="discovery"
+                    class:lagged=move || fleet.read(Part::Bar, |p| p.bar.discovery.as_ref().is_some_and(|d| d.1))
+                    hidden=move || fleet.read(Part::Bar, |p| p.bar.discovery.is_none())
+                >
+                    {move || fleet.read(Part::Bar, |p| p.bar.discovery.as_ref().map(|d| d.0.clone())).unwrap_or_default()}
+                </span>
                 <span class="paused-note" hidden=move || !fleet.paused.get()>
                     "paused: still receiving, views frozen"
                 </span>

@@ -113,6 +113,7 @@ impl Model {
         let sources: Vec<proto::SourceInfo> = self.sources.iter().map(Source::info).collect();
         let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
         let origin = self.origin.clone();
+        let (recording, discovery) = (self.recording.take(), self.discovery.take());
         let lagged_per_source: Vec<u64> = self.sources.iter().map(|s| s.lagged_frames).collect();
         let uncounted = self.evicted_frames;
         let intake_dropped = self.intake_dropped_messages;
@@ -123,6 +124,7 @@ impl Model {
         self.config = config;
         self.reset_with_sources(&sources);
         self.origin = origin;
+        (self.recording, self.discovery) = (recording, discovery);
         for ((src, status), lagged) in self.sources.iter_mut().zip(statuses).zip(lagged_per_source) {
             src.status = status;
             src.lagged_frames = lagged;

@@ -361,6 +361,8 @@ pub struct Model {
     history_received: u64,
     /// The server's capture file, when it records.
     pub recording: Option<proto::RecordingStatus>,
+    /// The server's discovery (`--discover`): its stores and what it found.
+    pub discovery: Option<proto::DiscoveryStatus>,
     /// Messages that were not kvscope messages (wrong magic or version), with the last error.
     pub protocol_errors: u64,
     pub last_protocol_error: Option<String>,
@@ -420,6 +422,7 @@ impl Model {
             history_evicted_frames: 0,
             intake_dropped_messages: 0,
             recording: None,
+            discovery: None,
             history_complete: false,
             history_expected: None,
             history_received: 0,
@@ -703,6 +706,10 @@ impl Model {
                 self.dirty = true;
             }
             proto::Message::SourceChanged(info) => self.apply_source_changed(&info),
+            proto::Message::DiscoveryStatus(d) => {
+                self.discovery = Some(d);
+                self.dirty = true;
+            }
             // The page splits batches before they get here (`Fleet::ingest`, so that a hello
             // inside one re-configures before the frames after it); this is for other callers.
             proto::Message::Batch(batch) => {

@@ -545,8 +545,15 @@ fn discovered_sources_join_after_the_hello_and_left_ones_are_counted() {
         gaps: Vec::new(),
     };
     m.apply_message(proto::Message::SourceStatus(left), 0.0);
+    let store =
+        proto::StoreStatus { url: "etcd://127.0.0.1:2379".into(), error: Some("cannot connect".into()), failures: 2, bad_records: 0 };
+    m.apply_message(proto::Message::DiscoveryStatus(proto::DiscoveryStatus { stores: vec![store], sources: 1, left: 1 }), 0.0);
     let bar = crate::summarize::bar(&m, &crate::summarize::EdgeState::default(), 0.0);
     assert!(bar.sources.ends_with(" · 1 event planes · 1 left"), "{}", bar.sources);
+    assert_eq!(
+        bar.discovery,
+        Some(("discovered 1 sources, 1 left · etcd://127.0.0.1:2379 cannot be read: cannot connect".to_owned(), true))
+    );
     m.reconfigure(Config { block_size: 32, ..config(16) });
     assert!(m.router().is_some() && m.source(1).is_some_and(|s| s.key == "relay:0:0"));
     let bar = crate::summarize::bar(&m, &crate::summarize::EdgeState::default(), 0.0);

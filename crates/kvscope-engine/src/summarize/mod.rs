@@ -143,6 +143,7 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
             )
         }),
         recording: m.recording.as_ref().map(|r| (r.summary(), r.state == kvscope_protocol::RecordingState::Failed)),
+        discovery: m.discovery.as_ref().map(|d| (d.summary(), d.failing())),
         capture: edges.capture.clone(),
     }
 }
