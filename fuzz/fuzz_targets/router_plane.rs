@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let pieces = split(data, 6);
-    let mut r = Reconciler::new(ReconcilerConfig { max_pending: 8, lookahead: 2, details_kept: 4 });
+    let mut r = Reconciler::new(ReconcilerConfig { max_pending: 8, lookahead: 2, details_kept: 4, ..ReconcilerConfig::default() });
     let id = r.add_source("42", RelayConfig::dynamo_1_6_1(42, 0, 16));
     let _ = r.push_engine(id, 0, pieces[0]);
     let plane = &pieces[1..];
