@@ -428,3 +428,21 @@ async fn discovery_a_recording_keeps_the_sources_found_and_check_and_replay_read
     let status = status_of(&replay, &proto::relay_key("42", 0)).await;
     assert_eq!(status.state, proto::ConnState::Left, "the replay says when the relay left");
 }
+
+/// `demo --register etcd://…` registers each simulated relay under a lease as Dynamo's runtime
+/// does: `serve --discover` finds them all, and they are gone at once (the lease revoked) when
+/// the demo stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_a_demo_registers_its_relays_in_etcd_and_removes_them_when_it_stops() {
+    let etcd = Etcd::start("discovery_register_etcd");
+    let url = etcd.discover_url();
+    let server = Server::start(&["serve", "--listen", "127.0.0.1:0", "--discover", &url]);
+    let mut demo = Server::start(&["demo", "--listen", "127.0.0.1:0", "--scenario", "sglang-tiers", "--workers", "3", "--register", &url]);
+    within(&server, "kvscope_discovered_sources", 3.0, Duration::from_secs(15)).await;
+    for worker in 0..3 {
+        within(&server, &connected(worker), 1.0, Duration::from_secs(10)).await;
+    }
+    assert!(demo.interrupt().success());
+    // Revoked, not expired: well within the lease's 10 s.
+    within(&server, "kvscope_discovered_left", 3.0, Duration::from_secs(5)).await;
+}

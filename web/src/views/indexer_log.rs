@@ -21,7 +21,9 @@ pub fn IndexerLog() -> impl IntoView {
                     <span class=format!("side side-{}", side.as_str())>{side.as_str().to_uppercase()}</span>
                     {move || format!(" {} — {} lines", lines.with(|l| l.0.clone()), lines.with(|l| l.1.len()))}
                 </h3>
-                <ol class="log-lines">
+                // Bounded by design (the first lines, then "show all"), whatever the fleet's
+                // size: the page tests read the bound from here.
+                <ol class="log-lines" data-bounded=LOG_LINES_SHOWN.to_string()>
                     {move || {
                         lines.with(|(_, ls)| {
                             if ls.is_empty() {
