@@ -769,3 +769,35 @@ async fn the_inspector_reads_the_raw_bytes_the_page_dropped_again_from_the_opene
     b.close().await;
     let _ = std::fs::remove_file(capture);
 }
+
+/// Discovery on the page: a server that finds a demo's relays in Dynamo's file backend shows
+/// them, says in the fleet bar where discovery stands, and marks each relay left once the demo
+/// is gone (killed, so its registrations expire after the backend's 10 s TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_discovered_relays_and_when_they_leave() {
+    if !ready() {
+        return;
+    }
+    let kv = std::env::temp_dir().join(format!("kvscope-e2e-{}-kv", std::process::id()));
+    std::fs::create_dir_all(&kv).unwrap();
+    let url = format!("dynamo-file:{}", kv.display());
+    let server = Server::start(&["serve", "--discover", &url], 0).await;
+    let b = Browser::start().await;
+    b.open(&server.url).await;
+    let demo = Server::start(&["demo", "--scenario", "sglang-tiers", "--workers", "3", "--rate", "5", "--register", &url], 0).await;
+    let bar_says = |testid: &str, text: &str| {
+        format!(
+            "const e = document.querySelector('[data-testid=\"{testid}\"]'); return !!e && !e.hidden && e.textContent.includes('{text}');"
+        )
+    };
+    b.wait_for(&bar_says("discovery", "discovered 3 sources"), Duration::from_secs(30), "the fleet bar's discovery line").await;
+    b.wait_for(&bar_says("sources", "3 event planes"), Duration::from_secs(10), "the three relays as event planes").await;
+    drop(demo);
+    b.wait_for(&bar_says("discovery", "discovered 3 sources, 3 left"), Duration::from_secs(30), "the relays marked left").await;
+    b.wait_for(&bar_says("sources", "· 3 left"), Duration::from_secs(5), "the sources line counting the left relays").await;
+    b.screenshot("discovery-left").await;
+    b.assert_no_errors().await;
+    b.close().await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&kv);
+}
