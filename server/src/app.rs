@@ -251,43 +251,23 @@ impl App {
             };
             crate::router::start_live(live, metrics.clone(), shutdown_rx.clone())
         });
-        let engine_tap = |index: u32| {
-            let live = live.as_ref()?;
-            ((index as usize) < num_engines).then(|| crate::router::EngineTap { tap: live.tap.clone(), source: index as usize })
-        };
-        let plane_tap = live.as_ref().filter(|_| !config.planes.is_empty() || !config.discover.is_empty()).map(|l| l.tap.clone());
-        let make_pipeline = |info: &proto::SourceInfo, source: &Source, recorder: Option<Recorder>| {
-            let sm = metrics.source(&info.key);
-            let classifier = Classifier::new(
-                &source.worker_id,
-                source.dp_rank,
-                config.block_size,
-                &policies(config.policy_a, config.policy_b),
-                Some((sm.clone(), metrics.clone())),
-            );
-            let output = RelayOutput::new(hub.clone(), recorder).with_router(engine_tap(info.index));
-            Pipeline::new(info, Some(classifier), Some(sm), output).with_options(config.intake.stream)
-        };
-        let make_plane = |info: &proto::SourceInfo, recorder: Option<Recorder>| {
-            PlanePipeline::new(
-                info,
-                config.intake.stream.max_frame_bytes,
-                Some(metrics.source(&info.key)),
-                RelayOutput::new(hub.clone(), recorder),
-            )
-            .with_router(plane_tap.clone())
-        };
+        // Every source's pipeline, given on the command line, found by discovery or announced
+        // by a capture, is built in one place (`builders`). Engines feed the live task's index
+        // models, and its reconciler when there is one (planes or discovery); envelopes are
+        // counted only by a reconciler.
+        let live_tap = live.as_ref().map(|l| l.tap.clone());
+        let (make_plane, make_engine) = builders(&config, &hub, &metrics, recorder.clone(), live_tap.clone());
         let plane_infos = &infos[num_engines..];
         let mut tasks = Vec::new();
         match feed {
             Feed::Live => {
                 for (info, source) in infos.iter().zip(&config.sources) {
-                    let pipeline = make_pipeline(info, source, recorder.clone());
+                    let pipeline = make_engine(info, config.block_size, None);
                     let task = intake::run_subscribed(source.endpoint.clone(), pipeline, config.intake.clone(), shutdown_rx.clone());
                     tasks.push(tokio::spawn(async move { vec![task.await.summary()] }));
                 }
                 for (info, plane) in plane_infos.iter().zip(&config.planes) {
-                    let pipeline = make_plane(info, recorder.clone());
+                    let pipeline = make_plane(info, None);
                     let (opts, stop) = (config.intake.clone(), shutdown_rx.clone());
                     let plane = plane.clone();
                     tasks.push(tokio::spawn(async move {
@@ -304,18 +284,25 @@ impl App {
                         source,
                         next: source + 1,
                     });
-                    tasks.push(start_discovery(&config, hub.clone(), metrics.clone(), capture, plane_tap.clone(), shutdown_rx.clone()));
+                    let builders = (make_plane.clone(), make_engine.clone());
+                    tasks.push(start_discovery(
+                        &config,
+                        hub.clone(),
+                        metrics.clone(),
+                        capture,
+                        builders,
+                        live_tap.clone(),
+                        shutdown_rx.clone(),
+                    ));
                 }
                 drop(done_tx);
             }
             Feed::File { path, speed } => {
-                let pipelines: Vec<AnyPipeline<RelayOutput>> = infos
+                let pipelines: Vec<AnyPipeline<RelayOutput>> = infos[..num_engines]
                     .iter()
-                    .zip(&config.sources)
-                    .map(|(i, s)| AnyPipeline::Engine(make_pipeline(i, s, recorder.clone())))
-                    .chain(plane_infos.iter().map(|i| AnyPipeline::Plane(make_plane(i, recorder.clone()))))
+                    .map(|info| AnyPipeline::Engine(make_engine(info, config.block_size, None)))
+                    .chain(plane_infos.iter().map(|info| AnyPipeline::Plane(make_plane(info, None))))
                     .collect();
-                let (make_plane, make_engine) = builders(&config, &hub, &metrics, recorder.clone(), plane_tap.clone());
                 let found = Found { hub: hub.clone(), make_plane, make_engine, block_size: config.block_size, at: HashMap::new() };
                 tasks.push(tokio::spawn(feed_file(path, speed, pipelines, found, shutdown_rx.clone(), done_tx)));
             }
@@ -364,20 +351,20 @@ impl App {
     }
 }
 
-/// Reads the discovery stores and keeps their sources in step (`crate::fleet`); the task ends
-/// with the discovered sources' totals. `router` is the live reconciler's tap.
+/// Reads the discovery stores and keeps their sources in step (`crate::fleet`), building their
+/// pipelines with the app's builders; the task ends with the discovered sources' totals.
+/// `router` is the live reconciler's tap.
 fn start_discovery(
     config: &AppConfig,
     hub: Arc<Hub>,
     metrics: Arc<Metrics>,
     capture: Option<crate::fleet::CaptureLog>,
+    (make_plane, make_engine): (crate::fleet::MakePlane, crate::fleet::MakeEngine),
     router: Option<crate::router::Tap>,
     shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<Vec<SourceSummary>> {
     let (snapshots_tx, snapshots) = watch::channel(crate::discover::Snapshot::default());
     tokio::spawn(crate::discover::run(config.discover.clone(), config.discover_options, snapshots_tx, shutdown.clone()));
-    let recorder = capture.as_ref().map(|c| c.recorder.clone());
-    let (make_plane, make_engine) = builders(config, &hub, &metrics, recorder, router.clone());
     let fleet = crate::fleet::FleetConfig {
         hub,
         metrics,

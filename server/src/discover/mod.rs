@@ -195,11 +195,9 @@ pub async fn run(urls: Vec<DiscoverUrl>, opts: DiscoverOptions, out: watch::Send
             _ = stop.changed() => return,
             _ = tick.tick() => {}
         }
-        let mut tried_all = true;
         for s in &mut states {
             let now = tokio::time::Instant::now();
             if now < s.next_try {
-                tried_all &= s.last.is_some() || s.failing > 0;
                 continue;
             }
             let read = tokio::select! {
@@ -235,13 +233,11 @@ pub async fn run(urls: Vec<DiscoverUrl>, opts: DiscoverOptions, out: watch::Send
             }
         }
         let mut fleet = Fleet::default();
-        for s in &states {
-            if let Some(f) = &s.last {
-                fleet.merge(f.clone());
-            }
-            tried_all &= s.last.is_some() || s.failing > 0;
+        for f in states.iter().filter_map(|s| s.last.as_ref()) {
+            fleet.merge(f.clone());
         }
-        let snapshot = Snapshot { fleet, backends: states.iter().map(|s| s.status.clone()).collect(), complete: tried_all };
+        let complete = states.iter().all(|s| s.last.is_some() || s.failing > 0);
+        let snapshot = Snapshot { fleet, backends: states.iter().map(|s| s.status.clone()).collect(), complete };
         out.send_if_modified(|current| {
             let changed = *current != snapshot;
             if changed {
