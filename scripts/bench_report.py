@@ -394,7 +394,7 @@ row_re = re.compile(r"^\s*([\d.]+) \|\s*(\S+)\s+(\S+) /\s*(\S+) \|\s*(\S+)\s+(\d
 for line in (relay_log or "").splitlines():
     m = re.match(r"== payload: (.*), (\d+) bytes ==", line)
     if m:
-        payloads.append({"name": m.group(1), "bytes": int(m.group(2)), "burst": {}, "rows": []})
+        payloads.append({"name": m.group(1), "bytes": int(m.group(2)), "burst": {}, "copies": {}, "rows": []})
         continue
     if not payloads:
         continue
@@ -407,6 +407,10 @@ for line in (relay_log or "").splitlines():
     m = re.match(r"burst (\d+) frames \| kvscope -> +(\d+) client\(s\): (\S+) frames/s per client \(([\d.]+)x raw\), (\S+)B/s WebSocket out in total, (\d+) frames lost to lag", line)
     if m:
         p["burst"][int(m.group(2))] = (human_num(m.group(3)), human_num(m.group(5)), int(m.group(6)))
+        continue
+    m = re.match(r"copies \d+ frames \| kvscope -> +(\d+) client\(s\): ([\d.]+) bytes copied per frame per client, ([\d.]+) frames per WebSocket message", line)
+    if m:
+        p["copies"][int(m.group(1))] = (float(m.group(2)), float(m.group(3)))
         continue
     m = row_re.match(line)
     if m:
@@ -434,6 +438,10 @@ def highest(rows, who):
         best = row["asked"]
     return best
 
+def copies(p, clients, field):
+    c = p["copies"].get(clients)
+    return "n/a" if c is None else f"{c[field]:.1f}"
+
 def fmt_fps(x):
     return "none" if x is None else (f"{x / 1e3:g}k/s" if x >= 1e3 else f"{x:g}/s")
 
@@ -453,17 +461,21 @@ else:
     t3.append("relay, axum) with its publisher and its WebSocket clients in one process on one 2-thread runtime, so")
     t3.append("on 2 cores the clients compete with the server: the figures are a floor. Clients decode every")
     t3.append("message with `kvscope_protocol::decode`, as the browser does. The figures below are parsed from")
-    t3.append("what it prints (its rates are rounded to 3 digits).\n")
+    t3.append("what it prints (its rates are rounded to 3 digits). The server runs with its default 10 ms batch")
+    t3.append("window: the hub gathers live frames into one batch, encodes it once and sends the same bytes to every")
+    t3.append("client, so the bytes it copies per frame per client (its `kvscope_ws_live_bytes_copied_total` over the")
+    t3.append("frames delivered) fall as clients are added; a lone frame is sent as itself, uncopied.\n")
     t3.append("Maximum throughput (a burst published as fast as the sockets take it; frames/s per client):\n")
-    t3.append("| payload | burst | raw ZMQ PUB->SUB (baseline) | kvscope -> 1 client | vs baseline | kvscope -> 10 clients | vs baseline | WebSocket out, 10 clients | frames lost to lag, 1 / 10 clients |")
-    t3.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    t3.append("| payload | burst | raw ZMQ PUB->SUB (baseline) | kvscope -> 1 client | vs baseline | kvscope -> 10 clients | vs baseline | WebSocket out, 10 clients | frames lost to lag, 1 / 10 clients | bytes copied per frame per client, 1 / 10 clients | frames per WebSocket message, 1 / 10 clients |")
+    t3.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p in payloads:
         b = p["burst"]
         raw, one, ten = b.get("raw"), b.get(1), b.get(10)
         if not (raw and one and ten):
             continue
         t3.append(f"| {p['name']}, {p['bytes']} B | {p['burst_n']} frames | {raw[0] / 1e3:.1f}k frames/s | {one[0] / 1e3:.1f}k frames/s | "
-                  f"{ratio(one[0], raw[0])} | {ten[0] / 1e3:.1f}k frames/s | {ratio(ten[0], raw[0])} | {ten[1] / 1e6:.0f} MB/s | {one[2]} / {ten[2]} |")
+                  f"{ratio(one[0], raw[0])} | {ten[0] / 1e3:.1f}k frames/s | {ratio(ten[0], raw[0])} | {ten[1] / 1e6:.0f} MB/s | {one[2]} / {ten[2]} | "
+                  f"{copies(p, 1, 0)} / {copies(p, 10, 0)} | {copies(p, 1, 1)} / {copies(p, 10, 1)} |")
     t3.append("")
     t3.append(f"Highest sustained paced rate: the highest rate of the sweep (rising rates, 3 s each) at which the")
     t3.append(f"publisher reached 95% of the asked rate, every client got every frame with no lag loss, and the")

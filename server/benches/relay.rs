@@ -3,10 +3,11 @@
 //!
 //! `cargo bench -p kvscope --bench relay` (set `RELAY_BENCH_QUICK=1` for a shorter run).
 //!
-//! For each payload size (a 16-token vLLM store, ~150 B, and a Kimi-K3 batch, ~14.5 KB) it
-//! measures:
+//! For each payload size (a 16-token vLLM store, 244 B, and a Kimi-K3 batch, 43 KB) it measures,
+//! with the server's default 10 ms batch window:
 //! - burst: N frames published as fast as the sockets take them; frames/s and bytes/s delivered
-//!   to the receiving end (raw SUB; 1 and 10 WebSocket clients through `kvscope`);
+//!   to the receiving end (raw SUB; 1 and 10 WebSocket clients through `kvscope`), and the bytes
+//!   the server copied per frame per client to fan them out (its own counters);
 //! - a sweep of paced rates: what each client received, frames lost (lag notices), and the
 //!   latency from the publisher's send to the client's receipt, p50 and p99. Added latency is
 //!   the relay's minus raw ZMQ's at the same rate.
@@ -28,6 +29,7 @@ use futures_util::StreamExt;
 use kvscope::app::{App, AppConfig, Feed};
 use kvscope::demo::engine::Engine;
 use kvscope::demo::payload::{Batch, Hash, Release, Stored, encode_batch};
+use kvscope::http::HttpConfig;
 use kvscope::sources::Source;
 use kvscope_protocol as proto;
 use tokio_tungstenite::tungstenite::Message;
@@ -149,13 +151,15 @@ async fn raw_zmq(payload: &Bytes, n: u64, rate: f64) -> (Received, f64) {
 }
 
 /// Through kvscope: XPUB -> server (SUB, classify, relay) -> `clients` WebSockets.
-async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Received>, f64) {
+async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Received>, f64, Copies) {
     let mut engine = Engine::bind("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", true, true).await.unwrap();
-    let config = AppConfig::loopback(
+    let mut config = AppConfig::loopback(
         vec![Source { worker_id: "0".into(), dp_rank: 0, endpoint: engine.endpoint.clone(), replay_endpoint: None }],
         Vec::new(),
         16 << 20,
     );
+    // What users run: live frames gathered into shared batches for up to 10 ms.
+    config.http.batch_window = HttpConfig::DEFAULT_BATCH_WINDOW;
     let app = App::start(config, Feed::Live).await.unwrap();
     let url = format!("ws://{}/ws", app.addr.unwrap());
     engine.wait_subscribers(1).await;
@@ -192,8 +196,28 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
     for r in readers {
         out.push(r.await.unwrap());
     }
+    let copies = Copies {
+        live_bytes: app.metrics.ws_live_bytes_copied.get(),
+        ws_messages: app.metrics.client_ws_messages.get(),
+        frames_delivered: out.iter().map(|r| r.frames).sum(),
+    };
     let _ = app.stop().await;
-    (out, sent)
+    (out, sent, copies)
+}
+
+/// What the server copied to fan the frames out, from its own counters.
+struct Copies {
+    /// Bytes copied into live batches (once per batch, shared by every client).
+    live_bytes: u64,
+    /// WebSocket messages queued for the clients (history and preamble included).
+    ws_messages: u64,
+    frames_delivered: u64,
+}
+
+impl Copies {
+    fn per_frame_per_client(&self) -> f64 {
+        self.live_bytes as f64 / self.frames_delivered.max(1) as f64
+    }
 }
 
 fn human(x: f64) -> String {
@@ -229,7 +253,7 @@ fn main() {
                 human(raw.byte_rate())
             );
             for clients in [1usize, 10] {
-                let (got, _) = relay(&payload, burst, 0.0, clients).await;
+                let (got, _, copies) = relay(&payload, burst, 0.0, clients).await;
                 let min_rate = got.iter().map(Received::rate).fold(f64::INFINITY, f64::min);
                 let total_bytes: f64 = got.iter().map(Received::byte_rate).sum();
                 let lost: u64 = got.iter().map(|r| r.lost).sum();
@@ -238,6 +262,11 @@ fn main() {
                     human(min_rate),
                     min_rate / raw.rate(),
                     human(total_bytes),
+                );
+                println!(
+                    "copies {burst} frames | kvscope -> {clients:>2} client(s): {:.1} bytes copied per frame per client, {:.1} frames per WebSocket message",
+                    copies.per_frame_per_client(),
+                    copies.frames_delivered as f64 / copies.ws_messages.max(1) as f64,
                 );
             }
             println!(
@@ -250,8 +279,8 @@ fn main() {
             for rate in rates {
                 let n = (rate * if quick { 1.0 } else { 3.0 }) as u64;
                 let (raw, raw_sent) = raw_zmq(&payload, n, rate).await;
-                let (one, one_sent) = relay(&payload, n, rate, 1).await;
-                let (ten, ten_sent) = relay(&payload, n, rate, 10).await;
+                let (one, one_sent, _) = relay(&payload, n, rate, 1).await;
+                let (ten, ten_sent, _) = relay(&payload, n, rate, 10).await;
                 let ten_min = ten.iter().map(|r| r.frames).min().unwrap_or(0);
                 let ten_lost: u64 = ten.iter().map(|r| r.lost).sum();
                 println!(

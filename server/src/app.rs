@@ -177,9 +177,13 @@ impl App {
                 history_bytes: config.history_bytes,
                 client_queue_bytes: config.client_queue_bytes,
                 hello: config.hello(infos.clone()),
+                batch_window: config.http.batch_window,
             },
             metrics.clone(),
         ));
+        if !config.http.batch_window.is_zero() {
+            tokio::spawn(Hub::run_flusher(Arc::downgrade(&hub)));
+        }
         let (addr, http_task) = match config.listen {
             Some(listen) => {
                 let (addr, task) = serve_http(listen, http::router(hub.clone(), metrics.clone(), config.http.clone())).await?;
@@ -344,6 +348,7 @@ impl App {
             Some(w) => Some(w.finish().await?),
             None => None,
         };
+        self.hub.flush();
         if let Some(h) = self.http {
             h.abort();
         }

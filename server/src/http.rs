@@ -33,7 +33,7 @@ use kvscope_protocol as proto;
 use serde::Deserialize;
 
 use crate::metrics::{self, KindLabels, Metrics};
-use crate::relay::{Hub, Subscription};
+use crate::relay::{BATCH_BYTES, BATCH_MESSAGES, Hub};
 
 /// What the HTTP side needs to know.
 #[derive(Debug, Clone)]
@@ -44,8 +44,8 @@ pub struct HttpConfig {
     pub max_ws_message_bytes: usize,
     /// The listener is on a loopback address: every route then checks the `Host` header.
     pub loopback_listener: bool,
-    /// How long the writer gathers live messages into one batch after the first: the latency
-    /// it adds, traded for fewer WebSocket messages (zero sends only what is already queued).
+    /// How long the hub gathers live messages into one shared batch after the first: the
+    /// latency it adds, traded for fewer WebSocket messages (zero offers each message alone).
     pub batch_window: Duration,
 }
 
@@ -191,16 +191,8 @@ async fn ws(
     upgrade.max_message_size(cap).max_frame_size(cap).on_upgrade(move |socket| client(socket, state))
 }
 
-/// At most this many messages go into one WebSocket message ([`proto::Batch`]).
-const BATCH_MESSAGES: usize = 256;
-
-/// A batch is closed once it holds this many bytes; a larger message still goes alone.
-const BATCH_BYTES: usize = 1 << 20;
-
-/// Collects already-encoded messages into batches for one client. A browser pays per WebSocket
-/// message it dispatches, whatever its size: at 20,000 frames a second, one message per frame
-/// is what a page cannot keep up with. The history goes out in full batches at once; live
-/// messages are gathered for at most [`HttpConfig::batch_window`] after the first one.
+/// Collects the history's already-encoded messages into batches for one newcomer (live
+/// messages come from the hub already batched, shared by every client).
 #[derive(Debug, Default)]
 struct Batcher {
     messages: Vec<bytes::Bytes>,
@@ -229,12 +221,16 @@ impl Batcher {
             1 => self.messages.pop().map(Message::Binary),
             _ => {
                 let batch = proto::encode_batch(&self.messages);
+                metrics.ws_history_bytes_copied.inc_by(batch.len() as u64);
                 self.messages.clear();
                 Some(Message::Binary(batch.into()))
             }
         }
     }
 }
+
+/// Queued messages written before one flush of the socket.
+const FEED_AT_ONCE: usize = 64;
 
 async fn client(socket: WebSocket, state: Arc<AppState>) {
     let mut sub = state.hub.subscribe();
@@ -277,11 +273,14 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
                 _ = &mut closed => return Ok(()),
                 message = sub.recv(&state.metrics) => {
                     let Some(message) = message else { return Ok(()) };
-                    batch.push(message);
-                    gather(&mut batch, &mut sub, &state.metrics, state.config.batch_window).await;
-                    if let Some(m) = batch.take(&state.metrics) {
-                        tx.send(m).await?;
+                    // Live messages are the hub's shared batches: sent as they are, what is
+                    // queued already in one flush.
+                    tx.feed(Message::Binary(message)).await?;
+                    for _ in 0..FEED_AT_ONCE {
+                        let Some(more) = sub.try_recv(&state.metrics) else { break };
+                        tx.feed(Message::Binary(more)).await?;
                     }
+                    tx.flush().await?;
                     if sub.rx.is_empty() && sub.lossy.load(std::sync::atomic::Ordering::Relaxed) {
                         state.hub.deliver_pending_notice(id);
                     }
@@ -296,26 +295,6 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
     state.hub.unsubscribe(id);
     let _ = tokio::time::timeout(Duration::from_secs(1), tx.close()).await;
     reader.abort();
-}
-
-/// Adds live messages to `batch` until it is full or `window` has passed (with a zero window,
-/// only what is already queued).
-async fn gather(batch: &mut Batcher, sub: &mut Subscription, metrics: &Metrics, window: Duration) {
-    let deadline = tokio::time::Instant::now() + window;
-    while !batch.is_full() {
-        if let Some(message) = sub.try_recv(metrics) {
-            batch.push(message);
-            continue;
-        }
-        if window.is_zero() {
-            return;
-        }
-        match tokio::time::timeout_at(deadline, sub.recv(metrics)).await {
-            Ok(Some(message)) => batch.push(message),
-            // The hub is gone (the next receive ends the writer) or the window is over.
-            Ok(None) | Err(_) => return,
-        }
-    }
 }
 
 /// `/frame?source=I&seq=N&recv=NANOS`: which frame the page asks for.

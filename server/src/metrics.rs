@@ -77,6 +77,10 @@ pub struct Metrics {
     pub client_queued_bytes: Gauge,
     pub client_ws_messages: Counter,
     pub client_protocol_messages: Counter,
+    /// Bytes copied into live batches: once per batch, whatever the number of clients.
+    pub ws_live_bytes_copied: Counter,
+    /// Bytes copied into history batches: per newcomer.
+    pub ws_history_bytes_copied: Counter,
     pub history_bytes: Gauge,
     pub history_frames: Gauge,
     pub history_evicted_frames: Counter,
@@ -211,6 +215,8 @@ impl Metrics {
             client_queued_bytes: Gauge::default(),
             client_ws_messages: Counter::default(),
             client_protocol_messages: Counter::default(),
+            ws_live_bytes_copied: Counter::default(),
+            ws_history_bytes_copied: Counter::default(),
             history_bytes: Gauge::default(),
             history_frames: Gauge::default(),
             history_evicted_frames: Counter::default(),
@@ -276,6 +282,16 @@ impl Metrics {
             "client_protocol_messages",
             "Protocol messages sent to clients (frames, statuses, notices), alone or in a batch",
             m.client_protocol_messages.clone(),
+        );
+        r.register(
+            "ws_live_bytes_copied",
+            "Bytes copied into live batch messages, once per batch: every client is sent the same bytes",
+            m.ws_live_bytes_copied.clone(),
+        );
+        r.register(
+            "ws_history_bytes_copied",
+            "Bytes copied into the history batches each newcomer is sent",
+            m.ws_history_bytes_copied.clone(),
         );
         r.register("history_bytes", "Bytes held by the history ring", m.history_bytes.clone());
         r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());

@@ -17,7 +17,15 @@
 //! when eviction starts. Hello and source status are never in the ring: the hello is built per
 //! client and the latest status of each source is kept aside, so they are never evicted.
 //!
-//! Neighbours: `intake` and `replay` publish; `http` subscribes one client per WebSocket.
+//! Live messages are fanned out as shared bytes: the hub gathers what is published for
+//! [`HubConfig::batch_window`] (or until a batch is full) into one pending batch, encodes it once
+//! ([`proto::encode_batch`]) and offers the same `Bytes` to every client. A browser pays per
+//! WebSocket message it dispatches, so batches are what let a page keep up; building them once
+//! rather than per client means ten pages cost the server one copy of each frame, not ten
+//! (`kvscope_ws_live_bytes_copied_total`). A lone message goes out as itself, uncopied.
+//!
+//! Neighbours: `intake` and `replay` publish; `http` subscribes one client per WebSocket; the
+//! app runs [`Hub::run_flusher`], which closes a pending batch when its window is over.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,6 +46,12 @@ pub const ENTRY_OVERHEAD_BYTES: usize = 64;
 
 /// Capacity of a client's channel in messages; the real bound is in bytes.
 const CLIENT_CHANNEL_MESSAGES: usize = 1 << 16;
+
+/// At most this many messages go into one live batch ([`proto::Batch`]).
+pub const BATCH_MESSAGES: usize = 256;
+
+/// A batch is closed once it holds this many bytes; a larger message still goes alone.
+pub const BATCH_BYTES: usize = 1 << 20;
 
 /// What a published message is, for history and loss accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,9 +252,23 @@ impl Sticky {
     }
 }
 
+/// Live messages published since the last flush, in order: the next shared batch.
+#[derive(Debug, Default)]
+struct Pending {
+    entries: Vec<Entry>,
+    bytes: usize,
+}
+
+impl Pending {
+    fn is_full(&self) -> bool {
+        self.entries.len() >= BATCH_MESSAGES || self.bytes >= BATCH_BYTES
+    }
+}
+
 #[derive(Debug)]
 struct HubState {
     history: History,
+    pending: Pending,
     sticky: Sticky,
     /// The hello's fields, kept to re-encode it when a source is added.
     hello: proto::Hello,
@@ -256,6 +284,9 @@ pub struct HubConfig {
     pub history_bytes: usize,
     pub client_queue_bytes: usize,
     pub hello: proto::Hello,
+    /// How long live messages are gathered into one shared batch after the first
+    /// (`--ws-batch-window`); zero offers each message as it is published.
+    pub batch_window: std::time::Duration,
 }
 
 /// Shared by the intake tasks (publish) and the WebSocket handlers (subscribe).
@@ -264,6 +295,15 @@ pub struct Hub {
     state: Mutex<HubState>,
     config: HubConfig,
     metrics: Arc<Metrics>,
+    /// Wakes [`Hub::run_flusher`] when a pending batch gets its first message (and when the
+    /// hub is dropped, so that the flusher ends).
+    batch_opened: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.batch_opened.notify_one();
+    }
 }
 
 /// What a newcomer needs: its queue and what happened before it arrived.
@@ -326,6 +366,7 @@ impl Hub {
         Hub {
             state: Mutex::new(HubState {
                 history: History::default(),
+                pending: Pending::default(),
                 sticky,
                 hello: config.hello.clone(),
                 clients: Vec::new(),
@@ -335,6 +376,7 @@ impl Hub {
             }),
             config,
             metrics,
+            batch_opened: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -420,6 +462,30 @@ impl Hub {
                 self.metrics.history_frames.set(state.history.frames as i64);
             }
         }
+        let opened = state.pending.entries.is_empty();
+        state.pending.bytes += entry.bytes.len();
+        state.pending.entries.push(entry);
+        if self.config.batch_window.is_zero() || state.pending.is_full() {
+            self.flush_locked(state);
+        } else if opened {
+            self.batch_opened.notify_one();
+        }
+    }
+
+    /// Offers the pending batch to every client: encoded once, the same bytes for all (a lone
+    /// message as itself). A client without room loses the whole batch, counted per message.
+    fn flush_locked(&self, state: &mut HubState) {
+        let pending = std::mem::take(&mut state.pending);
+        let message = match pending.entries.as_slice() {
+            [] => return,
+            [only] => only.bytes.clone(),
+            entries => {
+                let bytes = proto::encode_batch(&entries.iter().map(|e| &e.bytes[..]).collect::<Vec<_>>());
+                self.metrics.ws_live_bytes_copied.inc_by(bytes.len() as u64);
+                Bytes::from(bytes)
+            }
+        };
+        let messages = pending.entries.len() as u64;
         let queue_bound = self.config.client_queue_bytes as u64;
         let sticky = &state.sticky;
         state.clients.retain_mut(|client| {
@@ -427,18 +493,16 @@ impl Hub {
                 Offer::Sent => {}
                 Offer::Full => {
                     // A notice that did not fit means the client still owes one: count into it.
-                    client.loss.get_or_insert_with(Loss::default).add(&entry);
-                    count_lost(&entry, &self.metrics);
+                    lose(client, &pending.entries, &self.metrics);
                     return true;
                 }
                 Offer::Closed => return false,
             }
-            match offer(client, entry.bytes.clone(), queue_bound, &self.metrics) {
+            match offer(client, message.clone(), messages, queue_bound, &self.metrics) {
                 Offer::Sent => true,
                 Offer::Full => {
-                    client.loss.get_or_insert_with(Loss::default).add(&entry);
+                    lose(client, &pending.entries, &self.metrics);
                     client.lossy.store(true, Ordering::Relaxed);
-                    count_lost(&entry, &self.metrics);
                     true
                 }
                 Offer::Closed => false,
@@ -447,11 +511,33 @@ impl Hub {
         self.metrics.clients.set(state.clients.len() as i64);
     }
 
+    /// Closes each pending batch once its window is over; the app runs it for the hub's life
+    /// (it holds no reference while it waits, and ends when the hub is dropped). It sleeps
+    /// while nothing is pending.
+    pub async fn run_flusher(hub: std::sync::Weak<Hub>) {
+        loop {
+            let Some(opened) = hub.upgrade().map(|h| h.batch_opened.clone()) else { return };
+            opened.notified().await;
+            let Some(window) = hub.upgrade().map(|h| h.config.batch_window) else { return };
+            tokio::time::sleep(window).await;
+            let Some(h) = hub.upgrade() else { return };
+            h.flush();
+        }
+    }
+
+    /// Offers what is pending now (the app does before it stops).
+    pub fn flush(&self) {
+        self.flush_locked(&mut self.lock());
+    }
+
     /// Registers a client and takes its snapshot, atomically with respect to `publish`.
     pub fn subscribe(&self) -> Subscription {
         let (tx, rx) = mpsc::channel(CLIENT_CHANNEL_MESSAGES);
         let queued = Arc::new(AtomicU64::new(0));
         let mut state = self.lock();
+        // What is pending is in the history already: the clients before this one get it now,
+        // and the newcomer gets it in its snapshot, never twice.
+        self.flush_locked(&mut state);
         let id = state.next_client_id;
         state.next_client_id += 1;
         let lossy = Arc::new(AtomicBool::new(false));
@@ -520,7 +606,7 @@ impl Hub {
 fn deliver_notice(client: &mut ClientSlot, sticky: &Sticky, queue_bound: u64, metrics: &Metrics) -> Offer {
     let Some(loss) = client.loss.take() else { return Offer::Sent };
     let notice = Bytes::from(proto::encode(&loss.notice(queue_bound)));
-    let result = offer(client, notice, queue_bound, metrics);
+    let result = offer(client, notice, 1, queue_bound, metrics);
     let Offer::Sent = result else {
         // Not delivered: the client still owes this notice.
         client.loss = Some(loss);
@@ -532,7 +618,7 @@ fn deliver_notice(client: &mut ClientSlot, sticky: &Sticky, queue_bound: u64, me
     // not left with a stale view.
     if loss.statuses {
         for status in sticky.after_loss() {
-            let _ = offer(client, status.clone(), u64::MAX, metrics);
+            let _ = offer(client, status.clone(), 1, u64::MAX, metrics);
         }
     }
     result
@@ -544,7 +630,8 @@ enum Offer {
     Closed,
 }
 
-fn offer(client: &ClientSlot, bytes: Bytes, bound: u64, metrics: &Metrics) -> Offer {
+/// Queues one WebSocket message holding `messages` protocol messages, if the client has room.
+fn offer(client: &ClientSlot, bytes: Bytes, messages: u64, bound: u64, metrics: &Metrics) -> Offer {
     let len = bytes.len() as u64;
     let queued = client.queued.load(Ordering::Relaxed);
     // An empty queue takes any one message, so a message larger than the bound still flows.
@@ -555,6 +642,8 @@ fn offer(client: &ClientSlot, bytes: Bytes, bound: u64, metrics: &Metrics) -> Of
         Ok(()) => {
             client.queued.fetch_add(len, Ordering::Relaxed);
             metrics.client_queued_bytes.inc_by(len as i64);
+            metrics.client_ws_messages.inc();
+            metrics.client_protocol_messages.inc_by(messages);
             Offer::Sent
         }
         Err(mpsc::error::TrySendError::Full(_)) => Offer::Full,
@@ -562,17 +651,28 @@ fn offer(client: &ClientSlot, bytes: Bytes, bound: u64, metrics: &Metrics) -> Of
     }
 }
 
-fn count_lost(entry: &Entry, metrics: &Metrics) {
-    if matches!(entry.kind, Kind::Frame { .. }) {
-        metrics.lagged_frames.inc();
+/// Counts a batch a client had no room for into the loss its next notice reports.
+fn lose(client: &mut ClientSlot, entries: &[Entry], metrics: &Metrics) {
+    let loss = client.loss.get_or_insert_with(Loss::default);
+    for entry in entries {
+        loss.add(entry);
+        if matches!(entry.kind, Kind::Frame { .. }) {
+            metrics.lagged_frames.inc();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn hub(history_bytes: usize, client_queue_bytes: usize) -> Hub {
+        batching_hub(history_bytes, client_queue_bytes, Duration::ZERO)
+    }
+
+    fn batching_hub(history_bytes: usize, client_queue_bytes: usize, batch_window: Duration) -> Hub {
         let hello = proto::Hello {
             protocol_version: proto::PROTOCOL_VERSION,
             server_version: "test".into(),
@@ -590,7 +690,7 @@ mod tests {
             started_unix_nanos: 0,
             discovery: Vec::new(),
         };
-        Hub::new(HubConfig { history_bytes, client_queue_bytes, hello }, Arc::new(Metrics::new()))
+        Hub::new(HubConfig { history_bytes, client_queue_bytes, hello, batch_window }, Arc::new(Metrics::new()))
     }
 
     fn frame(seq: u64) -> (Bytes, Kind) {
@@ -656,5 +756,82 @@ mod tests {
         assert_eq!(notice.sources, vec![proto::SourceLoss { source: 0, frames: 3, first_seq: 2, last_seq: 4 }]);
         assert_eq!(notice.flag, "--client-queue-bytes");
         assert_eq!(sub.rx.try_recv().unwrap()[0], 5);
+    }
+
+    #[test]
+    fn ten_clients_are_sent_one_shared_batch_copied_once() {
+        let hub = batching_hub(1 << 20, 1 << 20, Duration::from_secs(3600));
+        let mut subs: Vec<Subscription> = (0..10).map(|_| hub.subscribe()).collect();
+        for seq in 0..40 {
+            let (b, k) = frame(seq);
+            hub.publish(b, k);
+        }
+        assert!(subs.iter_mut().all(|s| s.rx.try_recv().is_err()), "nothing is sent before the window closes");
+        hub.flush();
+        let batches: Vec<Bytes> = subs.iter_mut().map(|s| s.rx.try_recv().unwrap()).collect();
+        // The same allocation for every client: shared, not copied per client.
+        assert!(batches.iter().all(|b| b.as_ptr() == batches[0].as_ptr()));
+        let frames = proto::unbatch(&batches[0]).unwrap();
+        assert_eq!(frames.iter().map(|f| f[0]).collect::<Vec<_>>(), (0..40).collect::<Vec<u8>>());
+        assert_eq!(hub.metrics.ws_live_bytes_copied.get(), batches[0].len() as u64);
+        assert_eq!(hub.metrics.client_protocol_messages.get(), 400);
+        assert_eq!(hub.metrics.client_ws_messages.get(), 10);
+        // A lone message goes as itself, uncopied.
+        let (b, k) = frame(40);
+        hub.publish(b.clone(), k);
+        hub.flush();
+        assert!(subs.iter_mut().all(|s| s.rx.try_recv().unwrap().as_ptr() == b.as_ptr()));
+        assert_eq!(hub.metrics.ws_live_bytes_copied.get(), batches[0].len() as u64);
+    }
+
+    #[test]
+    fn a_full_batch_is_offered_without_waiting_for_the_window() {
+        let hub = batching_hub(1 << 20, 1 << 20, Duration::from_secs(3600));
+        let mut sub = hub.subscribe();
+        for seq in 0..BATCH_MESSAGES as u64 + 1 {
+            let (b, k) = frame(seq);
+            hub.publish(b, k);
+        }
+        assert_eq!(proto::unbatch(&sub.rx.try_recv().unwrap()).unwrap().len(), BATCH_MESSAGES);
+        assert!(sub.rx.try_recv().is_err(), "the 257th waits for the window");
+    }
+
+    #[test]
+    fn a_newcomer_gets_what_was_pending_once_in_its_history() {
+        let hub = batching_hub(1 << 20, 1 << 20, Duration::from_secs(3600));
+        let mut first = hub.subscribe();
+        for seq in 0..3 {
+            let (b, k) = frame(seq);
+            hub.publish(b, k);
+        }
+        let mut second = hub.subscribe();
+        assert_eq!(second.history.messages().count(), 3);
+        assert!(second.rx.try_recv().is_err(), "pending messages are not sent again live");
+        assert_eq!(proto::unbatch(&first.rx.try_recv().unwrap()).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_client_without_room_loses_the_whole_batch_and_is_told_which_frames() {
+        let hub = batching_hub(1 << 20, 1000, Duration::from_secs(3600));
+        let mut sub = hub.subscribe();
+        for seq in 0..8 {
+            let (b, k) = frame(seq);
+            hub.publish(b, k);
+        }
+        hub.flush();
+        for seq in 8..20 {
+            let (b, k) = frame(seq);
+            hub.publish(b, k);
+        }
+        hub.flush();
+        let first = sub.try_recv(&hub.metrics).unwrap();
+        assert_eq!(proto::unbatch(&first).unwrap().len(), 8);
+        let (b, k) = frame(20);
+        hub.publish(b, k);
+        hub.flush();
+        let proto::Message::LagNotice(notice) = proto::decode(&sub.rx.try_recv().unwrap()).unwrap() else { panic!("a notice") };
+        assert_eq!(notice.sources, vec![proto::SourceLoss { source: 0, frames: 12, first_seq: 8, last_seq: 19 }]);
+        assert_eq!(hub.metrics.lagged_frames.get(), 12);
+        assert_eq!(sub.rx.try_recv().unwrap()[0], 20);
     }
 }

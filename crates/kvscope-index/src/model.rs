@@ -25,7 +25,7 @@ use crate::FastMap;
 
 use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_router::{EventData, PredictPass, Predicted, Prediction, Predictor, RelayConfig, RouterEvent, TokensHashes};
-use kvscope_wire::{BatchHeader, DecodeError, EventSink, KvEvent};
+use kvscope_wire::{BatchHeader, DecodeError, Decoded, EventSink, KvEvent};
 use serde::Serialize;
 
 use crate::cause::{Missing, OrphanRoot, Stale};
@@ -232,6 +232,21 @@ impl IndexModel {
     /// # Panics
     /// If `id` did not come from this model.
     pub fn push(&mut self, id: IndexSourceId, seq: u64, payload: &[u8], replayed: bool) -> Result<(), DecodeError> {
+        self.push_decoded(id, seq, payload, &Decoded::new(payload), replayed)
+    }
+
+    /// As [`IndexModel::push`], with the payload decoded once for other consumers too.
+    ///
+    /// # Panics
+    /// If `id` did not come from this model.
+    pub fn push_decoded(
+        &mut self,
+        id: IndexSourceId,
+        seq: u64,
+        payload: &[u8],
+        decoded: &Decoded,
+        replayed: bool,
+    ) -> Result<(), DecodeError> {
         let i = id.0 as usize;
         // Which sides' listeners hear this batch, decided by their cursors before it decodes.
         let hears: Vec<Result<(), Missing>> = self.sides.iter().map(|side| hears(&side.listeners[i], seq, replayed)).collect();
@@ -254,7 +269,7 @@ impl IndexModel {
                 .map(|((side, list), _)| side.listeners[i].predictor.pass(seq, |_, _| engine_keeps.get(), list))
                 .collect();
             let mut fanout = Fanout { truth, sides: passes, engine_keeps: &engine_keeps };
-            let decoded = kvscope_wire::decode_each(payload, &mut fanout);
+            let decoded = decoded.feed(payload, &mut fanout);
             let Fanout { truth, sides: passes, .. } = fanout;
             let mut hashes = TokensHashes::default();
             let truth_batch = truth.finish_sharing(payload, &decoded, &mut hashes);

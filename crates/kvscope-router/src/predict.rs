@@ -27,7 +27,7 @@
 
 use kvscope_normalize::rules::own_namespace;
 use kvscope_normalize::{Apply, NamespaceState, Normalizer, Outcome, PayloadState, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
-use kvscope_wire::{BatchHeader, BlockStored, DecodeError, EventSink, KvEvent};
+use kvscope_wire::{BatchHeader, BlockStored, DecodeError, Decoded, EventSink, KvEvent};
 use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -240,9 +240,21 @@ impl Predictor {
         keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
+        self.predict_decoded(seq, payload, &Decoded::new(payload), keep_dropped, out)
+    }
+
+    /// As [`Predictor::predict_sparse`], with the payload decoded once for other consumers too.
+    pub fn predict_decoded(
+        &mut self,
+        seq: u64,
+        payload: &[u8],
+        decoded: &Decoded,
+        keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
+        out: &mut Vec<Prediction>,
+    ) -> Result<BatchPredicted, DecodeError> {
         let mut pass = self.pass(seq, keep_dropped, out);
-        let decoded = kvscope_wire::decode_each(payload, &mut pass);
-        pass.finish(payload, &decoded)
+        let result = decoded.feed(payload, &mut pass);
+        pass.finish(payload, &result)
     }
 
     /// A prediction of one engine batch fed by a decode the caller runs
@@ -499,11 +511,7 @@ impl TokensHashes {
 /// holds no u32 ids hashes empty windows (no preset publishes such a store with blocks:
 /// `dynamo-1.6.1` rejects the batch).
 fn block_tokens_hashes(payload: &[u8], s: &BlockStored, block_size: u32, seed: u64) -> Vec<u64> {
-    let tokens = s.token_ids.values(payload).unwrap_or_default();
-    let mut bytes = Vec::with_capacity(tokens.len() * 4);
-    for t in &tokens {
-        bytes.extend_from_slice(&t.to_le_bytes());
-    }
+    let bytes = s.token_ids.le_bytes(payload).unwrap_or_default();
     let stride = block_size as usize;
     let window = stride + usize::from(s.token_ids.is_bigram);
     (0..s.block_hashes.len())

@@ -40,7 +40,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use kvscope_normalize::VerdictLabel;
-use kvscope_wire::DecodeError;
+use kvscope_wire::{DecodeError, Decoded};
 use serde::Serialize;
 
 use crate::error::PlaneError;
@@ -627,6 +627,19 @@ impl Reconciler {
         id: RouterSourceId,
         seq: u64,
         payload: &[u8],
+        skipped: impl FnMut(u32, VerdictLabel),
+    ) -> Result<Vec<Prediction>, DecodeError> {
+        self.push_engine_decoded(id, seq, payload, &Decoded::new(payload), skipped)
+    }
+
+    /// As [`Reconciler::push_engine_with`], with the payload decoded once for other consumers
+    /// too.
+    pub fn push_engine_decoded(
+        &mut self,
+        id: RouterSourceId,
+        seq: u64,
+        payload: &[u8],
+        decoded: &Decoded,
         mut skipped: impl FnMut(u32, VerdictLabel),
     ) -> Result<Vec<Prediction>, DecodeError> {
         let cfg = self.config;
@@ -634,9 +647,10 @@ impl Reconciler {
         let source = &mut self.sources[index];
         let mut predictions = Vec::new();
         let dropped_by_policy = &mut source.counts.dropped_by_policy;
-        let batch = source.predictor.predict_sparse(
+        let batch = source.predictor.predict_decoded(
             seq,
             payload,
+            decoded,
             |i, label| {
                 *dropped_by_policy.entry(label).or_default() += 1;
                 skipped(i, label);

@@ -288,6 +288,13 @@ impl TokenIds {
         let bytes = payload.get(self.span.start as usize..self.span.end as usize)?;
         crate::skip::token_id_values(bytes, self.is_bigram)
     }
+
+    /// The same ids as [`TokenIds::values`], each as 4 little-endian bytes (what Dynamo's
+    /// `tokens_hash` hashes), read straight into one buffer.
+    pub fn le_bytes(&self, payload: &[u8]) -> Option<Vec<u8>> {
+        let bytes = payload.get(self.span.start as usize..self.span.end as usize)?;
+        crate::skip::token_id_le_bytes(bytes, self.is_bigram)
+    }
 }
 
 /// `BlockStored`: blocks entered a cache.

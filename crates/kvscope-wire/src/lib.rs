@@ -33,4 +33,4 @@ pub use event::{
 };
 pub use frame::{LiveMessage, ReplayReply};
 pub use skip::skip_value;
-pub use stream::{EventSink, STREAM_CHUNK, decode_each};
+pub use stream::{Decoded, EventSink, STREAM_CHUNK, decode_each};

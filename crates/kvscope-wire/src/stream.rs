@@ -125,3 +125,74 @@ impl<S: EventSink + ?Sized> Sink for Deliver<'_, S> {
         self.sink.event(index, &event);
     }
 }
+
+/// One payload decoded once for several consumers that run one after another (the page's engine
+/// classifies a frame under two policies, models the router's index and predicts the relay):
+/// each [`Decoded::feed`]s its own sink the calls [`decode_each`] would make, without decoding
+/// the payload again. On Kimi-K3's long prompts, reading the token ids is most of a decode, and
+/// three decodes were three quarters of the engine's time. A payload of more than
+/// [`STREAM_CHUNK`] events keeps none, and each feed decodes it, as [`decode_each`] does.
+///
+/// It holds no borrow of the payload (the engine's frame owns it and is changed in between):
+/// each feed is given the same payload again, as the events' spans point into it.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The payload's length, to catch another payload given to [`Decoded::feed`].
+    len: usize,
+    /// Every event decoded (before the error, for a payload that failed), unless there were
+    /// more than [`STREAM_CHUNK`].
+    events: Vec<KvEvent>,
+    /// `None` when the events did not fit: each feed decodes the payload itself.
+    result: Option<Result<BatchHeader, DecodeError>>,
+}
+
+impl Decoded {
+    /// Decodes `payload` once.
+    pub fn new(payload: &[u8]) -> Decoded {
+        let mut keep = Keep { events: Vec::new(), overflowed: false };
+        let result = decode_into(payload, &mut keep);
+        let result = (!keep.overflowed).then_some(result);
+        Decoded { len: payload.len(), events: keep.events, result }
+    }
+
+    /// Hands `sink` what [`decode_each`] would for `payload`, the one this decoded, in the same
+    /// order, and returns what it would.
+    pub fn feed<S: EventSink + ?Sized>(&self, payload: &[u8], sink: &mut S) -> Result<BatchHeader, DecodeError> {
+        debug_assert_eq!(payload.len(), self.len, "a Decoded is fed the payload it decoded");
+        let Some(result) = &self.result else { return decode_each(payload, sink) };
+        for (i, event) in self.events.iter().enumerate() {
+            sink.inspect(i as u32, event);
+        }
+        let header = result.clone()?;
+        sink.begin(&header);
+        for (i, event) in self.events.iter().enumerate() {
+            sink.event(i as u32, event);
+        }
+        Ok(header)
+    }
+}
+
+/// Keeps up to [`STREAM_CHUNK`] events for [`Decoded`].
+struct Keep {
+    events: Vec<KvEvent>,
+    overflowed: bool,
+}
+
+impl Sink for Keep {
+    fn reserve(&mut self, n: usize) {
+        self.events.reserve(n.min(STREAM_CHUNK));
+    }
+
+    #[inline]
+    fn event(&mut self, _: u32, event: KvEvent) {
+        if self.overflowed {
+            return;
+        }
+        if self.events.len() < STREAM_CHUNK {
+            self.events.push(event);
+        } else {
+            self.overflowed = true;
+            self.events = Vec::new();
+        }
+    }
+}

@@ -78,6 +78,8 @@ fn token_id_values_equal_an_item_by_item_read_on_every_store() {
                 let fast = s.token_ids.values(bytes);
                 assert_eq!(fast, ids_read_item_by_item(bytes, &s.token_ids), "{}", entry.file);
                 assert_eq!(fast.is_none(), s.token_ids.outside_u32, "{}", entry.file);
+                let le = fast.as_ref().map(|v| v.iter().flat_map(|id| id.to_le_bytes()).collect::<Vec<u8>>());
+                assert_eq!(s.token_ids.le_bytes(bytes), le, "{}", entry.file);
                 stores += 1;
                 ids += fast.map_or(0, |v| v.len());
             }

@@ -1,7 +1,7 @@
 //! `decode_each` hands over exactly what `decode_batch` collects, only once the whole payload
 //! decoded, in bounded memory.
 
-use kvscope_wire::{BatchHeader, EventSink, KvEvent, STREAM_CHUNK, decode_batch, decode_each};
+use kvscope_wire::{BatchHeader, Decoded, EventSink, KvEvent, STREAM_CHUNK, decode_batch, decode_each};
 
 #[derive(Default)]
 struct Record {
@@ -107,4 +107,32 @@ fn a_map_batch_with_two_events_keys_keeps_the_last() {
 fn events_are_small() {
     assert!(std::mem::size_of::<KvEvent>() <= 40, "{}", std::mem::size_of::<KvEvent>());
     assert!(std::mem::size_of::<Option<kvscope_wire::WireStr>>() == 24);
+}
+
+/// What a sink was handed, comparable.
+fn log(r: &Record) -> (&[KvEvent], Option<BatchHeader>, &[KvEvent]) {
+    (&r.inspected, r.header, &r.events)
+}
+
+/// One decode fed to several sinks hands each what `decode_each` would: every corpus payload,
+/// every truncation of a few (errors after some events), and a batch past the chunk.
+#[test]
+fn a_payload_decoded_once_feeds_each_sink_as_decode_each_does() {
+    let mut payloads: Vec<Vec<u8>> = kvscope_corpus::manifest().iter().map(|e| e.payload().to_vec()).collect();
+    let cut: Vec<Vec<u8>> = payloads.iter().take(6).flat_map(|p| (0..p.len()).map(|n| p[..n].to_vec())).collect();
+    payloads.extend(cut);
+    payloads.push(batch_of_cleared(STREAM_CHUNK + 3));
+    let mut errors = 0;
+    for bytes in &payloads {
+        let (want_result, want) = streamed(bytes);
+        let decoded = Decoded::new(bytes);
+        for _ in 0..3 {
+            let mut got = Record::default();
+            let result = decoded.feed(bytes, &mut got);
+            assert_eq!(result, want_result);
+            assert_eq!(log(&got), log(&want));
+        }
+        errors += usize::from(want_result.is_err() && !want.inspected.is_empty());
+    }
+    assert!(errors > 0, "some truncation fails after its first events");
 }

@@ -3,7 +3,7 @@
 
 use kvscope_normalize::{Outcome, Policy, StorageTier};
 use kvscope_protocol as proto;
-use kvscope_wire::KvEvent;
+use kvscope_wire::{Decoded, KvEvent};
 
 use super::classes::ClassCode;
 use super::policy_run::{BothPolicies, Classified, PolicyRun};
@@ -17,7 +17,9 @@ impl Model {
     /// Events are classified as the decoder hands them over (`decode_each`), so a frame costs
     /// O(1) memory beyond what is retained per event: a hostile batch of millions of tiny
     /// events never builds a `Vec` of decoded events or of verdicts.
-    pub(super) fn classify_frame(&mut self, frame: &mut RetainedFrame) -> usize {
+    ///
+    /// `decoded` is the frame's payload decoded once, for the router's side and index too.
+    pub(super) fn classify_frame(&mut self, frame: &mut RetainedFrame, decoded: &Decoded) -> usize {
         let Some(payload) = frame.payload() else { return 0 };
         let source = frame.source;
         let t0 = self.t0_nanos.unwrap_or(frame.recv_time_nanos);
@@ -82,7 +84,7 @@ impl Model {
                 lanes[source as usize].push(time_ms, codes[0], codes[1], event_id, classes);
             },
         };
-        if let Err(e) = kvscope_wire::decode_each(payload, &mut sink) {
+        if let Err(e) = decoded.feed(payload, &mut sink) {
             let src = &mut self.sources[source as usize];
             src.decode_errors += 1;
             let text = format!("{} seq {}: {e}", src.key, frame.seq);

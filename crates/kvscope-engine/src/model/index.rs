@@ -5,6 +5,7 @@
 use kvscope_index::{IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSide, IndexSourceId, Missing, WorkerKey, worker_number};
 use kvscope_normalize::{Policy, StorageTier};
 use kvscope_protocol as proto;
+use kvscope_wire::Decoded;
 
 use kvscope_engine_protocol::settings::Side;
 
@@ -51,11 +52,12 @@ impl RouterIndexes {
         }
     }
 
-    /// One engine frame of a page source.
-    pub fn push(&mut self, source: u32, seq: u64, payload: &[u8], replayed: bool) {
+    /// One engine frame of a page source (`decoded`: its payload, decoded once for every part
+    /// of the model).
+    pub fn push(&mut self, source: u32, seq: u64, payload: &[u8], decoded: &Decoded, replayed: bool) {
         if let Some(Some(id)) = self.ids.get(source as usize) {
             // A payload that does not decode is counted by the model (and shown by the page).
-            let _ = self.model.push(*id, seq, payload, replayed);
+            let _ = self.model.push_decoded(*id, seq, payload, decoded, replayed);
             self.stale = true;
         }
     }

@@ -870,14 +870,16 @@ impl Model {
             src.seq.see(seq, replayed);
             src.dirty = true;
         }
-        let n = self.classify_frame(&mut frame);
-        if let Some(payload) = frame.payload() {
-            self.index.push(source, seq, payload, replayed);
-        }
-        if let (Some(router), Some(payload)) = (&mut self.router, frame.payload()) {
-            let t0 = self.t0_nanos.unwrap_or(recv_time_nanos);
-            let time_ms = recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
-            router.push_engine(source, seq, payload, time_ms, frame.first_event);
+        // One decode for the classification, the index and the relay's prediction.
+        let decoded = frame.payload().map(kvscope_wire::Decoded::new);
+        let n = decoded.as_ref().map_or(0, |d| self.classify_frame(&mut frame, d));
+        if let (Some(payload), Some(decoded)) = (frame.payload(), &decoded) {
+            self.index.push(source, seq, payload, decoded, replayed);
+            if let Some(router) = &mut self.router {
+                let t0 = self.t0_nanos.unwrap_or(recv_time_nanos);
+                let time_ms = recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
+                router.push_engine(source, seq, payload, decoded, time_ms, frame.first_event);
+            }
         }
         self.rate.add(now_ms, n as u64);
         self.sources[source as usize].rate.add(now_ms, n as u64);
