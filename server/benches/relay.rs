@@ -199,6 +199,7 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
     let copies = Copies {
         live_bytes: app.metrics.ws_live_bytes_copied.get(),
         ws_messages: app.metrics.client_ws_messages.get(),
+        frames_offered: n * clients as u64,
         frames_delivered: out.iter().map(|r| r.frames).sum(),
     };
     let _ = app.stop().await;
@@ -211,12 +212,14 @@ struct Copies {
     live_bytes: u64,
     /// WebSocket messages queued for the clients (history and preamble included).
     ws_messages: u64,
+    /// Frames published times clients: what the fan-out was asked to deliver.
+    frames_offered: u64,
     frames_delivered: u64,
 }
 
 impl Copies {
     fn per_frame_per_client(&self) -> f64 {
-        self.live_bytes as f64 / self.frames_delivered.max(1) as f64
+        self.live_bytes as f64 / self.frames_offered.max(1) as f64
     }
 }
 
