@@ -71,46 +71,37 @@ impl<S: EventSink + ?Sized> EventSink for &mut S {
 /// header and [`EventSink::event`] for each. Returns the header, or the error `decode_batch`
 /// would return. Holds at most [`STREAM_CHUNK`] decoded events at once.
 pub fn decode_each<S: EventSink + ?Sized>(payload: &[u8], sink: &mut S) -> Result<BatchHeader, DecodeError> {
-    let mut check = Check { sink: &mut *sink, kept: Vec::new(), overflowed: false };
+    let mut check = Check { sink: &mut *sink, keep: Keep::default() };
     let header = decode_into(payload, &mut check)?;
-    let Check { kept, overflowed, .. } = check;
+    let Keep { events, overflowed } = check.keep;
     sink.begin(&header);
     if overflowed {
-        drop(kept);
+        drop(events);
         decode_into(payload, &mut Deliver { sink })?;
     } else {
-        for (i, event) in kept.iter().enumerate() {
+        for (i, event) in events.iter().enumerate() {
             sink.event(i as u32, event);
         }
     }
     Ok(header)
 }
 
-/// The first pass: inspects every event and keeps the first [`STREAM_CHUNK`].
+/// The first pass: inspects every event and keeps the first [`STREAM_CHUNK`]; with more, the
+/// payload is decoded again to hand them over.
 struct Check<'s, S: ?Sized> {
     sink: &'s mut S,
-    kept: Vec<KvEvent>,
-    /// More than [`STREAM_CHUNK`] events: `kept` is dropped and the payload decoded again.
-    overflowed: bool,
+    keep: Keep,
 }
 
 impl<S: EventSink + ?Sized> Sink for Check<'_, S> {
     fn reserve(&mut self, n: usize) {
-        self.kept.reserve(n.min(STREAM_CHUNK));
+        self.keep.reserve(n);
     }
 
     #[inline]
     fn event(&mut self, index: u32, event: KvEvent) {
         self.sink.inspect(index, &event);
-        if self.overflowed {
-            return;
-        }
-        if self.kept.len() < STREAM_CHUNK {
-            self.kept.push(event);
-        } else {
-            self.overflowed = true;
-            self.kept = Vec::new();
-        }
+        self.keep.event(index, event);
     }
 }
 
@@ -149,7 +140,7 @@ pub struct Decoded {
 impl Decoded {
     /// Decodes `payload` once.
     pub fn new(payload: &[u8]) -> Decoded {
-        let mut keep = Keep { events: Vec::new(), overflowed: false };
+        let mut keep = Keep::default();
         let result = decode_into(payload, &mut keep);
         let result = (!keep.overflowed).then_some(result);
         Decoded { len: payload.len(), events: keep.events, result }
@@ -172,7 +163,9 @@ impl Decoded {
     }
 }
 
-/// Keeps up to [`STREAM_CHUNK`] events for [`Decoded`].
+/// Keeps up to [`STREAM_CHUNK`] events ([`decode_each`]'s first pass, [`Decoded`]); past that,
+/// none, and says so.
+#[derive(Default)]
 struct Keep {
     events: Vec<KvEvent>,
     overflowed: bool,
