@@ -232,10 +232,11 @@ impl IndexModel {
     /// # Panics
     /// If `id` did not come from this model.
     pub fn push(&mut self, id: IndexSourceId, seq: u64, payload: &[u8], replayed: bool) -> Result<(), DecodeError> {
-        self.push_decoded(id, seq, payload, &Decoded::new(payload), replayed)
+        self.push_decoded(id, seq, payload, &Decoded::new(payload), &mut TokensHashes::default(), replayed)
     }
 
-    /// As [`IndexModel::push`], with the payload decoded once for other consumers too.
+    /// As [`IndexModel::push`], with the payload decoded once, and its stores' tokens hashes
+    /// computed once, for other consumers too (the reconciler's relay).
     ///
     /// # Panics
     /// If `id` did not come from this model.
@@ -245,6 +246,7 @@ impl IndexModel {
         seq: u64,
         payload: &[u8],
         decoded: &Decoded,
+        hashes: &mut TokensHashes,
         replayed: bool,
     ) -> Result<(), DecodeError> {
         let i = id.0 as usize;
@@ -271,11 +273,10 @@ impl IndexModel {
             let mut fanout = Fanout { truth, sides: passes, engine_keeps: &engine_keeps };
             let decoded = decoded.feed(payload, &mut fanout);
             let Fanout { truth, sides: passes, .. } = fanout;
-            let mut hashes = TokensHashes::default();
-            let truth_batch = truth.finish_sharing(payload, &decoded, &mut hashes);
+            let truth_batch = truth.finish_sharing(payload, &decoded, hashes);
             // The listeners' normalizers count nothing of a payload that does not decode.
             let taken: Vec<bool> = match truth_batch {
-                Ok(_) => passes.into_iter().map(|p| p.finish_sharing(payload, &decoded, &mut hashes).is_ok_and(|b| b.taken())).collect(),
+                Ok(_) => passes.into_iter().map(|p| p.finish_sharing(payload, &decoded, hashes).is_ok_and(|b| b.taken())).collect(),
                 Err(_) => Vec::new(),
             };
             (truth_batch, taken)

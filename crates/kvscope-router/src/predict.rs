@@ -240,21 +240,23 @@ impl Predictor {
         keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
-        self.predict_decoded(seq, payload, &Decoded::new(payload), keep_dropped, out)
+        self.predict_decoded(seq, payload, &Decoded::new(payload), &mut TokensHashes::default(), keep_dropped, out)
     }
 
-    /// As [`Predictor::predict_sparse`], with the payload decoded once for other consumers too.
+    /// As [`Predictor::predict_sparse`], with the payload decoded once, and its stores' tokens
+    /// hashes computed once, for other consumers too.
     pub fn predict_decoded(
         &mut self,
         seq: u64,
         payload: &[u8],
         decoded: &Decoded,
+        hashes: &mut TokensHashes,
         keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
         let mut pass = self.pass(seq, keep_dropped, out);
         let result = decoded.feed(payload, &mut pass);
-        pass.finish(payload, &result)
+        pass.finish_sharing(payload, &result, hashes)
     }
 
     /// A prediction of one engine batch fed by a decode the caller runs
@@ -472,8 +474,9 @@ pub fn tokens_hash(tokens: &[u32], seed: u64) -> u64 {
     xxh3_64_with_seed(&bytes, seed)
 }
 
-/// The tokens hashes of one batch's stores, by event index and hash seed, for the passes that
-/// share its decode ([`PredictPass::finish_sharing`]). Start a new one for every batch.
+/// The tokens hashes of one batch's stores, by event index, hash seed and block size, for the
+/// passes that share its decode ([`PredictPass::finish_sharing`]): the index model's relays and
+/// the reconciler's. Start a new one for every batch: the key does not name the payload.
 #[derive(Debug, Default)]
 pub struct TokensHashes {
     /// (event index, seed, block size) -> the store's tokens hashes, block by block.

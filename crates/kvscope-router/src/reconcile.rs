@@ -46,7 +46,7 @@ use serde::Serialize;
 use crate::error::PlaneError;
 use crate::event::{EventData, RouterEvent, decode_router_events};
 use crate::plane::{Envelope, decode_envelope, split_zmq_plane};
-use crate::predict::{EngineEventRef, Predicted, Prediction, Predictor, RelayConfig};
+use crate::predict::{EngineEventRef, Predicted, Prediction, Predictor, RelayConfig, TokensHashes};
 
 /// Bounds and reach of a [`Reconciler`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -629,17 +629,18 @@ impl Reconciler {
         payload: &[u8],
         skipped: impl FnMut(u32, VerdictLabel),
     ) -> Result<Vec<Prediction>, DecodeError> {
-        self.push_engine_decoded(id, seq, payload, &Decoded::new(payload), skipped)
+        self.push_engine_decoded(id, seq, payload, &Decoded::new(payload), &mut TokensHashes::default(), skipped)
     }
 
-    /// As [`Reconciler::push_engine_with`], with the payload decoded once for other consumers
-    /// too.
+    /// As [`Reconciler::push_engine_with`], with the payload decoded once, and its stores'
+    /// tokens hashes computed once, for other consumers too.
     pub fn push_engine_decoded(
         &mut self,
         id: RouterSourceId,
         seq: u64,
         payload: &[u8],
         decoded: &Decoded,
+        hashes: &mut TokensHashes,
         mut skipped: impl FnMut(u32, VerdictLabel),
     ) -> Result<Vec<Prediction>, DecodeError> {
         let cfg = self.config;
@@ -651,6 +652,7 @@ impl Reconciler {
             seq,
             payload,
             decoded,
+            hashes,
             |i, label| {
                 *dropped_by_policy.entry(label).or_default() += 1;
                 skipped(i, label);

@@ -5,6 +5,7 @@
 use kvscope_index::{IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSide, IndexSourceId, Missing, WorkerKey, worker_number};
 use kvscope_normalize::{Policy, StorageTier};
 use kvscope_protocol as proto;
+use kvscope_router::TokensHashes;
 use kvscope_wire::Decoded;
 
 use kvscope_engine_protocol::settings::Side;
@@ -52,12 +53,12 @@ impl RouterIndexes {
         }
     }
 
-    /// One engine frame of a page source (`decoded`: its payload, decoded once for every part
-    /// of the model).
-    pub fn push(&mut self, source: u32, seq: u64, payload: &[u8], decoded: &Decoded, replayed: bool) {
+    /// One engine frame of a page source (`decoded` and `hashes`: its payload decoded, and its
+    /// stores' tokens hashes computed, once for every part of the model).
+    pub fn push(&mut self, source: u32, seq: u64, payload: &[u8], decoded: &Decoded, hashes: &mut TokensHashes, replayed: bool) {
         if let Some(Some(id)) = self.ids.get(source as usize) {
             // A payload that does not decode is counted by the model (and shown by the page).
-            let _ = self.model.push_decoded(*id, seq, payload, decoded, replayed);
+            let _ = self.model.push_decoded(*id, seq, payload, decoded, hashes, replayed);
             self.stale = true;
         }
     }

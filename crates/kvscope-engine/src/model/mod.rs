@@ -870,15 +870,17 @@ impl Model {
             src.seq.see(seq, replayed);
             src.dirty = true;
         }
-        // One decode for the classification, the index and the relay's prediction.
+        // One decode for the classification, the index and the relay's prediction, and one
+        // tokens hash per stored block for the index's relays and the reconciler's.
         let decoded = frame.payload().map(kvscope_wire::Decoded::new);
         let n = decoded.as_ref().map_or(0, |d| self.classify_frame(&mut frame, d));
         if let (Some(payload), Some(decoded)) = (frame.payload(), &decoded) {
-            self.index.push(source, seq, payload, decoded, replayed);
+            let mut hashes = kvscope_router::TokensHashes::default();
+            self.index.push(source, seq, payload, decoded, &mut hashes, replayed);
             if let Some(router) = &mut self.router {
                 let t0 = self.t0_nanos.unwrap_or(recv_time_nanos);
                 let time_ms = recv_time_nanos.saturating_sub(t0) as f64 / 1e6;
-                router.push_engine(source, seq, payload, decoded, time_ms, frame.first_event);
+                router.push_engine(source, seq, payload, (decoded, &mut hashes), time_ms, frame.first_event);
             }
         }
         self.rate.add(now_ms, n as u64);

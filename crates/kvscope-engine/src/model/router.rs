@@ -12,7 +12,7 @@
 use super::chunked::Chunked;
 use kvscope_normalize::{Policy, VerdictLabel};
 use kvscope_protocol as proto;
-use kvscope_router::{Predicted, Reconciler, ReconcilerConfig, RelayConfig, RouterReport, RouterSourceId, SourceReport};
+use kvscope_router::{Predicted, Reconciler, ReconcilerConfig, RelayConfig, RouterReport, RouterSourceId, SourceReport, TokensHashes};
 use kvscope_wire::Decoded;
 
 /// What the relay does with one engine event.
@@ -142,13 +142,22 @@ impl RouterSide {
     }
 
     /// One engine frame: the relay's predictions for its events, marked on the source's lane.
-    pub fn push_engine(&mut self, source: u32, seq: u64, payload: &[u8], decoded: &Decoded, time_ms: f64, first_event_id: u64) {
+    pub fn push_engine(
+        &mut self,
+        source: u32,
+        seq: u64,
+        payload: &[u8],
+        (decoded, hashes): (&Decoded, &mut TokensHashes),
+        time_ms: f64,
+        first_event_id: u64,
+    ) {
         let Some(Some(id)) = self.ids.get(source as usize).copied() else { return };
         self.stale = true;
         // The skipped events come as they are judged (8 bytes each), the rest after the batch;
         // the lane takes both in event order.
         let mut skipped: Vec<(u32, VerdictLabel)> = Vec::new();
-        let Ok(predictions) = self.reconciler.push_engine_decoded(id, seq, payload, decoded, |i, label| skipped.push((i, label))) else {
+        let Ok(predictions) = self.reconciler.push_engine_decoded(id, seq, payload, decoded, hashes, |i, label| skipped.push((i, label)))
+        else {
             return;
         };
         let i = source as usize;
