@@ -19,6 +19,7 @@ use std::rc::Rc;
 use kvscope_engine_protocol::view::{Bar, Cards, Headline, Inspector, Logs, Meta, Overview, Planes, Quality, Selection, Timeline, Trees};
 use kvscope_engine_protocol::{ExportKind, FromEngine, Settings, Side, Summary, ToEngine, ViewQuery};
 use leptos::prelude::*;
+use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 
 /// How the page reaches its engine: a Web Worker ([`crate::link::WorkerLink`]), or the engine on
@@ -180,6 +181,8 @@ struct Wire {
     frame_requested: bool,
     /// `Sync` requests waiting for the summary that answers them.
     syncs: HashMap<u64, js_sys::Function>,
+    /// What the summary being applied has cost the page's main thread so far, in milliseconds.
+    page_ms: f64,
     #[cfg(feature = "test-hooks")]
     next_sync: u64,
 }
@@ -414,6 +417,7 @@ impl Fleet {
     /// the page's copy and bumps that part's generation. The rest wait for the next frame; once
     /// none is left, the engine may send the next summary.
     fn apply_pending(&self) {
+        let started = now_ms();
         let Some(wire) = self.wire.try_get_value() else { return };
         let Some((mut summary, mut image)) = ({
             let mut w = wire.borrow_mut();
@@ -446,9 +450,12 @@ impl Fleet {
             self.gens[*part as usize].update(|g| *g += 1);
         }
         if !finished {
-            let mut w = wire.borrow_mut();
-            w.pending = Some((summary, image));
-            w.frame_requested = true;
+            {
+                let mut w = wire.borrow_mut();
+                w.pending = Some((summary, image));
+                w.frame_requested = true;
+            }
+            self.count_frame(started, None);
             let this = *self;
             request_animation_frame(move || this.apply_pending());
             return;
@@ -457,11 +464,43 @@ impl Fleet {
             let mut w = wire.borrow_mut();
             summary.answers.iter().filter_map(|id| w.syncs.remove(id)).collect()
         };
-        self.send(&ToEngine::Ack(summary.seq));
+        self.count_frame(started, Some(summary.seq));
         for resolve in answered {
             let _ = resolve.call0(&JsValue::NULL);
         }
     }
+
+    /// Counts what this animation frame cost the page, from `started` to the end of its
+    /// rendering (a task queued now runs after the frame's effects, style and layout), toward
+    /// the summary being applied. With `ack`, that summary is done: the engine hears that it
+    /// may send the next, and what this one cost, which paces the next (`kvscope_engine::pace`).
+    fn count_frame(&self, started: f64, ack: Option<u64>) {
+        let this = *self;
+        let counted = move || {
+            let Some(wire) = this.wire.try_get_value() else { return };
+            let page_ms = {
+                let mut w = wire.borrow_mut();
+                w.page_ms += now_ms() - started;
+                if ack.is_some() { std::mem::take(&mut w.page_ms) } else { 0.0 }
+            };
+            if let Some(seq) = ack {
+                this.send(&ToEngine::Ack { seq, page_ms });
+            }
+        };
+        let Some(window) = web_sys::window() else { return counted() };
+        let cb = Closure::once_into_js(counted);
+        // Without a timer the engine still hears the acknowledgement, with no cost measured.
+        if window.set_timeout_with_callback_and_timeout_and_arguments_0(cb.unchecked_ref(), 0).is_err()
+            && let Some(seq) = ack
+        {
+            self.send(&ToEngine::Ack { seq, page_ms: 0.0 });
+        }
+    }
+}
+
+/// Milliseconds since the page started (`performance.now()`).
+fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
 }
 
 /// The pixels beside a summary as an `ImageData` (no copy: it wraps the transferred buffer).

@@ -9,7 +9,7 @@ use crate::severity::Severity;
 use crate::view::Summary;
 
 /// Bumped whenever a message or a view struct changes shape.
-pub const ENGINE_PROTOCOL_VERSION: u32 = 5;
+pub const ENGINE_PROTOCOL_VERSION: u32 = 6;
 
 /// What the page shows and asks about: the engine summarises the model for this.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
@@ -60,8 +60,10 @@ pub enum ToEngine {
     FetchBytes(u64),
     /// Build a download: answered by [`FromEngine::Download`].
     Export(ExportKind),
-    /// The page applied summary `seq`: the engine may send the next.
-    Ack(u64),
+    /// The page applied summary `seq`: the engine may send the next. `page_ms` is what taking
+    /// it cost the page's main thread (its animation frames, from each one's start to the end
+    /// of its rendering): the engine paces its summaries by it (`kvscope_engine::pace`).
+    Ack { seq: u64, page_ms: f64 },
     /// Summarise now, and list `id` in the summary's `answers` (tests wait on it).
     #[cfg(feature = "test-hooks")]
     Sync { id: u64 },
@@ -151,7 +153,7 @@ mod tests {
             pixels: Some((10, 4)),
         };
         assert_eq!(decode::<FromEngine>(&encode(&summary)).unwrap(), summary);
-        let mut old = encode(&ToEngine::Ack(1));
+        let mut old = encode(&ToEngine::Ack { seq: 1, page_ms: 2.5 });
         old[3] = 0;
         let e = decode::<ToEngine>(&old).unwrap_err().to_string();
         assert!(e.starts_with(&format!("the engine worker speaks protocol 0 and the page {ENGINE_PROTOCOL_VERSION}")), "{e}");

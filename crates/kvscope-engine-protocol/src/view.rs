@@ -160,6 +160,9 @@ pub struct Bar {
     pub catching_up: Option<(u64, u64)>,
     /// How far behind the stream the engine's intake is, and what its bound dropped.
     pub intake: Option<IntakeLine>,
+    /// "views refresh every 0.4 s …", when the engine sends summaries less often than every
+    /// 100 ms because taking them costs the page more than its share of its main thread.
+    pub pace: Option<String>,
     /// "this page lost N frames (…)", when the server dropped frames for this page.
     pub lagged: Option<String>,
     /// The server's recording: its summary, and whether it failed.

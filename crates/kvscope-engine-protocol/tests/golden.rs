@@ -68,6 +68,7 @@ fn the_pages_requests() {
     round_trip("to_engine_view", &ToEngine::View(Box::new(view)));
     round_trip("to_engine_select_at", &ToEngine::SelectAt { source: 3, side: Side::B, time_ms: 1250.5, tolerance_ms: 3.0 });
     round_trip("to_engine_export", &ToEngine::Export(ExportKind::VerdictsJsonl));
+    round_trip("to_engine_ack", &ToEngine::Ack { seq: 41, page_ms: 12.25 });
 }
 
 #[test]
@@ -115,6 +116,7 @@ fn the_engines_answers() {
             badge: ConnBadge { text: "connected".into(), tone: Tone::Ok },
             rate: "19,200 events/s".into(),
             catching_up: Some((12_000, 40_000)),
+            pace: Some("views refresh every 0.4 s".into()),
             ..Bar::default()
         }),
         quality: Some(Quality { completeness: Completeness::Complete, span: Some("covers 1.3 s".into()), sources: None }),

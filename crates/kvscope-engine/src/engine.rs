@@ -111,6 +111,11 @@ impl Engine {
         self.edges.wasm_bytes = wasm_bytes;
     }
 
+    /// How often summaries go now, for the fleet bar.
+    pub fn note_pace(&mut self, pace: &crate::pace::Pace) {
+        self.edges.pace = pace.note();
+    }
+
     /// What the page shows now. Re-classifies retained history when what classification depends
     /// on changed, keeping the selected event selected.
     pub fn set_view(&mut self, query: ViewQuery) {
@@ -356,6 +361,25 @@ mod tests {
         e.note_resources(IntakeStatus::default(), 1 << 20);
         let badge = e.summarize(now + 1_500.0, true).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
         assert_eq!((badge.text.as_str(), badge.tone), ("connected", Tone::Ok));
+    }
+
+    #[test]
+    fn a_page_that_refreshes_less_often_says_so_in_the_fleet_bar() {
+        let mut e = Engine::new(Settings::default());
+        e.apply_server_message(&proto::encode(&hello(3, 1536)), 0.0);
+        let mut pace = crate::pace::Pace::default();
+        e.note_pace(&pace);
+        let bar = e.summarize(0.0, false).and_then(|(s, _)| s.bar).expect("a fleet bar");
+        assert_eq!(bar.pace, None, "ten summaries a second need no note");
+        pace.took(120.0);
+        e.note_pace(&pace);
+        let bar = e.summarize(10.0, true).and_then(|(s, _)| s.bar).expect("the bar changed: it says the pace");
+        assert_eq!(
+            bar.pace.as_deref(),
+            Some(
+                "views refresh every 500 ms (not 100 ms): each refresh costs this page 120 ms of its main thread, held to 25% of its time"
+            )
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! [`Host`]: the engine's I/O. It takes the page's messages, owns the WebSocket and the opened
 //! capture file, applies what the socket delivers a slice of time at a time, and sends the
-//! page a summary at most every [`FLUSH_MS`], one at a time: the next only after the page said
-//! it applied the last ([`ToEngine::Ack`]), so a busy page never has summaries piling up.
+//! page a summary at most every [`crate::pace::FLUSH_MS`], one at a time: the next only after the page said
+//! it applied the last ([`ToEngine::Ack`]), so a busy page never has summaries piling up, and
+//! no sooner than what the last ones cost the page allows ([`Pace`]).
 //!
 //! The same host runs in the dashboard's worker (`crate::worker`) and, for the component tests,
 //! on the page's own thread (`crate::local`); only how a message reaches the page differs.
@@ -17,11 +18,8 @@ use wasm_bindgen::{JsCast, JsValue};
 use crate::conn::{ConnSink, Connection};
 use crate::engine::Engine;
 use crate::model::intake::{IntakeQueue, Next};
+use crate::pace::Pace;
 use crate::scope;
-
-/// The longest a summary waits after the data changed, in milliseconds: ten a second, however
-/// many frames arrive.
-pub const FLUSH_MS: i32 = 100;
 
 /// How long the engine applies received messages before it yields to the page's requests and
 /// the socket: well under what a person notices on a hover.
@@ -44,6 +42,10 @@ struct Flush {
     wanted: bool,
     /// `Sync` ids the next summary answers.
     answers: Vec<u64>,
+    /// What summaries cost the page, so how often they go.
+    pace: Pace,
+    /// When the last summary went (`scope::now_ms`).
+    posted_ms: f64,
 }
 
 /// The engine with its edges.
@@ -143,14 +145,18 @@ impl Host {
                 let (name, mime, bytes) = self.with_engine(|e| e.export(kind, now));
                 (self.post)(&FromEngine::Download { name, mime, bytes }, None);
             }
-            ToEngine::Ack(_) => {
-                let wanted = {
+            ToEngine::Ack { page_ms, .. } => {
+                let (wanted, asked) = {
                     let mut f = self.flush.borrow_mut();
                     f.awaiting_ack = false;
-                    std::mem::take(&mut f.wanted)
+                    f.pace.took(page_ms);
+                    (std::mem::take(&mut f.wanted), !f.answers.is_empty())
                 };
-                if wanted {
+                // What the page asked for goes at once; what the data changed waits its pace.
+                if asked {
                     self.flush_now();
+                } else if wanted {
+                    self.schedule_flush();
                 }
             }
             #[cfg(feature = "test-hooks")]
@@ -266,17 +272,19 @@ impl Host {
 
     // --- Summaries -----------------------------------------------------------------------
 
-    /// A summary within [`FLUSH_MS`]: the data changed.
+    /// A summary when the page's pace allows: [`crate::pace::FLUSH_MS`] or more after the last one went
+    /// ([`Pace::interval_ms`]). The data changed.
     pub fn schedule_flush(&self) {
-        {
+        let delay_ms = {
             let mut f = self.flush.borrow_mut();
             if f.timer {
                 return;
             }
             f.timer = true;
-        }
+            f.pace.wait_ms(scope::now_ms() - f.posted_ms)
+        };
         let me = self.me.clone();
-        scope::after_ms(FLUSH_MS, move || {
+        scope::after_ms(delay_ms.ceil() as i32, move || {
             if let Some(host) = me.upgrade() {
                 host.flush.borrow_mut().timer = false;
                 host.flush_now();
@@ -299,18 +307,24 @@ impl Host {
             std::mem::take(&mut f.answers)
         };
         let status = self.intake.borrow().status();
+        let pace = self.flush.borrow().pace;
         let made = self.with_engine(|e| {
             if e.paused() && answers.is_empty() {
                 return None;
             }
             e.note_resources(status, scope::wasm_memory_bytes());
+            e.note_pace(&pace);
             e.summarize(scope::now_ms(), !answers.is_empty())
         });
         let Some((mut summary, image)) = made else { return };
         summary.answers = answers;
         let dims = image.as_ref().map(|i| (i.width, i.height));
         let pixels = image.map(|i| JsValue::from(js_sys::Uint8Array::from(&i.rgba[..]).buffer()));
-        self.flush.borrow_mut().awaiting_ack = true;
+        {
+            let mut f = self.flush.borrow_mut();
+            f.awaiting_ack = true;
+            f.posted_ms = scope::now_ms();
+        }
         (self.post)(&FromEngine::Summary { summary: Box::new(summary), pixels: dims }, pixels);
     }
 

@@ -16,7 +16,8 @@
 //! Layout:
 //! - [`worker`]: the worker's entry (`main.rs` calls [`worker::run`]); [`local`]: the same host
 //!   on the page's thread, for the component tests.
-//! - [`host`]: messages, the intake queue, the flush and acknowledgement cycle.
+//! - [`host`]: messages, the intake queue, the flush and acknowledgement cycle; [`pace`]: how
+//!   often summaries go, from what each cost the page.
 //! - [`engine`]: the model, the view query, the selection, what was last sent.
 //! - [`model`]: the state, applied message by message.
 //! - [`summarize`]: one function per part of the page, and the timeline's pixels.
@@ -29,6 +30,7 @@ pub mod history;
 pub mod host;
 pub mod local;
 pub mod model;
+pub mod pace;
 pub mod scope;
 pub mod summarize;
 pub mod worker;

@@ -135,6 +135,9 @@ pub fn FleetBar() -> impl IntoView {
                         }
                     })
                 }}
+                <span class="stat pace" data-testid="pace" hidden=move || fleet.read(Part::Bar, |p| p.bar.pace.is_none())>
+                    {move || fleet.read(Part::Bar, |p| p.bar.pace.clone()).unwrap_or_default()}
+                </span>
                 <span class="lagged" data-testid="lagged" hidden=move || fleet.read(Part::Bar, |p| p.bar.lagged.is_none())>
                     {move || fleet.read(Part::Bar, |p| p.bar.lagged.clone()).unwrap_or_default()}
                 </span>

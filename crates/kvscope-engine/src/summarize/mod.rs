@@ -41,6 +41,9 @@ pub struct EdgeState {
     pub capture: CaptureProgress,
     pub intake: IntakeStatus,
     pub wasm_bytes: u64,
+    /// The fleet bar's line while summaries go less often than every 100 ms
+    /// ([`crate::pace::Pace::note`]).
+    pub pace: Option<String>,
 }
 
 /// The policies, the rules they run, the block size, where the frames come from.
@@ -136,6 +139,7 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
             queued_bytes: edges.intake.queued_bytes as u64,
             dropped_messages: edges.intake.dropped_messages,
         }),
+        pace: edges.pace.clone(),
         lagged: (m.lagged_frames > 0).then(|| {
             format!(
                 "this page lost {} frames (it read too slowly); the server's --client-queue-bytes raises the bound",
