@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The dashboard's engine worker alone (issue 22, step 1): a pass over a recorded stream through
-# the worker's Engine, natively, against decode and decode+normalize of the same bytes in the
-# same run, written into BENCHMARKS.md as section "7. The engine worker alone".
+# the worker's Engine, natively (criterion) and in Chromium (its wasm build in a dedicated
+# worker), each against decode and decode+normalize of the same bytes in the same run, written
+# into BENCHMARKS.md as section "7. The engine worker alone".
 #
-#   scripts/bench_engine.sh                               # about 3 minutes on 2 cores, after a build
+#   scripts/bench_engine.sh                               # about 4 minutes on 2 cores, after a build
 #   KVSCOPE_ENGINE_REPORT_ONLY=1 scripts/bench_engine.sh  # rewrite the section from the last run
 #
 # Log in target/bench-run/engine/; the figures from criterion's estimates (target/criterion).
@@ -25,6 +26,13 @@ if [ "${KVSCOPE_ENGINE_REPORT_ONLY:-0}" != 1 ]; then
   echo "[bench-engine] criterion: decode, normalize, the engine without and with the router side, a summary" >&2
   cargo bench -p kvscope-engine --bench engine >"$RUN/engine.log" 2>&1 \
     || { tail -40 "$RUN/engine.log"; echo "[bench-engine] the engine bench failed; see $RUN/engine.log" >&2; exit 1; }
+  echo "[bench-engine] the same in Chromium: the engine's wasm build in a dedicated worker (tests/wasm_bench.rs)" >&2
+  command -v chromium >/dev/null && echo "chromium=$(chromium --version 2>/dev/null | head -1)" >>"$RUN/run.txt"
+  # The wasm test runner prefers geckodriver when one is on PATH; name chromedriver explicitly.
+  CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver} WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-600} \
+    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+    cargo test --release -p kvscope-engine --target wasm32-unknown-unknown --test wasm_bench -- --nocapture >"$RUN/wasm.log" 2>&1 \
+    || { tail -40 "$RUN/wasm.log"; echo "[bench-engine] the wasm engine bench failed; see $RUN/wasm.log" >&2; exit 1; }
   echo "load=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RUN/run.txt"
 fi
 python3 scripts/bench_engine_report.py "$RUN"

@@ -230,6 +230,12 @@ class EngineReportTest(SectionReportCase):
             'BENCH engine_stream {"stream":"kimi_k3","workers":3,"frames":60,"events":300,"bytes":1000000}\n'
             'BENCH engine_stream {"stream":"fleet16","workers":16,"frames":3200,"events":26000,"bytes":5000000}\n'
         )
+        # In Chromium: normalize 2 ms, engine 5 ms (0.40x), router side on 8 ms (0.25x).
+        (run / "wasm.log").write_text("".join(
+            f'BENCH wasm_engine {{"stream": "{stream}", "bench": "{bench}", "frames": 60, "events": 300, "bytes": 1000000, '
+            f'"seconds_per_pass": {secs:e}}}\n'
+            for stream in ("kimi_k3", "fleet16")
+            for bench, secs in (("decode", 0.001), ("normalize", 0.002), ("engine", 0.005), ("engine_router", 0.008))))
         # decode 0.5 ms, normalize 1 ms, engine 4 ms (0.25x), router side on 5 ms (0.20x), a summary 2 ms.
         for stream in ("kimi_k3", "fleet16"):
             for bench, secs in (("decode", 0.0005), ("normalize", 0.001), ("engine", 0.004), ("engine_router", 0.005), ("summarize", 0.002)):
@@ -247,6 +253,12 @@ class EngineReportTest(SectionReportCase):
         glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
         self.assertNotIn("9.99x", glance)
         self.assertIn("| 7. Engine worker | `fleet16`: the worker's engine, router side on, vs decode+normalize of the same bytes (native; goal 0.5x) | 0.20x events/s |", glance)
+
+    def test_the_chromium_figures_are_ratios_in_the_same_worker(self):
+        # 300 events, 1 MB: normalize 150 k/s and 500 MB/s, engine 60 k/s (0.40x), router side on 37.5 k/s (0.25x).
+        self.assertIn("| `kimi_k3` | 300.0 kev/s | 150.0 kev/s, 500.00 MB/s | 60.0 kev/s, 200.00 MB/s | **0.40x** | 37.5 kev/s, 125.00 MB/s | **0.25x** |", self.md)
+        glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
+        self.assertIn("| 7. Engine worker | `kimi_k3`: the worker's engine in Chromium, router side on, vs wasm decode+normalize of the same bytes (goal 0.5x) | 0.25x events/s |", glance)
 
 
 class FirstRunReportTest(SectionReportCase):
