@@ -43,7 +43,7 @@ def per_s(n, secs, unit):
 
 info = kv(run / "run.txt")
 found = streams()
-md = [HEADING + ": a recorded stream through the worker's engine, natively\n"]
+md = [HEADING + ": a recorded stream through the worker's engine, natively and in Chromium\n"]
 md.append(f"Written by `scripts/bench_engine.sh` (run {info.get('date', '?')}, commit {info.get('commit', '?')}, "
           f"{info.get('cores', '?')} cores, {info.get('cpu', '?')}; load average {info.get('load', '?')} when it ended).")
 md.append("criterion medians of one pass over every frame (`crates/kvscope-engine/benches/engine.rs`): the worker's")

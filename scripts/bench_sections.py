@@ -30,12 +30,15 @@ def write_section(heading, section, glance_prefix, glance_rows, path=Path("BENCH
     lines = path.read_text().splitlines() if path.exists() else []
     top = next((i for i, l in enumerate(lines) if l.startswith("## At a glance")), None)
     if top is not None:
+        # The new rows go where the section's old ones were, so the overview stays in section
+        # order; a section's first rows go after the table's last.
+        first_old = next((i for i, l in enumerate(lines) if l.startswith(glance_prefix)), None)
         lines = [l for l in lines if not l.startswith(glance_prefix)]
-        # The table runs on from its header; the new rows go after its last.
-        last = next(i for i in range(top, len(lines)) if lines[i].startswith("|"))
-        while last + 1 < len(lines) and lines[last + 1].startswith("|"):
-            last += 1
-        lines[last + 1:last + 1] = glance_rows
+        if first_old is None:
+            first_old = next(i for i in range(top, len(lines)) if lines[i].startswith("|"))
+            while first_old < len(lines) and lines[first_old].startswith("|"):
+                first_old += 1
+        lines[first_old:first_old] = glance_rows
     start = next((i for i, l in enumerate(lines) if l.startswith(heading)), None)
     if start is None:
         at = next((i for i, l in enumerate(lines) if l.startswith("## Not measured in this run")), len(lines))

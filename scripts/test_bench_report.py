@@ -156,7 +156,7 @@ class SectionReportCase(unittest.TestCase):
         cls.write_run(root, run)
         (root / "BENCHMARKS.md").write_text(
             "# B\n\n## At a glance (ratios from this run)\n\n| table | what | ratio or figure |\n|---|---|---:|\n"
-            f"| 1. Decode | row | 1.00x |\n{cls.OLD_GLANCE_ROW}\n\n## Commands\n\n"
+            f"| 1. Decode | row | 1.00x |\n{cls.OLD_GLANCE_ROW}\n| 99. Later | row | 1.00x |\n\n## Commands\n\n"
             f"{cls.OLD_HEADING}: old\nold figures\n\n## Not measured in this run\n- x\n"
         )
         cls.proc = subprocess.run([sys.executable, str(cls.SCRIPT), f"target/bench-run/{cls.RUN}"], cwd=root, capture_output=True, text=True)
@@ -253,6 +253,8 @@ class EngineReportTest(SectionReportCase):
         glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
         self.assertNotIn("9.99x", glance)
         self.assertIn("| 7. Engine worker | `fleet16`: the worker's engine, router side on, vs decode+normalize of the same bytes (native; goal 0.5x) | 0.20x events/s |", glance)
+        # The section's rows stay where its old ones were, before a later section's.
+        self.assertLess(glance.index("| 7. Engine worker"), glance.index("| 99. Later"))
 
     def test_the_chromium_figures_are_ratios_in_the_same_worker(self):
         # 300 events, 1 MB: normalize 150 k/s and 500 MB/s, engine 60 k/s (0.40x), router side on 37.5 k/s (0.25x).
