@@ -3,7 +3,7 @@
 # BENCHMARKS.md as section "5. The dashboard at fleet scale" (scripts/bench_report.py carries the
 # section over when the other tables are re-measured).
 #
-#   scripts/bench_fleet.sh                                 # about 20 minutes on 2 cores
+#   scripts/bench_fleet.sh                                 # about 35 minutes on 2 cores
 #   KVSCOPE_FLEET_SOAK_SECONDS=300 scripts/bench_fleet.sh  # a shorter sustained run
 #   KVSCOPE_FLEET_REPORT_ONLY=1 scripts/bench_fleet.sh     # rewrite the section from the last run
 #
@@ -12,9 +12,11 @@
 #   2. the app's size: as built, with wasm-opt -Oz (binaryen from npm, pinned; not what is
 #      served, see index.html), gzip -9, and what the server sends with Accept-Encoding br / gzip;
 #   3. the browser bench (tests/e2e/browser_bench.rs) at three fleets of small SGLang events
-#      (`demo --scenario sglang-tiers --no-event-plane`): 64 workers x 300 batches/s for
-#      KVSCOPE_FLEET_SOAK_SECONDS (default 600: the memory figures are the ten-minute ones),
-#      256 workers x 20/s and 64 workers x 8 DP ranks x 20/s for 60 s each;
+#      (`demo --scenario sglang-tiers`), each with the router side on (the default demo: a
+#      simulated Dynamo relay per worker, the event plane, the router's index) and off
+#      (`--no-event-plane`): 64 workers x 300 batches/s for KVSCOPE_FLEET_SOAK_SECONDS (default
+#      600: the memory figures are the ten-minute ones, router side off), 256 workers x 20/s and
+#      64 workers x 8 DP ranks x 20/s for 60 s each;
 #   4. the section, from scripts/bench_fleet_report.py.
 # Needs what scripts/install-tools.sh installs (trunk, wasm-bindgen, chromium, chromedriver) and npm.
 set -euo pipefail
@@ -83,17 +85,23 @@ if [ "${KVSCOPE_FLEET_REPORT_ONLY:-0}" != 1 ]; then
   kill $SERVER 2>/dev/null || true
   trap - EXIT
 
-  log "3/4 browser: 64 x 300/s for $SOAK s, 256 x 20/s, 64 x 8 ranks x 20/s"
+  log "3/4 browser: 64 x 300/s for $SOAK s, 256 x 20/s, 64 x 8 ranks x 20/s; router side off, then on"
+  # bench NAME ROUTER(off|on) ENV...: one fleet; its log is NAME.log off, NAME-router.log on.
   bench() {
-    local name=$1; shift
-    env KVSCOPE_BIN="$ROOT/target/release/kvscope" KVSCOPE_BENCH_SCENARIO=sglang-tiers KVSCOPE_BENCH_NO_PLANE=1 \
+    local name=$1 router=$2; shift 2
+    local plane=(KVSCOPE_BENCH_NO_PLANE=1)
+    if [ "$router" = on ]; then name="$name-router"; plane=(); fi
+    env KVSCOPE_BIN="$ROOT/target/release/kvscope" KVSCOPE_BENCH_SCENARIO=sglang-tiers "${plane[@]}" \
       KVSCOPE_BENCH_SOAK_ALWAYS=1 "$@" cargo bench -p kvscope-e2e --bench browser >"$RUN/$name.log" 2>&1 \
       || { tail -30 "$RUN/$name.log"; log "the browser bench failed; see $RUN/$name.log"; exit 1; }
   }
-  bench 64x300 KVSCOPE_BENCH_WORKERS=64 KVSCOPE_BENCH_RATES=300 KVSCOPE_BENCH_STEP_SECONDS=20 KVSCOPE_BENCH_SOAK_SECONDS="$SOAK"
-  bench 256x20 KVSCOPE_BENCH_WORKERS=256 KVSCOPE_BENCH_RATES=20 KVSCOPE_BENCH_STEP_SECONDS=20 KVSCOPE_BENCH_SOAK_SECONDS=60
-  bench 512-sources KVSCOPE_BENCH_WORKERS=64 KVSCOPE_BENCH_DP_RANKS=8 KVSCOPE_BENCH_RATES=20 KVSCOPE_BENCH_STEP_SECONDS=20 \
-    KVSCOPE_BENCH_SOAK_SECONDS=60
+  for router in off on; do
+    log "   router side $router"
+    bench 64x300 "$router" KVSCOPE_BENCH_WORKERS=64 KVSCOPE_BENCH_RATES=300 KVSCOPE_BENCH_STEP_SECONDS=20 KVSCOPE_BENCH_SOAK_SECONDS="$SOAK"
+    bench 256x20 "$router" KVSCOPE_BENCH_WORKERS=256 KVSCOPE_BENCH_RATES=20 KVSCOPE_BENCH_STEP_SECONDS=20 KVSCOPE_BENCH_SOAK_SECONDS=60
+    bench 512-sources "$router" KVSCOPE_BENCH_WORKERS=64 KVSCOPE_BENCH_DP_RANKS=8 KVSCOPE_BENCH_RATES=20 KVSCOPE_BENCH_STEP_SECONDS=20 \
+      KVSCOPE_BENCH_SOAK_SECONDS=60
+  done
 fi
 
 log "4/4 BENCHMARKS.md section 5"

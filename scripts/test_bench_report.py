@@ -20,6 +20,7 @@ SCRIPT = Path(__file__).resolve().parent / "bench_report.py"
 INDEX_SCRIPT = Path(__file__).resolve().parent / "bench_index_report.py"
 ENGINE_SCRIPT = Path(__file__).resolve().parent / "bench_engine_report.py"
 FIRST_RUN_SCRIPT = Path(__file__).resolve().parent / "first_run_report.py"
+FLEET_SCRIPT = Path(__file__).resolve().parent / "bench_fleet_report.py"
 WORKLOADS = ["kimi_k3", "small_gpu", "cpu_offload", "sglang"]
 # Seconds per pass, per criterion bench id; the same for every workload except where noted.
 TIMES = {
@@ -261,6 +262,53 @@ class EngineReportTest(SectionReportCase):
         self.assertIn("| `kimi_k3` | 300.0 kev/s | 150.0 kev/s, 500.00 MB/s | 60.0 kev/s, 200.00 MB/s | **0.40x** | 37.5 kev/s, 125.00 MB/s | **0.25x** |", self.md)
         glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
         self.assertIn("| 7. Engine worker | `kimi_k3`: the worker's engine in Chromium, router side on, vs wasm decode+normalize of the same bytes (goal 0.5x) | 0.25x events/s |", glance)
+
+
+class FleetReportTest(SectionReportCase):
+    """bench_fleet_report.py on a made-up run of scripts/bench_fleet.sh: each fleet with the router
+    side off and on, into an existing report."""
+
+    SCRIPT = FLEET_SCRIPT
+    RUN = "fleet"
+    OLD_HEADING = "## 5. The dashboard at fleet scale"
+    OLD_GLANCE_ROW = "| 5. Fleet scale | old | 9.99; 9 |"
+
+    @classmethod
+    def write_run(cls, root, run):
+        (run / "run.txt").write_text("date=2026-01-01T00:00Z\nsoak_seconds=60\ncores=2\ncpu=Test CPU\nchromium=Chromium 1\ncommit=abc1234\n")
+        for name, workers, ranks, rate in (("64x300", 64, 1, 300), ("256x20", 256, 1, 20), ("512-sources", 64, 8, 20)):
+            for suffix, ingested, busy, tasks in (("", 1.0, 0.25, 0), ("-router", 0.5, 0.6, 2)):
+                offered = workers * ranks * rate
+                step = {"kind": "step", "workers": workers, "dp_ranks": ranks, "offered_fps": offered, "ingested_fps": offered * ingested,
+                        "lagged": suffix != "", "data_quality": "complete", "startup_tasks": [], "startup_longest_task_ms": 0.0,
+                        "long_tasks": tasks, "longest_task_ms": 60.0 if tasks else 0.0}
+                soak = {"kind": "max", "soak_seconds": 60, "soak_offered_fps": offered, "soak_ingested_fps": offered * ingested,
+                        "soak_server_fps": offered * (2 if suffix else 1), "soak_lagged": suffix != "", "soak_data_quality": "complete",
+                        "soak_startup_tasks": [[100, 70]] * tasks, "soak_startup_longest_task_ms": 70.0 if tasks else 0.0,
+                        "soak_long_tasks": tasks, "soak_longest_task_ms": 60.0 if tasks else 0.0,
+                        "soak_main_thread": {"task": busy, "script": 0.05, "layout": 0.04}, "soak_server_cores": 0.5}
+                (run / f"{name}{suffix}.log").write_text(f"BENCH {json.dumps(step)}\nBENCH {json.dumps(soak)}\n")
+
+    def test_the_section_replaces_the_old_one(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertNotIn("old figures", self.md)
+        self.assertEqual(self.md.count("## 5. The dashboard at fleet scale"), 1)
+
+    def test_each_fleet_is_measured_with_the_router_side_off_and_on(self):
+        self.assertIn("| 512 sources (64 workers x 8 DP ranks) x 20 batches/s, router side off | 60 s | 10,240 | 10,240 (1.00) |", self.md)
+        self.assertIn("| 512 sources (64 workers x 8 DP ranks) x 20 batches/s, router side on | 60 s | 10,240 | 5,120 (0.50) |", self.md)
+        glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
+        self.assertNotIn("9.99", glance)
+        self.assertIn("| 5. Fleet scale | 256 x 20, router on for 60 s: ingested / offered; main-thread tasks ≥ 50 ms from page load on | 0.50; 4 |", glance)
+
+    def test_the_main_thread_bound_is_stated_met_or_not(self):
+        self.assertIn("| 64 x 300, router off | main thread busy at most 50% of wall time | 25% | ✓ |", self.md)
+        self.assertIn("| 64 x 300, router on | main thread busy at most 50% of wall time | 60% | ✗ |", self.md)
+
+    def test_with_the_router_side_on_the_page_is_set_against_the_engines_frames(self):
+        # Each batch reaches the server twice (engine and relay): 19,200 x 2 received, 9,600 ingested.
+        self.assertIn("| 64 x 300, router on | 19,200 | 38,400 (2.00) | 9,600 (0.50) |", self.md)
+        self.assertIn("| 64 x 300, router off | 19,200 | 19,200 (1.00) | 19,200 (1.00) |", self.md)
 
 
 class FirstRunReportTest(SectionReportCase):
