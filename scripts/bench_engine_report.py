@@ -94,6 +94,25 @@ for name, about in STREAMS:
               f"{per_s(ev, t['engine_router'], 'ev')}, {per_s(nbytes, t['engine_router'], 'B')} | **{r2:.2f}x** |")
     glance.append(f"{GLANCE} `{name}`: the worker's engine in Chromium, router side on, vs wasm decode+normalize of the same bytes "
                   f"(goal 0.5x) | {r2:.2f}x events/s |")
+captures = [r for r in tagged_records(run / "capture.log", "BENCH") if r.get("kind") == "capture"]
+md.append("")
+md.append("A capture opened in the page (`tests/e2e/browser_bench.rs` with `KVSCOPE_BENCH_CAPTURE`): the file chosen")
+md.append("in the page's file input, served by a static server (no kvscope server, no fleet on the cores), timed until")
+md.append("every frame is on the cards; the engine worker decodes, classifies under both policies and models the")
+md.append("router's index. Against `kvscope check --policy fixed --json` of the same file natively (best of 3 after a")
+md.append("warm-up), the figure the issue compares with. Long tasks and the main thread's share are the opening's.\n")
+md.append("| capture | kvscope check (native) | the page | page vs check | main-thread tasks ≥ 50 ms (longest) | main thread busy |")
+md.append("|---|---:|---:|---:|---:|---:|")
+for c in captures:
+    about = (f"{c['bytes'] / 2**20:,.0f} MiB, {c['sources']} sources, {c['frames']:,} frames, {c['events']:,} events")
+    ratio = c["check_seconds"] / c["page_seconds"]
+    md.append(f"| {about} | {c['check_seconds']:.2f} s, {per_s(c['events'], c['check_seconds'], 'ev')} | "
+              f"{c['page_seconds']:.2f} s, {per_s(c['events'], c['page_seconds'], 'ev')}, {per_s(c['bytes'], c['page_seconds'], 'B')} | "
+              f"**{ratio:.2f}x** | {c['long_tasks']} ({c['longest_task_ms']:.0f} ms) | {c['main_thread']['task']:.0%} |")
+    glance.append(f"{GLANCE} a {c['bytes'] / 2**20:,.0f} MiB capture ({c['sources']} sources, {c['frames']:,} frames) opened in the page "
+                  f"vs `kvscope check` of the same file | {ratio:.2f}x events/s |")
+if not captures:
+    missing.append("a capture opened in the page")
 if missing:
     md.append("\nNot measured in this run: " + "; ".join(missing) + ".")
 write_section(HEADING, md + [""], GLANCE, glance)

@@ -22,6 +22,9 @@
 //! KVSCOPE_BENCH_PROFILE_STARTUP=1 (a CPU profile of start-up, `tests/artifacts/bench-startup.cpuprofile`),
 //! KVSCOPE_TRACE=1 (start-up's trace events, `tests/artifacts/bench-startup-trace.json`: what each
 //! main-thread task did, for chrome://tracing or Perfetto UI),
+//! KVSCOPE_BENCH_CAPTURE=FILE (instead of a live fleet: FILE opened through the page's file input,
+//! from a static server, timed until every frame is on the cards, against `kvscope check` on the
+//! same file in the same run; KVSCOPE_BENCH_BLOCK_SIZE, default 16, for both),
 //! KVSCOPE_BENCH_PROFILE_SECONDS=N (a CPU profile of the sustained run's last N seconds, written to
 //! `tests/artifacts/bench-soak.cpuprofile`, its top functions by self time printed), KVSCOPE_BIN.
 //! Each step also reports the longest task of start-up (load to the end of warm-up), the frames
@@ -215,6 +218,65 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     (step, Some((b, server)))
 }
 
+/// A capture opened in the page (issue 22: "opening a capture"): from choosing the file until
+/// every frame is on the cards, with no server and no fleet on the cores, against `kvscope check`
+/// of the same file natively, timed in the same run. Long tasks and the main thread's share are
+/// those of the opening alone (the page's own start-up is done before the file is chosen).
+async fn open_capture(capture: &std::path::Path) {
+    let block_size = env_secs("KVSCOPE_BENCH_BLOCK_SIZE", 16) as u32;
+    let bytes = std::fs::metadata(capture).unwrap_or_else(|e| panic!("{}: {e}", capture.display())).len();
+    // The baseline: the native check of the same bytes (best of three, after one warm-up).
+    let mut check_seconds = f64::INFINITY;
+    let mut check = Value::Null;
+    for _ in 0..4 {
+        let t = Instant::now();
+        check = check_json(capture, block_size, "fixed");
+        check_seconds = check_seconds.min(t.elapsed().as_secs_f64());
+    }
+    let sources = check["sources"].as_array().cloned().unwrap_or_default();
+    let frames: u64 = sources.iter().map(|s| s["frames"].as_u64().unwrap_or(0)).sum();
+    let events: u64 = sources.iter().map(|s| s["events"].as_u64().unwrap_or(0)).sum();
+    assert!(frames > 0, "{}: check found no frames", capture.display());
+
+    let stat = StaticServer::start(root().join("dist")).await;
+    let b = Browser::start().await;
+    b.open(&format!("{}?bs={block_size}", stat.url.trim_end_matches('/'))).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let startup_tasks = b.js("return window.__kvTasks || [];").await;
+    let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; window.__kvTasks = []; return true;").await;
+    b.cdp("Performance.enable", json!({})).await;
+    let busy0 = main_thread_seconds(&b).await;
+    let input = b
+        .client
+        .find(fantoccini::Locator::Css("[data-testid=\"capture-file\"]"))
+        .await
+        .unwrap_or_else(|e| panic!("the page's file input: {e}"));
+    let t0 = Instant::now();
+    input.send_keys(capture.to_str().expect("a UTF-8 path")).await.unwrap_or_else(|e| panic!("choosing the capture: {e}"));
+    let script = format!(
+        "return !!document.querySelector('[data-testid=\"capture-done\"]') && \
+         Number(document.querySelector('[data-testid=\"fleet-frames\"]').textContent) === {frames};"
+    );
+    b.wait_for(&script, Duration::from_secs(900), "every frame of the capture on the cards").await;
+    let page_seconds = t0.elapsed().as_secs_f64();
+    let busy1 = main_thread_seconds(&b).await;
+    let share = |i: usize| ((busy1[i] - busy0[i]) / page_seconds * 1000.0).round() / 1000.0;
+    let record = json!({
+        "kind": "capture", "file": capture.display().to_string(), "bytes": bytes, "sources": sources.len(),
+        "frames": frames, "events": events, "block_size": block_size,
+        "check_seconds": check_seconds, "page_seconds": page_seconds,
+        "page_vs_check": check_seconds / page_seconds,
+        "long_tasks": b.js("return window.__kvLongTasks || 0;").await,
+        "longest_task_ms": b.js("return window.__kvLongest || 0;").await,
+        "startup_tasks": startup_tasks,
+        "main_thread": {"task": share(0), "script": share(1), "layout": share(2), "style": share(3)},
+    });
+    println!("BENCH {record}");
+    b.screenshot("bench-capture").await;
+    b.assert_no_errors().await;
+    b.close().await;
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -222,6 +284,10 @@ async fn main() {
     }
     if let Some(why) = missing_prerequisite() {
         eprintln!("browser bench skipped: {why}");
+        return;
+    }
+    if let Ok(capture) = std::env::var("KVSCOPE_BENCH_CAPTURE") {
+        open_capture(std::path::Path::new(&capture)).await;
         return;
     }
     let workers = env_list("KVSCOPE_BENCH_WORKERS", "16,64");
