@@ -1,8 +1,8 @@
 //! [`Host`]: the engine's I/O. It takes the page's messages, owns the WebSocket and the opened
 //! capture file, applies what the socket delivers a slice of time at a time, and sends the
-//! page a summary at most every [`crate::pace::FLUSH_MS`], one at a time: the next only after the page said
-//! it applied the last ([`ToEngine::Ack`]), so a busy page never has summaries piling up, and
-//! no sooner than what the last ones cost the page allows ([`Pace`]).
+//! page a summary at most every [`crate::pace::FLUSH_MS`], one at a time: the next only after
+//! the page said it applied the last ([`ToEngine::Ack`]), so a busy page never has summaries
+//! piling up, and no sooner than what the last ones cost the page allows ([`Pace`]).
 //!
 //! The same host runs in the dashboard's worker (`crate::worker`) and, for the component tests,
 //! on the page's own thread (`crate::local`); only how a message reaches the page differs.
@@ -272,8 +272,8 @@ impl Host {
 
     // --- Summaries -----------------------------------------------------------------------
 
-    /// A summary when the page's pace allows: [`crate::pace::FLUSH_MS`] or more after the last one went
-    /// ([`Pace::interval_ms`]). The data changed.
+    /// A summary when the page's pace allows: [`crate::pace::FLUSH_MS`] or more after the last
+    /// one went ([`Pace::interval_ms`]). The data changed.
     pub fn schedule_flush(&self) {
         let delay_ms = {
             let mut f = self.flush.borrow_mut();
