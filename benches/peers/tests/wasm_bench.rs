@@ -3,7 +3,8 @@
 //! The same inputs as the native benchmarks (`kvscope_peer_bench::inputs`), timed with the
 //! page's `performance.now()` (never `std::time::Instant`, which panics on wasm32). Each
 //! measurement runs whole passes over a workload for at least `ROUND_MS`, keeps the best of
-//! `ROUNDS` rounds, and prints one machine-readable line through the test output:
+//! `wasm_timing::ROUNDS` rounds (`benches/wasm_timing.rs`), and prints one machine-readable line
+//! through the test output:
 //!
 //! `BENCH wasm {"workload": ..., "bench": "kvscope/decode", "events": ..., "bytes": ...,
 //! "seconds_per_pass": ..., "events_per_s": ..., "mb_per_s": ...}`
@@ -13,44 +14,20 @@
 //!  cargo test --release -p kvscope-peer-bench --target wasm32-unknown-unknown --test wasm_bench`
 #![cfg(target_arch = "wasm32")]
 
+#[path = "../../wasm_timing.rs"]
+mod wasm_timing;
+
 use std::hint::black_box;
 
 use kvscope_normalize::{Normalizer, Policy};
 use kvscope_peer_bench::inputs::{self, Workload};
-use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
+use wasm_timing::best_seconds_per_pass;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-#[wasm_bindgen]
-extern "C" {
-    /// `performance.now()`: milliseconds with sub-millisecond resolution.
-    #[wasm_bindgen(js_namespace = performance, js_name = now)]
-    fn performance_now() -> f64;
-}
-
-const ROUNDS: usize = 3;
+/// Each round's least time, in milliseconds.
 const ROUND_MS: f64 = 600.0;
-
-/// Best seconds per pass of `pass` over several rounds.
-fn best_seconds_per_pass(mut pass: impl FnMut()) -> f64 {
-    pass(); // warm-up: first-touch allocation, lazy statics
-    let mut best = f64::INFINITY;
-    for _ in 0..ROUNDS {
-        let start = performance_now();
-        let mut passes = 0u32;
-        let elapsed = loop {
-            pass();
-            passes += 1;
-            let elapsed = performance_now() - start;
-            if elapsed >= ROUND_MS {
-                break elapsed;
-            }
-        };
-        best = best.min(elapsed / 1000.0 / f64::from(passes));
-    }
-    best
-}
 
 fn report(w: &Workload, bench: &str, seconds: f64) {
     let (events, bytes) = (w.total_events(), w.total_bytes());
@@ -65,7 +42,7 @@ fn report(w: &Workload, bench: &str, seconds: f64) {
 
 fn bench(w: Workload) {
     assert!(w.payload_count() > 0, "{}: no payloads", w.name);
-    let decode = best_seconds_per_pass(|| {
+    let decode = best_seconds_per_pass(ROUND_MS, || {
         for p in w.payloads() {
             black_box(kvscope_wire::decode_batch(black_box(&p.bytes)).expect("inputs decode"));
         }
@@ -73,7 +50,7 @@ fn bench(w: Workload) {
     report(&w, "kvscope/decode", decode);
 
     let mut verdicts = Vec::with_capacity(64);
-    let normalize = best_seconds_per_pass(|| {
+    let normalize = best_seconds_per_pass(ROUND_MS, || {
         let mut n = Normalizer::new(w.block_size, Policy::FIXED);
         for (worker, stream) in w.streams.iter().enumerate() {
             let source = n.source(&format!("w{worker}"), 0);
@@ -86,7 +63,7 @@ fn bench(w: Workload) {
     });
     report(&w, "kvscope/decode+normalize", normalize);
 
-    let skip = best_seconds_per_pass(|| {
+    let skip = best_seconds_per_pass(ROUND_MS, || {
         for p in w.payloads() {
             black_box(kvscope_wire::skip_value(black_box(&p.bytes), 0, 32).expect("inputs walk"));
         }

@@ -4,8 +4,8 @@
 //! decode+normalize of the same bytes in the same run. The native twin is `benches/engine.rs`;
 //! both replay `benches/streams/mod.rs`.
 //!
-//! Each measurement runs whole passes for at least `ROUND_MS`, keeps the best of `ROUNDS`
-//! rounds (`performance.now()`: `Instant` panics on wasm32), and prints one line per bench:
+//! Each measurement runs whole passes for at least `ROUND_MS`, keeps the best of
+//! `wasm_timing::ROUNDS` rounds (`benches/wasm_timing.rs`), and prints one line per bench:
 //!
 //! `BENCH wasm_engine {"stream": "kimi_k3", "bench": "engine_router", "frames": 60, "events": 300,
 //! "bytes": ..., "seconds_per_pass": ...}`
@@ -19,46 +19,22 @@
 #[path = "../benches/streams/mod.rs"]
 mod streams;
 
+#[path = "../../../benches/wasm_timing.rs"]
+mod wasm_timing;
+
 use std::hint::black_box;
 
 use kvscope_engine::engine::Engine;
 use kvscope_engine_protocol::settings::Settings;
 use kvscope_normalize::{Normalizer, Policy};
 use streams::{Count, Stream, fleet16, kimi};
-use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
+use wasm_timing::best_seconds_per_pass;
 
 wasm_bindgen_test_configure!(run_in_dedicated_worker);
 
-#[wasm_bindgen]
-extern "C" {
-    /// `performance.now()` of the worker's global scope.
-    #[wasm_bindgen(js_namespace = performance, js_name = now)]
-    fn performance_now() -> f64;
-}
-
-const ROUNDS: usize = 3;
+/// Each round's least time, in milliseconds.
 const ROUND_MS: f64 = 800.0;
-
-/// Best seconds per pass of `pass` over several rounds, after one warm-up pass.
-fn best_seconds_per_pass(mut pass: impl FnMut()) -> f64 {
-    pass();
-    let mut best = f64::INFINITY;
-    for _ in 0..ROUNDS {
-        let start = performance_now();
-        let mut passes = 0u32;
-        let elapsed = loop {
-            pass();
-            passes += 1;
-            let elapsed = performance_now() - start;
-            if elapsed >= ROUND_MS {
-                break elapsed;
-            }
-        };
-        best = best.min(elapsed / 1000.0 / f64::from(passes));
-    }
-    best
-}
 
 fn report(stream: &Stream, bench: &str, seconds: f64) {
     console_log!(
@@ -82,7 +58,7 @@ fn loaded(stream: &Stream, messages: &[Vec<u8>], event_plane: bool) -> Engine {
 
 fn bench(stream: &Stream) {
     let messages = stream.messages();
-    let decode = best_seconds_per_pass(|| {
+    let decode = best_seconds_per_pass(ROUND_MS, || {
         let mut count = Count(0);
         for (_, _, payload) in &stream.frames {
             let _ = kvscope_wire::decode_each(black_box(payload), &mut count);
@@ -90,7 +66,7 @@ fn bench(stream: &Stream) {
         black_box(count.0);
     });
     report(stream, "decode", decode);
-    let normalize = best_seconds_per_pass(|| {
+    let normalize = best_seconds_per_pass(ROUND_MS, || {
         let mut n = Normalizer::new(stream.block_size, Policy::FIXED);
         let ids: Vec<_> = (0..stream.workers).map(|i| n.source(&i.to_string(), 0)).collect();
         let mut events = 0u64;
@@ -100,9 +76,9 @@ fn bench(stream: &Stream) {
         assert_eq!(events, stream.events, "{}: every event normalized", stream.name);
     });
     report(stream, "normalize", normalize);
-    let engine = best_seconds_per_pass(|| drop(black_box(loaded(stream, &messages, false))));
+    let engine = best_seconds_per_pass(ROUND_MS, || drop(black_box(loaded(stream, &messages, false))));
     report(stream, "engine", engine);
-    let engine_router = best_seconds_per_pass(|| drop(black_box(loaded(stream, &messages, true))));
+    let engine_router = best_seconds_per_pass(ROUND_MS, || drop(black_box(loaded(stream, &messages, true))));
     report(stream, "engine_router", engine_router);
 }
 
