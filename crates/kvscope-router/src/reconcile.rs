@@ -13,8 +13,19 @@
 //! a prediction by the rank its RouterEvent carries (a batch that names another rank than its
 //! socket's is the router's event for that rank), a reception by its own. Each key is a lane,
 //! owned by the engine source at that key, or else by the first source whose predictions name
-//! it; a source's counts are those of the lanes it owns. Per lane the relay publishes in engine
-//! order, so the expected queue `E` and the received queue `R` are aligned front to front:
+//! it; a source's counts are those of the lanes it owns.
+//!
+//! Within a lane, each engine source predicting under its key has a stream of its own, and each
+//! publisher is bound to one stream: the first whose next predictions (up to `BIND_REACH`, 64)
+//! hold one of the publisher's first events, an unbound engine first (a clear is no evidence:
+//! every relay sends the same). Usually a key has one engine, and its relay binds at its first
+//! event. Several engines share a key when DP ranks' batches carry no rank (Dynamo's relay files
+//! them all under rank 0): their relays' messages interleave on the plane in any order, and are
+//! still each aligned with their own engine. A publisher with no match in `BIND_REACH` events
+//! (or at [`Reconciler::finish`]) is bound to an engine no publisher has, else the first.
+//!
+//! Per stream the relay publishes in engine order, so the expected queue `E` and the received
+//! queue `R` are aligned front to front:
 //!
 //! 1. `E[0] == R[0]` (every compared field equal): `matched`, both popped.
 //! 2. Otherwise the first exact pair `E[i] == R[j]` within the lookahead (`i, j <=`
@@ -107,37 +118,50 @@ impl MismatchField {
 /// The fields in which a received event differs from the predicted one (empty when equal).
 pub fn differing_fields(expected: &RouterEvent, received: &RouterEvent) -> Vec<MismatchField> {
     let mut out = Vec::new();
+    for_each_difference(expected, received, |f| out.push(f));
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether a received event is the predicted one (no field differs), without collecting.
+fn is_exact(expected: &RouterEvent, received: &RouterEvent) -> bool {
+    let mut exact = true;
+    for_each_difference(expected, received, |_| exact = false);
+    exact
+}
+
+/// Calls `differs` with each field in which `received` differs from `expected` (a field may
+/// come twice): the one comparison both [`differing_fields`] and [`is_exact`] read.
+fn for_each_difference(expected: &RouterEvent, received: &RouterEvent, mut differs: impl FnMut(MismatchField)) {
     if expected.storage_tier != received.storage_tier {
-        out.push(MismatchField::Tier);
+        differs(MismatchField::Tier);
     }
     match (&expected.event.data, &received.event.data) {
         (EventData::Stored(a), EventData::Stored(b)) => {
-            let hashes = |s: &crate::event::StoredData| s.blocks.iter().map(|b| b.block_hash).collect::<Vec<_>>();
-            if hashes(a) != hashes(b) {
-                out.push(MismatchField::Blocks);
+            if !a.blocks.iter().map(|x| x.block_hash).eq(b.blocks.iter().map(|y| y.block_hash)) {
+                differs(MismatchField::Blocks);
             } else if a.blocks.iter().zip(&b.blocks).any(|(x, y)| x.tokens_hash != y.tokens_hash) {
-                out.push(MismatchField::TokensHash);
+                differs(MismatchField::TokensHash);
             }
             if a.parent_hash != b.parent_hash {
-                out.push(MismatchField::Parent);
+                differs(MismatchField::Parent);
             }
             if a.start_position != b.start_position {
-                out.push(MismatchField::Other);
+                differs(MismatchField::Other);
             }
         }
         (EventData::Removed(a), EventData::Removed(b)) => {
             if a.block_hashes != b.block_hashes {
-                out.push(MismatchField::Blocks);
+                differs(MismatchField::Blocks);
             }
         }
         (EventData::Cleared, EventData::Cleared) => {}
-        _ => out.push(MismatchField::Blocks),
+        _ => differs(MismatchField::Blocks),
     }
-    if expected.residency_domain != received.residency_domain && !out.contains(&MismatchField::Other) {
-        out.push(MismatchField::Other);
+    if expected.residency_domain != received.residency_domain {
+        differs(MismatchField::Other);
     }
-    out.sort_unstable();
-    out
 }
 
 /// Mismatches per field (one mismatched event may count under several).
@@ -434,40 +458,81 @@ impl Source {
 }
 
 /// One `(worker_id, dp_rank)` as the router files it: predictions and receptions aligned.
+///
+/// Usually one engine's relay publishes under a key. When several do (DP ranks whose batches
+/// carry no rank all file under rank 0), each relay still publishes in its own engine's order,
+/// but their messages interleave on the plane. So a key aligns per engine ([`Stream`]), and each
+/// publisher with the engine its events match ([`Lane::bind`]).
 #[derive(Clone, Debug, Default)]
 struct Lane {
     /// The source whose counts these are; `None` while no source has or predicted this key
     /// (an unknown worker, so far).
     owner: Option<usize>,
-    expected: VecDeque<Expected>,
-    received: VecDeque<Received>,
+    /// One per engine source predicting under this key, in the order they first did.
+    streams: Vec<Stream>,
+    /// Receptions of publishers not bound to a stream yet: until one of their first events
+    /// matches a prediction (or, failing that, for [`BIND_REACH`] events).
+    unbound: Vec<(u64, VecDeque<Received>)>,
     counts: RouterCounts,
     differences: Vec<Difference>,
     /// The publishers that delivered to this lane (their decode errors are its plane side's).
     publishers: Vec<u64>,
 }
 
+/// One engine's predictions under a lane's key, and the receptions of the publishers bound to
+/// it, aligned front to front (see the module docs).
+#[derive(Clone, Debug)]
+struct Stream {
+    source: usize,
+    /// Publishers bound here: its relay's, and the ids it took after restarts.
+    publishers: Vec<u64>,
+    expected: VecDeque<Expected>,
+    received: VecDeque<Received>,
+}
+
 /// Publishers remembered per lane: a worker's rank is one relay, a few after restarts.
 const PUBLISHERS_PER_LANE: usize = 8;
 
-impl Lane {
-    fn note(&mut self, kept: usize, d: impl FnOnce() -> Difference) {
-        if self.differences.len() < kept {
+/// How deep into a stream's predictions a parked reception is looked for (the plane may lag
+/// its engine by this many events and still bind by a match), and how many receptions a
+/// publisher parks before it binds without one.
+const BIND_REACH: usize = 64;
+
+/// Where a lane's alignment counts and differences go.
+struct Tally<'a> {
+    counts: &'a mut RouterCounts,
+    differences: &'a mut Vec<Difference>,
+    kept: usize,
+}
+
+impl Tally<'_> {
+    fn note(&mut self, d: impl FnOnce() -> Difference) {
+        if self.differences.len() < self.kept {
             self.differences.push(d());
         }
     }
 
-    fn missing(&mut self, e: Expected, kept: usize) {
+    fn missing(&mut self, e: Expected) {
         self.counts.missing += 1;
-        self.note(kept, || e.difference(DifferenceKind::Missing));
+        self.note(|| e.difference(DifferenceKind::Missing));
     }
 
-    fn unexpected(&mut self, r: Received, kept: usize) {
+    fn unexpected(&mut self, r: Received) {
         self.counts.unexpected += 1;
-        self.note(kept, || r.difference(DifferenceKind::Unexpected));
+        self.note(|| r.difference(DifferenceKind::Unexpected));
     }
 
-    fn pair(&mut self, e: Expected, r: Received, kept: usize) {
+    fn overflowed_expected(&mut self, e: Expected) {
+        self.counts.overflowed_expected += 1;
+        self.note(|| e.difference(DifferenceKind::OverflowedExpected));
+    }
+
+    fn overflowed_received(&mut self, r: Received) {
+        self.counts.overflowed_received += 1;
+        self.note(|| r.difference(DifferenceKind::OverflowedReceived));
+    }
+
+    fn pair(&mut self, e: Expected, r: Received) {
         let fields = differing_fields(&e.event, &r.event);
         if fields.is_empty() {
             self.counts.matched += 1;
@@ -477,7 +542,7 @@ impl Lane {
         for f in &fields {
             self.counts.mismatched_fields.add(*f, 1);
         }
-        self.note(kept, || Difference {
+        self.note(|| Difference {
             kind: DifferenceKind::Mismatched,
             fields,
             origin: Some(e.origin),
@@ -486,10 +551,11 @@ impl Lane {
             received: Some(r.event),
         });
     }
+}
 
+impl Stream {
     /// Aligns what can be aligned (see the module docs); `flush` when no more input comes.
-    fn align(&mut self, cfg: &ReconcilerConfig, flush: bool) {
-        let kept = cfg.details_kept;
+    fn align(&mut self, cfg: &ReconcilerConfig, flush: bool, tally: &mut Tally) {
         loop {
             if self.expected.is_empty() || self.received.is_empty() {
                 break;
@@ -497,7 +563,7 @@ impl Lane {
             let la = cfg.lookahead;
             let best = (0..=2 * la).flat_map(|sum| (0..=sum.min(la)).map(move |i| (i, sum - i))).filter(|&(_, j)| j <= la).find(
                 |&(i, j)| match (self.expected.get(i), self.received.get(j)) {
-                    (Some(e), Some(r)) => differing_fields(&e.event, &r.event).is_empty(),
+                    (Some(e), Some(r)) => is_exact(&e.event, &r.event),
                     _ => false,
                 },
             );
@@ -509,46 +575,153 @@ impl Lane {
             let paired = i.min(j);
             for _ in 0..paired {
                 if let (Some(e), Some(r)) = (self.expected.pop_front(), self.received.pop_front()) {
-                    self.pair(e, r, kept);
+                    tally.pair(e, r);
                 }
             }
             for _ in paired..i {
                 if let Some(e) = self.expected.pop_front() {
-                    self.missing(e, kept);
+                    tally.missing(e);
                 }
             }
             for _ in paired..j {
                 if let Some(r) = self.received.pop_front() {
-                    self.unexpected(r, kept);
+                    tally.unexpected(r);
                 }
             }
             // The exact pair itself.
             if best.is_some()
                 && let (Some(e), Some(r)) = (self.expected.pop_front(), self.received.pop_front())
             {
-                self.pair(e, r, kept);
+                tally.pair(e, r);
             }
         }
         if flush {
             while let Some(e) = self.expected.pop_front() {
-                self.missing(e, kept);
+                tally.missing(e);
             }
             while let Some(r) = self.received.pop_front() {
-                self.unexpected(r, kept);
+                tally.unexpected(r);
             }
         }
         while self.expected.len() > cfg.max_pending {
             if let Some(e) = self.expected.pop_front() {
-                self.counts.overflowed_expected += 1;
-                self.note(kept, || e.difference(DifferenceKind::OverflowedExpected));
+                tally.overflowed_expected(e);
             }
         }
         while self.received.len() > cfg.max_pending {
             if let Some(r) = self.received.pop_front() {
-                self.counts.overflowed_received += 1;
-                self.note(kept, || r.difference(DifferenceKind::OverflowedReceived));
+                tally.overflowed_received(r);
             }
         }
+    }
+
+    /// Whether one of `parked`'s first events is among this stream's next predictions. A clear
+    /// is no evidence: every engine's relay sends the same one.
+    fn matches(&self, parked: &VecDeque<Received>, la: usize) -> bool {
+        parked
+            .iter()
+            .take(la + 1)
+            .filter(|r| !matches!(r.event.event.data, EventData::Cleared))
+            .any(|r| self.expected.iter().take(BIND_REACH).any(|e| is_exact(&e.event, &r.event)))
+    }
+}
+
+impl Lane {
+    /// A prediction of engine source `source` under this key.
+    fn expect(&mut self, source: usize, e: Expected) {
+        self.counts.expected += 1;
+        let k = match self.streams.iter().position(|s| s.source == source) {
+            Some(k) => k,
+            None => self.add_stream(source),
+        };
+        self.streams[k].expected.push_back(e);
+    }
+
+    fn add_stream(&mut self, source: usize) -> usize {
+        self.streams.push(Stream { source, publishers: Vec::new(), expected: VecDeque::new(), received: VecDeque::new() });
+        self.streams.len() - 1
+    }
+
+    /// A reception: on its publisher's stream, or parked until it has one.
+    fn receive(&mut self, r: Received) {
+        self.counts.received += 1;
+        let p = r.at.publisher_id;
+        if !self.publishers.contains(&p) && self.publishers.len() < PUBLISHERS_PER_LANE {
+            self.publishers.push(p);
+        }
+        match self.streams.iter_mut().find(|s| s.publishers.contains(&p)) {
+            Some(s) => s.received.push_back(r),
+            None => self.park(r),
+        }
+    }
+
+    fn park(&mut self, r: Received) {
+        let p = r.at.publisher_id;
+        match self.unbound.iter_mut().find(|(id, _)| *id == p) {
+            Some((_, q)) => q.push_back(r),
+            None => self.unbound.push((p, VecDeque::from([r]))),
+        }
+    }
+
+    /// Binds parked publishers to streams: each to the engine whose next predictions hold one
+    /// of its first events, an engine no publisher has yet first (a restarted relay's new id
+    /// goes to its own engine, which has its old one). One that matches none in
+    /// [`BIND_REACH`] events, or at the end, goes to an engine no publisher has, else the
+    /// first: its events are then aligned as differences, as they are.
+    fn bind(&mut self, cfg: &ReconcilerConfig, flush: bool) {
+        let la = cfg.lookahead;
+        let mut i = 0;
+        while i < self.unbound.len() {
+            let parked = &self.unbound[i].1;
+            let unclaimed = |s: &Stream| s.publishers.is_empty();
+            let matched = (self.streams.iter().position(|s| unclaimed(s) && s.matches(parked, la)))
+                .or_else(|| self.streams.iter().position(|s| s.matches(parked, la)));
+            let target = match matched {
+                Some(k) => Some(k),
+                None if flush || parked.len() > BIND_REACH => Some(self.streams.iter().position(unclaimed).unwrap_or(0)),
+                None => None,
+            };
+            match target {
+                Some(k) => {
+                    let (p, q) = self.unbound.remove(i);
+                    self.streams[k].publishers.push(p);
+                    self.streams[k].received.extend(q);
+                }
+                None => i += 1,
+            }
+        }
+    }
+
+    /// Aligns what can be aligned (see the module docs); `flush` when no more input comes.
+    fn align(&mut self, cfg: &ReconcilerConfig, flush: bool) {
+        if !self.unbound.is_empty() && !self.streams.is_empty() {
+            self.bind(cfg, flush);
+        }
+        let Lane { streams, unbound, counts, differences, .. } = self;
+        let mut tally = Tally { counts, differences, kept: cfg.details_kept };
+        for s in streams.iter_mut() {
+            s.align(cfg, flush, &mut tally);
+        }
+        for (_, q) in unbound.iter_mut() {
+            while q.len() > cfg.max_pending || (flush && !q.is_empty()) {
+                match q.pop_front() {
+                    Some(r) if flush => tally.unexpected(r),
+                    Some(r) => tally.overflowed_received(r),
+                    None => break,
+                }
+            }
+        }
+        if flush {
+            unbound.clear();
+        }
+    }
+
+    /// Predictions and receptions not aligned yet.
+    fn pending(&self) -> (u64, u64) {
+        let expected = self.streams.iter().map(|s| s.expected.len()).sum::<usize>();
+        let received =
+            self.streams.iter().map(|s| s.received.len()).sum::<usize>() + self.unbound.iter().map(|(_, q)| q.len()).sum::<usize>();
+        (expected as u64, received as u64)
     }
 }
 
@@ -672,8 +845,7 @@ impl Reconciler {
                     let key = (event.worker_id, event.event.dp_rank);
                     let lane = self.lanes.entry(key).or_default();
                     lane.owner.get_or_insert(index);
-                    lane.counts.expected += 1;
-                    lane.expected.push_back(Expected { origin: p.origin, event: event.clone() });
+                    lane.expect(index, Expected { origin: p.origin, event: event.clone() });
                     if !touched.contains(&key) {
                         touched.push(key);
                     }
@@ -739,12 +911,8 @@ impl Reconciler {
                     continue;
                 }
             };
-            lane.counts.received += 1;
-            if !lane.publishers.contains(&env.publisher_id) && lane.publishers.len() < PUBLISHERS_PER_LANE {
-                lane.publishers.push(env.publisher_id);
-            }
             let at = PlaneEventRef { publisher_id: env.publisher_id, sequence: env.sequence, index: i as u32 };
-            lane.received.push_back(Received { at, event });
+            lane.receive(Received { at, event });
             if !touched.contains(&key) {
                 touched.push(key);
             }
@@ -834,8 +1002,7 @@ impl Reconciler {
             };
             let report = &mut sources[owner];
             let mut counts = lane.counts.clone();
-            counts.pending_expected = lane.expected.len() as u64;
-            counts.pending_received = lane.received.len() as u64;
+            (counts.pending_expected, counts.pending_received) = lane.pending();
             report.router.merge(&counts);
             for id in &lane.publishers {
                 if !publishers[owner].contains(id) {
