@@ -27,6 +27,7 @@ use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_router::{EventData, PredictPass, Predicted, Prediction, Predictor, RelayConfig, RouterEvent, TokensHashes};
 use kvscope_wire::{BatchHeader, DecodeError, Decoded, EventSink, KvEvent};
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use crate::cause::{Missing, OrphanRoot, Stale};
 use crate::dynamo::{Block, BlockSets, DynamoIndex, StoreError, WorkerKey, storage_tier};
@@ -139,6 +140,7 @@ pub struct IndexModel {
     sides: Vec<Side>,
     truth_refused: u64,
     decode_errors: u64,
+    scratch: Scratch,
 }
 
 /// A Dynamo worker id for a kvscope worker id: the number itself when it is one (as Dynamo
@@ -149,8 +151,26 @@ pub fn worker_number(worker_id: &str) -> u64 {
         .unwrap_or_else(|_| worker_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)))
 }
 
-/// What one policy's listener did with a batch: its predictions, or why it had none.
-type Heard = Result<Vec<Prediction>, Missing>;
+/// One value per side: a model has one or two, and a frame should not allocate for them.
+type PerSide<T> = SmallVec<[T; 4]>;
+
+/// The prediction lists of a batch, kept between batches so that their buffers are reused.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    /// The engine's truth's.
+    engine: Vec<Prediction>,
+    /// Each side's listener's.
+    lists: Vec<Vec<Prediction>>,
+}
+
+impl Scratch {
+    /// Empty again, keeping what the lists reserved.
+    fn emptied(mut self) -> Scratch {
+        self.engine.clear();
+        self.lists.iter_mut().for_each(Vec::clear);
+        self
+    }
+}
 
 impl IndexModel {
     pub fn new(config: IndexConfig) -> IndexModel {
@@ -169,7 +189,15 @@ impl IndexModel {
                 refused_blocks: 0,
             })
             .collect();
-        IndexModel { config, truth: Truth::default(), sources: Vec::new(), sides, truth_refused: 0, decode_errors: 0 }
+        IndexModel {
+            config,
+            truth: Truth::default(),
+            sources: Vec::new(),
+            sides,
+            truth_refused: 0,
+            decode_errors: 0,
+            scratch: Scratch::default(),
+        }
     }
 
     pub fn config(&self) -> &IndexConfig {
@@ -251,57 +279,54 @@ impl IndexModel {
     ) -> Result<(), DecodeError> {
         let i = id.0 as usize;
         // Which sides' listeners hear this batch, decided by their cursors before it decodes.
-        let hears: Vec<Result<(), Missing>> = self.sides.iter().map(|side| hears(&side.listeners[i], seq, replayed)).collect();
+        let hears: PerSide<Result<(), Missing>> = self.sides.iter().map(|side| hears(&side.listeners[i], seq, replayed)).collect();
         // One decode for the engine's truth and every listening side. Only the events the
         // engine keeps, and those the indexes act on, are kept: a batch of millions of skipped
         // events costs no memory per event (Predictor::predict_sparse). A side's drop matters
-        // where the engine keeps the event (it names why a block is missing).
-        let mut engine = Vec::new();
-        let mut lists: Vec<Vec<Prediction>> = vec![Vec::new(); self.sides.len()];
+        // where the engine keeps the event (it names why a block is missing). The lists are
+        // the model's own, emptied after each batch: a frame allocates none of them.
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.lists.resize_with(self.sides.len(), Vec::new);
         let engine_keeps = Cell::new(false);
         let never: fn(u32, VerdictLabel) -> bool = |_, _| false;
-        let (truth_batch, side_batches) = {
+        let (truth_batch, taken) = {
             let IndexModel { sources, sides, .. } = self;
-            let truth = sources[i].engine.pass(seq, never, &mut engine);
+            let Scratch { engine, lists } = &mut scratch;
+            let truth = sources[i].engine.pass_over(decoded, seq, never, engine);
             let passes = sides
                 .iter_mut()
                 .zip(lists.iter_mut())
                 .zip(&hears)
                 .filter(|(_, h)| h.is_ok())
-                .map(|((side, list), _)| side.listeners[i].predictor.pass(seq, |_, _| engine_keeps.get(), list))
+                .map(|((side, list), _)| side.listeners[i].predictor.pass_over(decoded, seq, |_, _| engine_keeps.get(), list))
                 .collect();
             let mut fanout = Fanout { truth, sides: passes, engine_keeps: &engine_keeps };
             let decoded = decoded.feed(payload, &mut fanout);
             let Fanout { truth, sides: passes, .. } = fanout;
             let truth_batch = truth.finish_sharing(payload, &decoded, hashes);
             // The listeners' normalizers count nothing of a payload that does not decode.
-            let taken: Vec<bool> = match truth_batch {
+            let taken: PerSide<bool> = match truth_batch {
                 Ok(_) => passes.into_iter().map(|p| p.finish_sharing(payload, &decoded, hashes).is_ok_and(|b| b.taken())).collect(),
-                Err(_) => Vec::new(),
+                Err(_) => PerSide::new(),
             };
             (truth_batch, taken)
         };
         if let Err(e) = truth_batch {
             self.decode_errors += 1;
+            self.scratch = scratch.emptied();
             return Err(e);
         }
-        let mut taken = side_batches.into_iter();
-        let heard: Vec<Heard> = self
-            .sides
-            .iter_mut()
-            .zip(hears)
-            .zip(lists)
-            .map(|((side, h), list)| {
-                h?;
+        let mut taken = taken.into_iter();
+        for (side, h) in self.sides.iter_mut().zip(&hears) {
+            if h.is_ok() {
                 let l = &mut side.listeners[i];
                 note_heard(l, seq);
                 // A batch the indexer's decoder rejects does not move its cursor.
                 if taken.next() == Some(true) {
                     l.watermark = Some(seq);
                 }
-                Ok(list)
-            })
-            .collect();
+            }
+        }
         let s = &mut self.sources[i];
         if s.last_seq.is_some_and(|l| seq < l) && !replayed {
             s.restarted = true;
@@ -315,16 +340,19 @@ impl IndexModel {
             }
         }
         self.sources[i].last_seq = Some(seq);
-        let mut exited = vec![false; self.sides.len()];
+        let heard: PerSide<Result<&[Prediction], Missing>> =
+            hears.iter().zip(&scratch.lists).map(|(h, list)| h.map(|()| list.as_slice())).collect();
+        let mut exited: PerSide<bool> = heard.iter().map(|_| false).collect();
         // The lists are sparse and in batch order: walk them together by event index.
+        let engine = &scratch.engine;
         let mut next_truth = 0;
-        let mut next = vec![0usize; heard.len()];
+        let mut next: PerSide<usize> = heard.iter().map(|_| 0).collect();
         loop {
             let heads = heard.iter().zip(&next).filter_map(|(h, &c)| h.as_ref().ok()?.get(c));
             let Some(n) = engine.get(next_truth).into_iter().chain(heads).map(|p| p.origin.event_index).min() else { break };
             let truth = engine.get(next_truth).filter(|p| p.origin.event_index == n);
             next_truth += usize::from(truth.is_some());
-            let mut policies: Vec<Result<&Prediction, Missing>> = Vec::with_capacity(self.sides.len());
+            let mut policies: PerSide<Result<&Prediction, Missing>> = PerSide::new();
             for (k, h) in heard.iter().enumerate() {
                 let p = match h {
                     Ok(list) => match list.get(next[k]).filter(|p| p.origin.event_index == n) {
@@ -347,6 +375,8 @@ impl IndexModel {
             }
             self.apply_event(i, truth, &policies);
         }
+        drop(heard);
+        self.scratch = scratch.emptied();
         Ok(())
     }
 
@@ -492,9 +522,14 @@ impl IndexModel {
                 }
             }
         }
-        let truth = &self.truth;
-        for side in &mut self.sides {
-            side.stale.retain(|&(sw, st, h), _| sw != w || st != tier || !truth.holds(sw, st, h));
+        // A block the engine holds again is no longer stale anywhere; only a store makes the
+        // engine hold a block, so only its blocks need looking up (not the whole map per event).
+        if let EventData::Stored(s) = &t.event.data {
+            for side in &mut self.sides {
+                for b in &s.blocks {
+                    side.stale.remove(&(w, tier, b.block_hash));
+                }
+            }
         }
     }
 
@@ -692,7 +727,7 @@ fn note_heard(l: &mut Listener, seq: u64) {
 /// side asks whether the engine kept the event it is judging.
 struct Fanout<'a, K> {
     truth: PredictPass<'a, fn(u32, VerdictLabel) -> bool>,
-    sides: Vec<PredictPass<'a, K>>,
+    sides: PerSide<PredictPass<'a, K>>,
     engine_keeps: &'a Cell<bool>,
 }
 

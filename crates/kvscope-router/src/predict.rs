@@ -25,6 +25,8 @@
 //! published event), or the batch's seq for the standalone indexer's listener. Multimodal blocks (`block_mm_infos`) are hashed without their mm hashes,
 //! since kvscope-wire does not keep them: such a block's predicted `tokens_hash` differs.
 
+use std::borrow::Cow;
+
 use kvscope_normalize::rules::own_namespace;
 use kvscope_normalize::{Apply, NamespaceState, Normalizer, Outcome, PayloadState, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
 use kvscope_wire::{BatchHeader, BlockStored, DecodeError, Decoded, EventSink, KvEvent};
@@ -254,7 +256,7 @@ impl Predictor {
         keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
-        let mut pass = self.pass(seq, keep_dropped, out);
+        let mut pass = self.pass_over(decoded, seq, keep_dropped, out);
         let result = decoded.feed(payload, &mut pass);
         pass.finish_sharing(payload, &result, hashes)
     }
@@ -272,7 +274,29 @@ impl Predictor {
     ) -> PredictPass<'p, K> {
         let state = self.normalizer.payload_state(self.source, seq);
         let first = out.len();
-        PredictPass { predictor: self, state, seq, keep_dropped, out, first, batch: BatchPredicted::default(), applied: Vec::new() }
+        PredictPass {
+            predictor: self,
+            state,
+            seq,
+            keep_dropped,
+            out,
+            first,
+            batch: BatchPredicted::default(),
+            applied: Vec::new(),
+            events: None,
+        }
+    }
+
+    /// As [`Predictor::pass`], fed by `decoded` ([`Decoded::feed`]): the events the relay keeps
+    /// are read back from it after the batch instead of being cloned as they pass.
+    pub fn pass_over<'p, K: FnMut(u32, VerdictLabel) -> bool>(
+        &'p mut self,
+        decoded: &'p Decoded,
+        seq: u64,
+        keep_dropped: K,
+        out: &'p mut Vec<Prediction>,
+    ) -> PredictPass<'p, K> {
+        PredictPass { events: decoded.events(), ..self.pass(seq, keep_dropped, out) }
     }
 
     /// The RouterEvent an applied verdict becomes on its own (Dynamo's `convert_event`), before
@@ -345,7 +369,9 @@ pub struct PredictPass<'p, K> {
     /// Per event the relay keeps: its prediction's slot, the event and its verdict. The
     /// RouterEvents are built after the whole batch is normalized, as the relay reads the
     /// namespace table after the batch.
-    applied: Vec<(usize, KvEvent, Verdict)>,
+    applied: Vec<(usize, Cow<'p, KvEvent>, Verdict)>,
+    /// The batch's events, when the decode that feeds the pass kept them: borrowed, not cloned.
+    events: Option<&'p [KvEvent]>,
 }
 
 impl<K> std::fmt::Debug for PredictPass<'_, K> {
@@ -371,7 +397,11 @@ impl<K: FnMut(u32, VerdictLabel) -> bool> EventSink for PredictPass<'_, K> {
         self.batch.rejected += u32::from(label == VerdictLabel::BatchDecodeRejected);
         let origin = EngineEventRef { seq: self.seq, event_index: index };
         if matches!(verdict.kind, VerdictKind::Apply(_)) {
-            self.applied.push((self.out.len(), event.clone(), verdict));
+            let event = match self.events.and_then(|all| all.get(index as usize)) {
+                Some(kept) => Cow::Borrowed(kept),
+                None => Cow::Owned(event.clone()),
+            };
+            self.applied.push((self.out.len(), event, verdict));
             self.out.push(Prediction { origin, outcome: Predicted::HeldBack });
         } else if label.outcome() == Outcome::Fatal || (self.keep_dropped)(index, label) {
             self.out.push(Prediction { origin, outcome: dropped(&verdict) });

@@ -161,6 +161,12 @@ impl Decoded {
         }
         Ok(header)
     }
+
+    /// The events it kept, in batch order, for a sink that needs an event again after the
+    /// batch (and would otherwise clone each one): `None` when the batch was too big to keep.
+    pub fn events(&self) -> Option<&[KvEvent]> {
+        self.result.is_some().then_some(self.events.as_slice())
+    }
 }
 
 /// Keeps up to [`STREAM_CHUNK`] events ([`decode_each`]'s first pass, [`Decoded`]); past that,
