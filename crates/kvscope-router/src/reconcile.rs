@@ -17,8 +17,9 @@
 //!
 //! Within a lane, each engine source predicting under its key has a stream of its own, and each
 //! publisher is bound to one stream: the first whose next predictions (up to `BIND_REACH`, 64)
-//! hold one of the publisher's first events, an unbound engine first (a clear is no evidence:
-//! every relay sends the same). Usually a key has one engine, and its relay binds at its first
+//! hold one of the publisher's parked events, an unbound engine first (a clear is no evidence:
+//! every relay sends the same). Receptions parked before that match (a relay's messages for
+//! batches before a late-joining reader's window) are unexpected. Usually a key has one engine, and its relay binds at its first
 //! event. Several engines share a key when DP ranks' batches carry no rank (Dynamo's relay files
 //! them all under rank 0): their relays' messages interleave on the plane in any order, and are
 //! still each aligned with their own engine. A publisher with no match in `BIND_REACH` events
@@ -615,14 +616,14 @@ impl Stream {
         }
     }
 
-    /// Whether one of `parked`'s first events is among this stream's next predictions. A clear
-    /// is no evidence: every engine's relay sends the same one.
-    fn matches(&self, parked: &VecDeque<Received>, la: usize) -> bool {
-        parked
-            .iter()
-            .take(la + 1)
-            .filter(|r| !matches!(r.event.event.data, EventData::Cleared))
-            .any(|r| self.expected.iter().take(BIND_REACH).any(|e| is_exact(&e.event, &r.event)))
+    /// Where the first of `parked`'s events found among this stream's next predictions is: its
+    /// place in `parked` and in the predictions. A clear is no evidence: every engine's relay
+    /// sends the same one.
+    fn first_match(&self, parked: &VecDeque<Received>) -> Option<(usize, usize)> {
+        parked.iter().enumerate().filter(|(_, r)| !matches!(r.event.event.data, EventData::Cleared)).find_map(|(j, r)| {
+            let i = self.expected.iter().take(BIND_REACH).position(|e| is_exact(&e.event, &r.event))?;
+            Some((j, i))
+        })
     }
 }
 
@@ -663,42 +664,13 @@ impl Lane {
         }
     }
 
-    /// Binds parked publishers to streams: each to the engine whose next predictions hold one
-    /// of its first events, an engine no publisher has yet first (a restarted relay's new id
-    /// goes to its own engine, which has its old one). One that matches none in
-    /// [`BIND_REACH`] events, or at the end, goes to an engine no publisher has, else the
-    /// first: its events are then aligned as differences, as they are.
-    fn bind(&mut self, cfg: &ReconcilerConfig, flush: bool) {
-        let la = cfg.lookahead;
-        let mut i = 0;
-        while i < self.unbound.len() {
-            let parked = &self.unbound[i].1;
-            let unclaimed = |s: &Stream| s.publishers.is_empty();
-            let matched = (self.streams.iter().position(|s| unclaimed(s) && s.matches(parked, la)))
-                .or_else(|| self.streams.iter().position(|s| s.matches(parked, la)));
-            let target = match matched {
-                Some(k) => Some(k),
-                None if flush || parked.len() > BIND_REACH => Some(self.streams.iter().position(unclaimed).unwrap_or(0)),
-                None => None,
-            };
-            match target {
-                Some(k) => {
-                    let (p, q) = self.unbound.remove(i);
-                    self.streams[k].publishers.push(p);
-                    self.streams[k].received.extend(q);
-                }
-                None => i += 1,
-            }
-        }
-    }
-
     /// Aligns what can be aligned (see the module docs); `flush` when no more input comes.
     fn align(&mut self, cfg: &ReconcilerConfig, flush: bool) {
-        if !self.unbound.is_empty() && !self.streams.is_empty() {
-            self.bind(cfg, flush);
-        }
         let Lane { streams, unbound, counts, differences, .. } = self;
         let mut tally = Tally { counts, differences, kept: cfg.details_kept };
+        if !unbound.is_empty() && !streams.is_empty() {
+            bind(streams, unbound, cfg, flush, &mut tally);
+        }
         for s in streams.iter_mut() {
             s.align(cfg, flush, &mut tally);
         }
@@ -722,6 +694,49 @@ impl Lane {
         let received =
             self.streams.iter().map(|s| s.received.len()).sum::<usize>() + self.unbound.iter().map(|(_, q)| q.len()).sum::<usize>();
         (expected as u64, received as u64)
+    }
+}
+
+/// Binds a lane's parked publishers to its streams: each to the engine whose next predictions
+/// hold one of its parked events, an engine no publisher has yet first (a restarted relay's new
+/// id goes to its own engine, which has its old one). Every parked event is looked for, not
+/// only the first few: a page that joins late, or a server started while the fleet runs,
+/// receives a relay's messages for engine batches that came before its window, and they match
+/// nothing. What came before the match is aligned at once, receptions as unexpected and
+/// predictions as missing, when it is more than the lookahead would pair. One that matches
+/// none in [`BIND_REACH`] events, or at the end, goes to an engine no publisher has, else the
+/// first: its events are then aligned as differences, as they are.
+fn bind(streams: &mut [Stream], unbound: &mut Vec<(u64, VecDeque<Received>)>, cfg: &ReconcilerConfig, flush: bool, tally: &mut Tally) {
+    let la = cfg.lookahead;
+    let mut i = 0;
+    while i < unbound.len() {
+        let parked = &unbound[i].1;
+        let unclaimed = |s: &Stream| s.publishers.is_empty();
+        let first = |claimed: bool| {
+            streams.iter().enumerate().filter(|(_, s)| claimed || unclaimed(s)).find_map(|(k, s)| Some((k, s.first_match(parked)?)))
+        };
+        let target = match first(false).or_else(|| first(true)) {
+            Some((k, at)) => Some((k, Some(at))),
+            None if flush || parked.len() > BIND_REACH => Some((streams.iter().position(unclaimed).unwrap_or(0), None)),
+            None => None,
+        };
+        let Some((k, at)) = target else {
+            i += 1;
+            continue;
+        };
+        let (p, mut q) = unbound.remove(i);
+        let s = &mut streams[k];
+        if let Some((j, e)) = at
+            && (j > la || e > la)
+        {
+            q.drain(..j).for_each(|r| tally.unexpected(r));
+            // Predictions another publisher's receptions still wait for are theirs to align.
+            if s.received.is_empty() {
+                s.expected.drain(..e).for_each(|x| tally.missing(x));
+            }
+        }
+        s.publishers.push(p);
+        s.received.extend(q);
     }
 }
 

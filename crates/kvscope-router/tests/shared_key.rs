@@ -157,3 +157,35 @@ fn one_engine_under_a_key_still_pairs_what_differs_as_mismatched() {
     assert_eq!((c.mismatched, c.mismatched_fields.tokens_hash, c.missing, c.unexpected), (1, 1, 0, 0), "{c:#?}");
     assert_eq!(c.matched + 1, c.expected);
 }
+
+#[test]
+fn a_reader_that_joins_late_binds_each_relay_to_its_own_engine() {
+    // The window starts at batch 8 for the engines, but each relay's messages from batch 3 on
+    // are still there (a page joining after the server's history evicted the rest): more
+    // events before the first match than the lookahead, on every relay.
+    const FIRST_ENGINE_BATCH: usize = 8;
+    const FIRST_PLANE_BATCH: usize = 3;
+    let engines: Vec<Vec<Vec<u8>>> = (0..RANKS).map(engine_batches).collect();
+    // A relay publishes one envelope per batch here: no batch of these is all skipped.
+    let planes: Vec<Vec<Envelope>> = (0..RANKS).map(|rank| relayed(rank, 100 + u64::from(rank), &engines[rank as usize])).collect();
+    let plane: Vec<Envelope> =
+        (FIRST_PLANE_BATCH..BATCHES as usize).flat_map(|i| planes.iter().rev().filter_map(move |p| p.get(i).cloned())).collect();
+    let mut r = Reconciler::new(ReconcilerConfig::default());
+    let ids: Vec<_> = (0..RANKS).map(|rank| r.add_source(&format!("{WORKER}:{rank}"), relay_config(rank))).collect();
+    for i in FIRST_ENGINE_BATCH..BATCHES as usize {
+        for (id, batches) in ids.iter().zip(&engines) {
+            r.push_engine(*id, i as u64, &batches[i]).unwrap();
+        }
+    }
+    for env in &plane {
+        r.push_envelope(env).unwrap();
+    }
+    r.finish();
+    let c = r.report().sources[0].router.clone();
+    // Per rank: batches 8-11 are a store each and a removal in 11; batches 3-7 came before the
+    // window, five stores and removals in 3 and 7.
+    let window = u64::from(RANKS) * 5;
+    let before = u64::from(RANKS) * 7;
+    assert_eq!((c.expected, c.matched, c.received), (window, window, window + before), "{c:#?}");
+    assert_eq!((c.mismatched, c.missing, c.unexpected), (0, 0, before), "only the events before the window differ: {c:#?}");
+}
