@@ -112,6 +112,8 @@ pub struct Metrics {
     pub discovered_left: Gauge,
     /// RouterEvents of workers another shard reads (`--shard`).
     pub router_other_shard_events: Counter,
+    /// Engine sources the router files under a key it shares with another engine source.
+    pub router_shared_key_sources: Gauge,
 }
 
 /// `kvscope_index_blocks{source, policy, tier, side="engine|router|both"}`.
@@ -244,6 +246,7 @@ impl Metrics {
             discovered_sources: Gauge::default(),
             discovered_left: Gauge::default(),
             router_other_shard_events: Counter::default(),
+            router_shared_key_sources: Gauge::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -389,6 +392,11 @@ impl Metrics {
             "router_other_shard_events",
             "RouterEvents on the event plane for workers another kvscope shard reads (--shard); not unknown workers",
             m.router_other_shard_events.clone(),
+        );
+        r.register(
+            "router_shared_key_sources",
+            "Engine sources the router files under one (worker_id, dp_rank) with another (DP ranks whose batches name no rank all land on rank 0)",
+            m.router_shared_key_sources.clone(),
         );
         r.register("discovered_sources", "Sources found through --discover, live or left", m.discovered_sources.clone());
         r.register(

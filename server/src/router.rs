@@ -348,6 +348,8 @@ impl Exported {
         metrics.router_unknown_worker_events.inc_by(delta);
         let delta = self.bump((String::new(), "other_shard".to_owned()), report.other_shard_events);
         metrics.router_other_shard_events.inc_by(delta);
+        let shared: usize = report.shared_keys.iter().map(|k| k.sources.len()).sum();
+        metrics.router_shared_key_sources.set(shared as i64);
     }
 }
 

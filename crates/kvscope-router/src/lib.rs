@@ -37,6 +37,6 @@ pub use predict::{
 };
 pub use reconcile::{
     Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler, ReconcilerConfig, RouterCounts,
-    RouterReport, RouterSourceId, SourceReport, UnknownWorker, differing_fields,
+    RouterReport, RouterSourceId, SharedKey, SourceReport, UnknownWorker, differing_fields,
 };
 pub use shard::Shard;

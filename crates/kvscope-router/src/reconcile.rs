@@ -379,6 +379,50 @@ pub struct UnknownWorker {
     pub events: u64,
 }
 
+/// Several engine sources whose events the router files under one `(worker_id, dp_rank)`: it
+/// holds all their blocks as that one rank's. With Dynamo 1.6.1 this is what a DP deployment
+/// whose batches name no rank (SGLang 0.5.23) looks like: the relay files a batch without a
+/// rank under rank 0, so every rank's blocks land on rank 0. A finding, not an error: each
+/// relay may still publish exactly what it should.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SharedKey {
+    pub worker_id: u64,
+    pub dp_rank: u32,
+    /// The engine sources, in the order their events first reached the key.
+    pub sources: Vec<String>,
+}
+
+impl SharedKey {
+    /// Sources named in a sentence before "…".
+    const NAMED: usize = 4;
+
+    /// The finding in one sentence.
+    pub fn sentence(&self) -> String {
+        let mut names = self.sources.iter().take(Self::NAMED).cloned().collect::<Vec<_>>().join(", ");
+        if self.sources.len() > Self::NAMED {
+            names.push_str(&format!(" and {} more", self.sources.len() - Self::NAMED));
+        }
+        let why = if self.dp_rank == 0 { " (the relay files a batch that names no DP rank under rank 0)" } else { "" };
+        format!(
+            "{} engines ({names}) share one router key, worker {} rank {}: the router holds all their blocks as that one rank's{why}",
+            self.sources.len(),
+            self.worker_id,
+            self.dp_rank
+        )
+    }
+
+    /// The findings as lines: the first `listed` keys' sentences, then one line for the rest.
+    pub fn lines(keys: &[SharedKey], listed: usize) -> Vec<String> {
+        let mut out: Vec<String> = keys.iter().take(listed).map(SharedKey::sentence).collect();
+        if keys.len() > listed {
+            let rest = &keys[listed..];
+            let engines: usize = rest.iter().map(|k| k.sources.len()).sum();
+            out.push(format!("and {} more router keys shared the same way, by {engines} engines", rest.len()));
+        }
+        out
+    }
+}
+
 /// Everything a [`Reconciler`] counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RouterReport {
@@ -397,6 +441,8 @@ pub struct RouterReport {
     pub unattributed_decode_errors: u64,
     /// The first few plane decode errors, in words.
     pub first_errors: Vec<String>,
+    /// Keys under which the router files several engine sources' events, by key.
+    pub shared_keys: Vec<SharedKey>,
 }
 
 impl RouterReport {
@@ -1008,7 +1054,15 @@ impl Reconciler {
             .collect();
         let mut unknown = self.unknown.clone();
         let mut publishers: Vec<Vec<u64>> = vec![Vec::new(); sources.len()];
+        let mut shared_keys = Vec::new();
         for (&key, lane) in &self.lanes {
+            if lane.streams.len() > 1 {
+                shared_keys.push(SharedKey {
+                    worker_id: key.0,
+                    dp_rank: key.1,
+                    sources: lane.streams.iter().map(|s| self.sources[s.source].name.clone()).collect(),
+                });
+            }
             let Some(owner) = lane.owner else {
                 if lane.counts.received > 0 {
                     *unknown.entry(key).or_default() += lane.counts.received;
@@ -1047,6 +1101,7 @@ impl Reconciler {
             other_shard_events: self.other_shard,
             unattributed_decode_errors: self.unattributed_decode_errors,
             first_errors: self.first_errors.clone(),
+            shared_keys,
         }
     }
 }

@@ -108,6 +108,34 @@ fn relays_sharing_a_key_are_each_aligned_with_their_own_engine() {
 }
 
 #[test]
+fn the_report_names_the_engines_that_share_a_key() {
+    let engines: Vec<Vec<Vec<u8>>> = (0..RANKS).map(engine_batches).collect();
+    let mut r = Reconciler::new(ReconcilerConfig::default());
+    let ids: Vec<_> = (0..RANKS).map(|rank| r.add_source(&format!("{WORKER}:{rank}"), relay_config(rank))).collect();
+    // A fifth engine, another worker, alone under its key: not a finding.
+    let alone = r.add_source("8:0", RelayConfig::dynamo_1_6_1(8, 0, BLOCK_SIZE));
+    for (i, batch) in engines[0].iter().enumerate() {
+        r.push_engine(alone, i as u64, batch).unwrap();
+    }
+    for (id, batches) in ids.iter().zip(&engines) {
+        r.push_engine(*id, 0, &batches[0]).unwrap();
+    }
+    let report = r.report();
+    let sources: Vec<String> = (0..RANKS).map(|rank| format!("{WORKER}:{rank}")).collect();
+    assert_eq!(report.shared_keys, vec![kvscope_router::SharedKey { worker_id: WORKER, dp_rank: 0, sources }]);
+    assert_eq!(
+        report.shared_keys[0].sentence(),
+        "4 engines (7:0, 7:1, 7:2, 7:3) share one router key, worker 7 rank 0: the router holds all their blocks as that one \
+         rank's (the relay files a batch that names no DP rank under rank 0)"
+    );
+    let many: Vec<_> =
+        (0..5).map(|w| kvscope_router::SharedKey { worker_id: w, dp_rank: 0, sources: vec!["a".into(), "b".into()] }).collect();
+    let lines = kvscope_router::SharedKey::lines(&many, 3);
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[3], "and 2 more router keys shared the same way, by 4 engines");
+}
+
+#[test]
 fn whole_relays_one_after_another_are_aligned_too() {
     // Rank 3's relay delivers everything, then rank 2's, and so on.
     let plane: Vec<Envelope> = (0..RANKS).rev().flat_map(|rank| relayed(rank, 100 + u64::from(rank), &engine_batches(rank))).collect();

@@ -279,6 +279,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
             unknown_workers: r.unknown_workers,
             unattributed_decode_errors: r.unattributed_decode_errors,
             first_errors: r.first_errors,
+            shared_keys: r.shared_keys,
         }),
         totals,
         fleet,

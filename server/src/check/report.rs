@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use kvscope_index::IndexCounts;
 use kvscope_normalize::VerdictLabel;
-use kvscope_router::{Difference, PublisherCounts, RouterCounts, UnknownWorker};
+use kvscope_router::{Difference, PublisherCounts, RouterCounts, SharedKey, UnknownWorker};
 use serde::Serialize;
 
 use crate::exit::FleetReport;
@@ -188,6 +188,8 @@ pub struct RouterSection {
     pub unknown_workers: Vec<UnknownWorker>,
     pub unattributed_decode_errors: u64,
     pub first_errors: Vec<String>,
+    /// Keys under which the router files several engine sources' events.
+    pub shared_keys: Vec<SharedKey>,
     /// The one rule ([`kvscope_router::RouterReport::is_clean`]); not printed in the JSON,
     /// whose counts say it.
     #[serde(skip)]

@@ -135,6 +135,9 @@ pub fn render(r: &CheckReport) -> String {
                 u.events, u.worker_id, u.dp_rank
             ));
         }
+        for line in kvscope_router::SharedKey::lines(&router.shared_keys, SHARED_KEYS_LISTED) {
+            table.push_str(&format!("event plane: {line}\n"));
+        }
         let decode_errors: u64 = router.publishers.iter().map(|p| p.decode_errors).sum::<u64>() + router.unattributed_decode_errors;
         if decode_errors > 0 {
             table.push_str(&format!("event plane: {decode_errors} messages whose RouterEvents did not decode\n"));
@@ -148,3 +151,6 @@ pub fn render(r: &CheckReport) -> String {
     }
     table
 }
+
+/// Shared router keys the table names one by one; the rest are one line.
+const SHARED_KEYS_LISTED: usize = 8;

@@ -388,3 +388,35 @@ fn a_hostile_frame_reaches_the_router_side_as_counts_not_predictions() {
     assert_eq!(c.expected, 0);
     assert_eq!(router.lane(0).unwrap().drop_times.len() as u64, n);
 }
+
+#[test]
+fn engines_the_router_files_under_one_key_are_a_finding_in_the_headline() {
+    // Worker 42's ranks 0 and 1, fed the same batches (which name rank 0 or none): the router
+    // files both under rank 0.
+    let ranks: Vec<proto::SourceInfo> = (0..2)
+        .map(|rank| {
+            let mut engine = super::tests::source_info(rank);
+            engine.worker_id = kvscope_corpus::dynamo_plane::WORKER_ID.to_string();
+            engine.dp_rank = rank;
+            engine.key = format!("{}:{rank}", engine.worker_id);
+            engine
+        })
+        .collect();
+    let plane = proto::SourceInfo::event_plane(2, "nats://127.0.0.1:4222", Some("namespace.>".into()));
+    let proto::Message::Hello(mut h) = hello(2, kvscope_corpus::dynamo_plane::KV_BLOCK_SIZE) else { unreachable!() };
+    h.sources = ranks.into_iter().chain([plane]).collect();
+    let mut m = Model::new(config(kvscope_corpus::dynamo_plane::KV_BLOCK_SIZE));
+    m.apply_message(proto::Message::Hello(h), 0.0);
+    for source in 0..2 {
+        for b in kvscope_corpus::dynamo_plane::sent("nats_map_media").unwrap() {
+            m.apply_message(frame(source, b.seq, b.payload.clone()), 0.0);
+        }
+    }
+    m.take_dirty();
+    let worker = kvscope_corpus::dynamo_plane::WORKER_ID;
+    let shared = m.router().unwrap().report().shared_keys.clone();
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert_eq!(shared[0].sources, [format!("{worker}:0"), format!("{worker}:1")]);
+    let lines = crate::summarize::router_lines(&m);
+    assert!(lines.contains(&shared[0].sentence()), "the headline says it in the router's words: {lines:?}");
+}

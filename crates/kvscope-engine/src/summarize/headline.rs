@@ -90,6 +90,9 @@ pub fn index_lines(m: &Model) -> Vec<String> {
     out
 }
 
+/// Shared router keys named one by one in the headline; the rest are one line.
+const SHARED_KEYS_LISTED: usize = 3;
+
 /// The relay's drops and the reconciliation's differences, fleet-wide, as headline sentences:
 /// "dynamo-1.6.1's relay dropped 129 events of 3:0 (unknown_medium): 129 stores skipped: medium
 /// names no tier". Empty when there is no event plane.
@@ -139,6 +142,7 @@ pub fn router_lines(m: &Model) -> Vec<String> {
             thousands(routine)
         ));
     }
+    out.extend(kvscope_router::SharedKey::lines(&report.shared_keys, SHARED_KEYS_LISTED));
     for u in &report.unknown_workers {
         out.push(format!(
             "{} RouterEvents name worker {} at dp rank {}, which no --workers source is",
