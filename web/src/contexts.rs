@@ -97,6 +97,14 @@ pub fn parts_for_frame(carried: &[Part], applied: &[u8; PARTS]) -> Vec<Part> {
     out
 }
 
+/// Whether what a frame cost counts toward the pace of summaries ([`ToEngine::Ack`]'s
+/// `page_ms`): not when it built a part still warming up. A part's first build and rebuild
+/// compile its code in the browser and make its elements, once; counted, the start-up's few
+/// 100-200 ms frames slowed a 3-source demo's refreshes, and said so, for seconds after it.
+pub fn counts_toward_pace(parts: &[Part], applied: &[u8; PARTS]) -> bool {
+    parts.iter().all(|&part| applied[part as usize] >= WARM_UP)
+}
+
 /// Whether a summary carries a part.
 trait Carries {
     fn carries(&self, part: Part) -> bool;
@@ -429,8 +437,10 @@ impl Fleet {
         let carried: Vec<Part> =
             Part::IN_PAGE_ORDER.into_iter().filter(|&part| summary.carries(part) || (part == Part::Timeline && image.is_some())).collect();
         let mut changed = Vec::new();
+        let mut paced = true;
         let applied = self.page.try_update_value(|p| {
             changed = parts_for_frame(&carried, &p.applied);
+            paced = counts_toward_pace(&changed, &p.applied);
             for &part in &changed {
                 p.take(part, &mut summary);
             }
@@ -455,7 +465,7 @@ impl Fleet {
                 w.pending = Some((summary, image));
                 w.frame_requested = true;
             }
-            self.count_frame(started, None);
+            self.count_frame(paced.then_some(started), None);
             let this = *self;
             request_animation_frame(move || this.apply_pending());
             return;
@@ -464,7 +474,7 @@ impl Fleet {
             let mut w = wire.borrow_mut();
             summary.answers.iter().filter_map(|id| w.syncs.remove(id)).collect()
         };
-        self.count_frame(started, Some(summary.seq));
+        self.count_frame(paced.then_some(started), Some(summary.seq));
         for resolve in answered {
             let _ = resolve.call0(&JsValue::NULL);
         }
@@ -474,13 +484,14 @@ impl Fleet {
     /// rendering (a task queued now runs after the frame's effects, style and layout), toward
     /// the summary being applied. With `ack`, that summary is done: the engine hears that it
     /// may send the next, and what this one cost, which paces the next (`kvscope_engine::pace`).
-    fn count_frame(&self, started: f64, ack: Option<u64>) {
+    /// `started` is `None` for a frame that does not count ([`counts_toward_pace`]).
+    fn count_frame(&self, started: Option<f64>, ack: Option<u64>) {
         let this = *self;
         let counted = move || {
             let Some(wire) = this.wire.try_get_value() else { return };
             let page_ms = {
                 let mut w = wire.borrow_mut();
-                w.page_ms += now_ms() - started;
+                w.page_ms += started.map_or(0.0, |t| now_ms() - t);
                 if ack.is_some() { std::mem::take(&mut w.page_ms) } else { 0.0 }
             };
             if let Some(seq) = ack {
@@ -569,5 +580,15 @@ mod tests {
         assert_eq!(parts_for_frame(&carried, &applied), [Part::Bar]);
         assert_eq!(parts_for_frame(&carried[1..], &applied), [Part::Planes]);
         assert!(parts_for_frame(&[], &applied).is_empty());
+    }
+
+    #[test]
+    fn only_frames_of_warm_parts_pace_the_summaries() {
+        let mut applied = [WARM_UP; PARTS];
+        assert!(counts_toward_pace(&[Part::Bar, Part::Quality], &applied));
+        applied[Part::Planes as usize] = 1;
+        assert!(!counts_toward_pace(&[Part::Planes], &applied), "its first rebuild is start-up");
+        assert!(counts_toward_pace(&[Part::Bar], &applied));
+        assert!(!counts_toward_pace(&[Part::Meta], &[0; PARTS]), "the first build");
     }
 }
