@@ -292,13 +292,13 @@ impl IndexModel {
         let (truth_batch, taken) = {
             let IndexModel { sources, sides, .. } = self;
             let Scratch { engine, lists } = &mut scratch;
-            let truth = sources[i].engine.pass_over(decoded, seq, never, engine);
+            let truth = sources[i].engine.pass(decoded, seq, never, engine);
             let passes = sides
                 .iter_mut()
                 .zip(lists.iter_mut())
                 .zip(&hears)
                 .filter(|(_, h)| h.is_ok())
-                .map(|((side, list), _)| side.listeners[i].predictor.pass_over(decoded, seq, |_, _| engine_keeps.get(), list))
+                .map(|((side, list), _)| side.listeners[i].predictor.pass(decoded, seq, |_, _| engine_keeps.get(), list))
                 .collect();
             let mut fanout = Fanout { truth, sides: passes, engine_keeps: &engine_keeps };
             let decoded = decoded.feed(payload, &mut fanout);

@@ -256,18 +256,20 @@ impl Predictor {
         keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
-        let mut pass = self.pass_over(decoded, seq, keep_dropped, out);
+        let mut pass = self.pass(decoded, seq, keep_dropped, out);
         let result = decoded.feed(payload, &mut pass);
         pass.finish_sharing(payload, &result, hashes)
     }
 
-    /// A prediction of one engine batch fed by a decode the caller runs
-    /// ([`kvscope_wire::decode_each`], alone or beside other sinks), keeping what
-    /// [`Predictor::predict_sparse`] keeps; [`PredictPass::finish`] ends it. Several relays of
-    /// one source share a decode this way: the index model runs the engine's truth and each
-    /// policy's listener over the same bytes.
+    /// A prediction of one engine batch fed by `decoded` ([`Decoded::feed`]), keeping what
+    /// [`Predictor::predict_sparse`] keeps; [`PredictPass::finish_sharing`] ends it. Several
+    /// relays of one source share a decode this way: the index model runs the engine's truth and
+    /// each policy's listener over the same bytes. The events the relay keeps are read back from
+    /// `decoded` after the batch instead of being cloned as they pass (a batch too big for
+    /// `decoded` to keep is cloned event by event).
     pub fn pass<'p, K: FnMut(u32, VerdictLabel) -> bool>(
         &'p mut self,
+        decoded: &'p Decoded,
         seq: u64,
         keep_dropped: K,
         out: &'p mut Vec<Prediction>,
@@ -283,20 +285,8 @@ impl Predictor {
             first,
             batch: BatchPredicted::default(),
             applied: Vec::new(),
-            events: None,
+            events: decoded.events(),
         }
-    }
-
-    /// As [`Predictor::pass`], fed by `decoded` ([`Decoded::feed`]): the events the relay keeps
-    /// are read back from it after the batch instead of being cloned as they pass.
-    pub fn pass_over<'p, K: FnMut(u32, VerdictLabel) -> bool>(
-        &'p mut self,
-        decoded: &'p Decoded,
-        seq: u64,
-        keep_dropped: K,
-        out: &'p mut Vec<Prediction>,
-    ) -> PredictPass<'p, K> {
-        PredictPass { events: decoded.events(), ..self.pass(seq, keep_dropped, out) }
     }
 
     /// The RouterEvent an applied verdict becomes on its own (Dynamo's `convert_event`), before
@@ -418,14 +408,9 @@ impl<K> PredictPass<'_, K> {
 
     /// Ends the batch with what the decoder returned: builds the RouterEvents of the events the
     /// relay keeps and runs its publisher stage. A payload that did not decode is counted on
-    /// the normalizer, leaves `out` as it was and is returned.
-    pub fn finish(self, payload: &[u8], decoded: &Result<BatchHeader, DecodeError>) -> Result<BatchPredicted, DecodeError> {
-        self.finish_sharing(payload, decoded, &mut TokensHashes::default())
-    }
-
-    /// As [`PredictPass::finish`], with the tokens hashes of this batch's stores shared with
-    /// the other passes over the same decode (reading a store's token ids and hashing them is
-    /// most of what building its RouterEvent costs).
+    /// the normalizer, leaves `out` as it was and is returned. The tokens hashes of this batch's
+    /// stores are shared with the other passes over the same decode (reading a store's token ids
+    /// and hashing them is most of what building its RouterEvent costs).
     pub fn finish_sharing(
         self,
         payload: &[u8],

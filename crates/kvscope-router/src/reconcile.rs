@@ -19,8 +19,8 @@
 //! publisher is bound to one stream: the first whose next predictions (up to `BIND_REACH`, 64)
 //! hold one of the publisher's parked events, an unbound engine first (a clear is no evidence:
 //! every relay sends the same). Receptions parked before that match (a relay's messages for
-//! batches before a late-joining reader's window) are unexpected. Usually a key has one engine, and its relay binds at its first
-//! event. Several engines share a key when DP ranks' batches carry no rank (Dynamo's relay files
+//! batches before a late-joining reader's window) are unexpected. Usually a key has one engine,
+//! and its relay binds at its first event. Several engines share a key when DP ranks' batches carry no rank (Dynamo's relay files
 //! them all under rank 0): their relays' messages interleave on the plane in any order, and are
 //! still each aligned with their own engine. A publisher with no match in `BIND_REACH` events
 //! (or at [`Reconciler::finish`]) is bound to an engine no publisher has, else the first.
