@@ -50,7 +50,7 @@ pub fn parse_dump(bytes: &[u8]) -> Result<Vec<DumpPart>, String> {
             parsed.push(RouterEvent {
                 worker_id: u64_at(e, "worker_id", &at)?,
                 storage_tier: PlaneTier::from_wire(tier),
-                residency_domain: e.get("residency_domain").and_then(Value::as_str).map(str::to_owned),
+                residency_domain: e.get("residency_domain").and_then(Value::as_str).map(kvscope_router::residency_domain),
                 event: KvCacheEvent {
                     event_id: u64_at(e, "event.event_id", &at).unwrap_or(0),
                     data: EventData::Stored(StoredData { parent_hash, start_position: None, blocks }),

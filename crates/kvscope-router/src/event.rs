@@ -9,6 +9,7 @@
 //! rather than failing the message, so a newer Dynamo's tier shows up as a mismatch, not as a
 //! lost message.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use kvscope_normalize::StorageTier;
@@ -80,9 +81,19 @@ pub struct RouterEvent {
     pub worker_id: u64,
     /// The tier the event concerns (`device` for clears).
     pub storage_tier: PlaneTier,
-    /// `worker` in Dynamo 1.6.1; `None` when absent or nil.
-    pub residency_domain: Option<String>,
+    /// `worker` in Dynamo 1.6.1; `None` when absent or nil. Borrowed when it is that one value
+    /// ([`residency_domain`]): every event the relay's prediction builds carries it.
+    pub residency_domain: Option<Cow<'static, str>>,
     pub event: KvCacheEvent,
+}
+
+/// What Dynamo's `residency_domain` says for a worker-local event.
+pub const RESIDENCY_WORKER: &str = "worker";
+
+/// A `residency_domain` as read: Dynamo 1.6.1's one value ([`RESIDENCY_WORKER`]) borrowed, any
+/// other owned.
+pub fn residency_domain(domain: &str) -> Cow<'static, str> {
+    if domain == RESIDENCY_WORKER { Cow::Borrowed(RESIDENCY_WORKER) } else { Cow::Owned(domain.to_owned()) }
 }
 
 /// The event inside a [`RouterEvent`].
@@ -184,14 +195,9 @@ fn router_event(r: &mut Reader<'_>) -> Result<RouterEvent, ReadError> {
             b"worker_id" => worker_id = Some(field(r, "worker_id", |r| r.u64("worker_id"))?),
             b"storage_tier" => tier = Some(field(r, "storage_tier", |r| r.str("storage_tier").map(PlaneTier::from_wire))?),
             b"residency_domain" => {
-                domain =
-                    field(
-                        r,
-                        "residency_domain",
-                        |r| {
-                            if r.nil() { Ok(None) } else { r.str("residency_domain").map(|s| Some(s.to_owned())) }
-                        },
-                    )?
+                domain = field(r, "residency_domain", |r| {
+                    if r.nil() { Ok(None) } else { r.str("residency_domain").map(|s| Some(residency_domain(s))) }
+                })?
             }
             b"event" => event = Some(field(r, "event", kv_cache_event)?),
             other => {

@@ -29,11 +29,14 @@ pub mod reconcile;
 pub mod shard;
 
 pub use error::{PlaneError, ZmqFrameError};
-pub use event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData, decode_router_events};
+pub use event::{
+    EventData, KvCacheEvent, PlaneTier, RESIDENCY_WORKER, RemovedData, RouterEvent, StoredBlock, StoredData, decode_router_events,
+    residency_domain,
+};
 pub use plane::{Envelope, EnvelopeForm, KV_EVENTS_TOPIC, ZMQ_ENVELOPE_VERSION, ZmqPlaneMessage, decode_envelope, split_zmq_plane};
 pub use predict::{
-    BatchPredicted, EngineEventRef, Feed, PredictPass, Predicted, Prediction, Predictor, RelayConfig, TokensHashes, predict, tokens_hash,
-    tokens_hash_seed,
+    BatchPredicted, EngineEventRef, Feed, PredictPass, Predicted, Prediction, Predictor, RelayConfig, RelayMark, TokensHashes, predict,
+    tokens_hash, tokens_hash_seed,
 };
 pub use reconcile::{
     Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler, ReconcilerConfig, RouterCounts,

@@ -213,7 +213,7 @@ mod tests {
         let event = RouterEvent {
             worker_id: 7,
             storage_tier: PlaneTier::Device,
-            residency_domain: Some("worker".to_owned()),
+            residency_domain: Some("worker".into()),
             event: KvCacheEvent { event_id: 0, data, dp_rank: 0 },
         };
         Kept { event, session_id: None }

@@ -33,14 +33,11 @@ use kvscope_wire::{BatchHeader, BlockStored, DecodeError, Decoded, EventSink, Kv
 use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::event::{EventData, KvCacheEvent, PlaneTier, RemovedData, RouterEvent, StoredBlock, StoredData};
+use crate::event::{EventData, KvCacheEvent, PlaneTier, RESIDENCY_WORKER, RemovedData, RouterEvent, StoredBlock, StoredData};
 use crate::outbox::{Kept, Outbox, Sent};
 
 /// Dynamo's XXH3 seed for block hashes (`dynamo_tokens::CHAIN_XXH3_SEED`).
 pub const TOKENS_HASH_SEED: u64 = 1337;
-
-/// What Dynamo's `residency_domain` says for a worker-local event.
-pub const RESIDENCY_WORKER: &str = "worker";
 
 /// Which of Dynamo's components turns the normalizer's output into `RouterEvent`s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -136,7 +133,34 @@ pub enum Predicted {
     HeldBack,
 }
 
+/// What the relay does with one engine event, without the RouterEvent: what a lane draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelayMark {
+    /// It publishes a RouterEvent for it (alone or coalesced into an earlier one).
+    Publishes,
+    /// It publishes nothing: this rule drops it.
+    Drops(VerdictLabel),
+    /// A removal it holds back: other copies of its blocks are still stored.
+    HeldBack,
+}
+
+impl RelayMark {
+    /// Whether the router misses this event (drawn as a drop).
+    pub fn is_drop(self) -> bool {
+        !matches!(self, RelayMark::Publishes)
+    }
+}
+
 impl Predicted {
+    /// The outcome without its RouterEvent.
+    pub fn mark(&self) -> RelayMark {
+        match self {
+            Predicted::Publish(_) | Predicted::Coalesced { .. } => RelayMark::Publishes,
+            Predicted::Dropped { label, .. } => RelayMark::Drops(*label),
+            Predicted::HeldBack => RelayMark::HeldBack,
+        }
+    }
+
     /// What the relay's publisher stage did, in words, for the outcomes that are its own
     /// (coalescing, a removal held back); `None` for the others, which a verdict explains.
     pub fn relay_note(&self) -> Option<String> {
@@ -276,6 +300,7 @@ impl Predictor {
     ) -> PredictPass<'p, K> {
         let state = self.normalizer.payload_state(self.source, seq);
         let first = out.len();
+        let events = decoded.events();
         PredictPass {
             predictor: self,
             state,
@@ -284,8 +309,9 @@ impl Predictor {
             out,
             first,
             batch: BatchPredicted::default(),
-            applied: Vec::new(),
-            events: decoded.events(),
+            // One allocation of the batch's size rather than growing event by event.
+            applied: Vec::with_capacity(events.map_or(0, <[KvEvent]>::len)),
+            events,
         }
     }
 
@@ -324,7 +350,7 @@ impl Predictor {
         let event = RouterEvent {
             worker_id: self.config.worker_id,
             storage_tier: if matches!(data, EventData::Cleared) { PlaneTier::Device } else { tier },
-            residency_domain: Some(RESIDENCY_WORKER.to_owned()),
+            residency_domain: Some(Cow::Borrowed(RESIDENCY_WORKER)),
             event: KvCacheEvent { event_id: 0, data, dp_rank },
         };
         Some(Kept { event, session_id })

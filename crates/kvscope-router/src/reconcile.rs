@@ -58,7 +58,7 @@ use serde::Serialize;
 use crate::error::PlaneError;
 use crate::event::{EventData, RouterEvent, decode_router_events};
 use crate::plane::{Envelope, decode_envelope, split_zmq_plane};
-use crate::predict::{EngineEventRef, Predicted, Prediction, Predictor, RelayConfig, TokensHashes};
+use crate::predict::{EngineEventRef, Predicted, Predictor, RelayConfig, RelayMark, TokensHashes};
 
 /// Bounds and reach of a [`Reconciler`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -842,7 +842,7 @@ impl Reconciler {
 
     /// Feeds one engine batch of a source (published under `seq`) and returns what the relay
     /// does with each of its events but those a rule skips (those are counted by label, in
-    /// `dropped_by_policy`). A payload that does not decode is counted (`engine_decode_errors`)
+    /// `dropped_by_policy`), in batch order; the RouterEvents it publishes go to the lanes. A payload that does not decode is counted (`engine_decode_errors`)
     /// and returned as the error.
     ///
     /// The batch is predicted as it decodes: a hostile batch of millions of skipped events
@@ -850,7 +850,7 @@ impl Reconciler {
     ///
     /// # Panics
     /// If `id` did not come from this reconciler.
-    pub fn push_engine(&mut self, id: RouterSourceId, seq: u64, payload: &[u8]) -> Result<Vec<Prediction>, DecodeError> {
+    pub fn push_engine(&mut self, id: RouterSourceId, seq: u64, payload: &[u8]) -> Result<Vec<(EngineEventRef, RelayMark)>, DecodeError> {
         self.push_engine_with(id, seq, payload, |_, _| {})
     }
 
@@ -862,7 +862,7 @@ impl Reconciler {
         seq: u64,
         payload: &[u8],
         skipped: impl FnMut(u32, VerdictLabel),
-    ) -> Result<Vec<Prediction>, DecodeError> {
+    ) -> Result<Vec<(EngineEventRef, RelayMark)>, DecodeError> {
         self.push_engine_decoded(id, seq, payload, &Decoded::new(payload), &mut TokensHashes::default(), skipped)
     }
 
@@ -876,7 +876,7 @@ impl Reconciler {
         decoded: &Decoded,
         hashes: &mut TokensHashes,
         mut skipped: impl FnMut(u32, VerdictLabel),
-    ) -> Result<Vec<Prediction>, DecodeError> {
+    ) -> Result<Vec<(EngineEventRef, RelayMark)>, DecodeError> {
         let cfg = self.config;
         let index = id.0 as usize;
         let source = &mut self.sources[index];
@@ -900,18 +900,20 @@ impl Reconciler {
         }
         source.counts.engine_batches += 1;
         let mut touched = Vec::new();
-        for p in &predictions {
-            match &p.outcome {
+        let mut marks = Vec::with_capacity(predictions.len());
+        for p in predictions {
+            marks.push((p.origin, p.outcome.mark()));
+            match p.outcome {
                 Predicted::Publish(event) => {
                     let key = (event.worker_id, event.event.dp_rank);
                     let lane = self.lanes.entry(key).or_default();
                     lane.owner.get_or_insert(index);
-                    lane.expect(index, Expected { origin: p.origin, event: event.clone() });
+                    lane.expect(index, Expected { origin: p.origin, event });
                     if !touched.contains(&key) {
                         touched.push(key);
                     }
                 }
-                Predicted::Dropped { label, .. } => *source.counts.dropped_by_policy.entry(*label).or_default() += 1,
+                Predicted::Dropped { label, .. } => *source.counts.dropped_by_policy.entry(label).or_default() += 1,
                 Predicted::Coalesced { .. } => source.counts.coalesced += 1,
                 Predicted::HeldBack => source.counts.held_back += 1,
             }
@@ -921,7 +923,7 @@ impl Reconciler {
                 lane.align(&cfg, false);
             }
         }
-        Ok(predictions)
+        Ok(marks)
     }
 
     /// Feeds one decoded envelope: counts it on its publisher, decodes its RouterEvents and

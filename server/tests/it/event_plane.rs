@@ -432,7 +432,7 @@ async fn plane_faults_router_events_for_an_unknown_worker_are_listed_with_their_
     let event = |id: u64, worker_id: u64, dp_rank: u32| RouterEvent {
         worker_id,
         storage_tier: PlaneTier::Device,
-        residency_domain: Some("worker".to_owned()),
+        residency_domain: Some("worker".into()),
         event: KvCacheEvent {
             event_id: id,
             data: EventData::Stored(StoredData {

@@ -38,7 +38,7 @@ fn event(w: (u64, u32), tier: u8, data: EventData, id: u64) -> RouterEvent {
     RouterEvent {
         worker_id: w.0,
         storage_tier,
-        residency_domain: Some("worker".to_owned()),
+        residency_domain: Some("worker".into()),
         event: KvCacheEvent { event_id: id, data, dp_rank: w.1 },
     }
 }

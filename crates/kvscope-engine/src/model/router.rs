@@ -12,26 +12,10 @@
 use super::chunked::Chunked;
 use kvscope_normalize::{Policy, VerdictLabel};
 use kvscope_protocol as proto;
-use kvscope_router::{Predicted, Reconciler, ReconcilerConfig, RelayConfig, RouterReport, RouterSourceId, SourceReport, TokensHashes};
+use kvscope_router::{
+    Predicted, Reconciler, ReconcilerConfig, RelayConfig, RelayMark, RouterReport, RouterSourceId, SourceReport, TokensHashes,
+};
 use kvscope_wire::Decoded;
-
-/// What the relay does with one engine event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RelayMark {
-    /// It publishes a RouterEvent for it.
-    Publishes,
-    /// It publishes nothing: this rule drops it.
-    Drops(VerdictLabel),
-    /// A removal it holds back: other copies of its blocks are still stored.
-    HeldBack,
-}
-
-impl RelayMark {
-    /// Whether the router misses this event (drawn as a drop).
-    pub fn is_drop(self) -> bool {
-        !matches!(self, RelayMark::Publishes)
-    }
-}
 
 /// One engine source's router lane, oldest first, parallel vectors like [`super::timeline::Lane`].
 #[derive(Clone, Debug, Default)]
@@ -156,8 +140,7 @@ impl RouterSide {
         // The skipped events come as they are judged (8 bytes each), the rest after the batch;
         // the lane takes both in event order.
         let mut skipped: Vec<(u32, VerdictLabel)> = Vec::new();
-        let Ok(predictions) = self.reconciler.push_engine_decoded(id, seq, payload, decoded, hashes, |i, label| skipped.push((i, label)))
-        else {
+        let Ok(marks) = self.reconciler.push_engine_decoded(id, seq, payload, decoded, hashes, |i, label| skipped.push((i, label))) else {
             return;
         };
         let i = source as usize;
@@ -166,14 +149,7 @@ impl RouterSide {
         }
         let lane = &mut self.lanes[i];
         lane.frames.insert(seq, first_event_id);
-        let kept = predictions.into_iter().map(|p| {
-            let mark = match p.outcome {
-                Predicted::Publish(_) | Predicted::Coalesced { .. } => RelayMark::Publishes,
-                Predicted::Dropped { label, .. } => RelayMark::Drops(label),
-                Predicted::HeldBack => RelayMark::HeldBack,
-            };
-            (p.origin.event_index, mark)
-        });
+        let kept = marks.into_iter().map(|(origin, mark)| (origin.event_index, mark));
         let mut skipped = skipped.into_iter().map(|(i, label)| (i, RelayMark::Drops(label))).peekable();
         let mut kept = kept.peekable();
         loop {

@@ -303,7 +303,7 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
     assert_eq!(m.source(1).unwrap().counts(Side::A).events, 0);
     // The router lane marks every engine event, the drops by their rule.
     let lane = router.lane(0).unwrap();
-    let drops = lane.mark.iter().filter(|k| matches!(k, super::router::RelayMark::Drops(_))).count() as u64;
+    let drops = lane.mark.iter().filter(|k| matches!(k, kvscope_router::RelayMark::Drops(_))).count() as u64;
     assert_eq!(drops, c.dropped_by_policy.values().sum::<u64>());
     // Skipped events come as they are judged and the rest after the batch: the lane has them
     // all, in event order.
