@@ -21,7 +21,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use kvscope_index::{IndexConfig, IndexModel, IndexSourceId};
 use kvscope_normalize::Policy;
-use kvscope_router::{Reconciler, ReconcilerConfig, RelayConfig, RouterCounts, RouterReport, RouterSourceId};
+use kvscope_router::{Reconciler, ReconcilerConfig, RelayConfig, RouterCounts, RouterReport, RouterSourceId, TokensHashes};
+use kvscope_wire::Decoded;
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
@@ -40,6 +41,29 @@ pub fn not_reconciled_note(key: &str, worker_id: &str) -> String {
         "  {key}: no router counts: worker id {worker_id:?} is not a decimal number, and Dynamo's RouterEvents name \
          workers by their u64 worker_id (name the source by it, e.g. --workers 42=tcp://...)"
     )
+}
+
+/// One engine batch to the reconciler (for a reconciled source) and the index model (for an
+/// indexed one), from one decode and one tokens hash per stored block: on Kimi-K3's batches
+/// walking the token ids is most of a decode, and the relay and the index both hash them.
+/// Decode errors are counted where they are kept (the reconciler's `engine_decode_errors`, the
+/// model's), as each would count them alone.
+pub fn push_engine_batch(
+    reconciler: Option<(&mut Reconciler, RouterSourceId)>,
+    index: Option<(&mut IndexModel, IndexSourceId)>,
+    (seq, payload, replayed): (u64, &[u8], bool),
+) {
+    if reconciler.is_none() && index.is_none() {
+        return;
+    }
+    let decoded = Decoded::new(payload);
+    let mut hashes = TokensHashes::default();
+    if let Some((r, id)) = reconciler {
+        let _ = r.push_engine_decoded(id, seq, payload, &decoded, &mut hashes, |_, _| {});
+    }
+    if let Some((model, id)) = index {
+        let _ = model.push_decoded(id, seq, payload, &decoded, &mut hashes, replayed);
+    }
 }
 
 /// One line of `check`'s table: `router: expected N, received N, matched N, ...`.
@@ -212,12 +236,9 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                         // reconciler and the models, plane payload errors per publisher).
                         match input {
                             Input::Engine { source, seq, payload, replayed } => {
-                                if let (Some(r), Some(&id)) = (reconciler.as_mut(), reconciled.get(&source)) {
-                                    let _ = r.push_engine(id, seq, &payload);
-                                }
-                                if let Some(&id) = models.ids.get(&source) {
-                                    let _ = models.model.push(id, seq, &payload, replayed);
-                                }
+                                let router = reconciler.as_mut().zip(reconciled.get(&source).copied());
+                                let index = models.ids.get(&source).map(|&id| (&mut models.model, id));
+                                push_engine_batch(router, index, (seq, &payload, replayed));
                                 index_dirty = true;
                             }
                             Input::Plane(env) => {

@@ -175,12 +175,10 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                 }
                 if let (AnyPipeline::Engine(p), Some(lanes)) = (&mut **p, lanes[i]) {
                     for (seq, payload, replayed) in p.output.0.drain(..) {
-                        if let (Some(r), Some(id)) = (reconciler.as_mut(), lanes.router) {
-                            // A payload that does not decode is counted (engine_decode_errors).
-                            let _ = r.push_engine(id, seq, &payload);
-                        }
-                        // Counted by the model too (it has nothing to apply).
-                        let _ = index.push(lanes.index, seq, &payload, replayed);
+                        // A payload that does not decode is counted by both (the reconciler's
+                        // engine_decode_errors; the model has nothing to apply).
+                        let router = reconciler.as_mut().zip(lanes.router);
+                        crate::router::push_engine_batch(router, Some((&mut index, lanes.index)), (seq, &payload, replayed));
                     }
                 }
             }
