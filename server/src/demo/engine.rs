@@ -17,7 +17,41 @@ use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, XPubSocket
 /// Messages the replay buffer keeps (vLLM's default `buffer_steps` is 10 000).
 pub const REPLAY_BUFFER_MESSAGES: usize = 10_000;
 
-type Buffer = Arc<Mutex<VecDeque<(u64, Bytes, Bytes)>>>;
+/// Payload bytes the replay buffer keeps, whichever bound is reached first. vLLM bounds steps
+/// only, which one engine of 50 KB batches can afford (500 MB); 64 simulated in one process
+/// cannot (32 GB: `demo --workers 64 --rate 40` grew by 116 MB/s until the bound of steps).
+/// 2 MiB is a second of Kimi-K3 batches at 40/s, and every step of small events.
+pub const REPLAY_BUFFER_BYTES: usize = 2 << 20;
+
+type Buffer = Arc<Mutex<ReplayBuffer>>;
+
+/// Recent messages for replay, oldest first, bounded by [`REPLAY_BUFFER_MESSAGES`] and
+/// [`REPLAY_BUFFER_BYTES`].
+#[derive(Default)]
+struct ReplayBuffer {
+    messages: VecDeque<(u64, Bytes, Bytes)>,
+    bytes: usize,
+}
+
+impl ReplayBuffer {
+    fn push(&mut self, seq: u64, topic: Bytes, payload: Bytes) {
+        self.bytes += payload.len();
+        self.messages.push_back((seq, topic, payload));
+        while self.messages.len() > REPLAY_BUFFER_MESSAGES || (self.bytes > REPLAY_BUFFER_BYTES && self.messages.len() > 1) {
+            self.pop_front();
+        }
+    }
+
+    fn pop_front(&mut self) {
+        if let Some((_, _, payload)) = self.messages.pop_front() {
+            self.bytes -= payload.len();
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = ReplayBuffer::default();
+    }
+}
 
 enum Publisher {
     Pub(PubSocket),
@@ -68,7 +102,7 @@ impl Engine {
         };
         let mut router = RouterSocket::new();
         let replay_ep = router.bind(replay_bind).await.map_err(|e| bind_error(replay_bind, &e))?;
-        let buffer: Buffer = Arc::new(Mutex::new(VecDeque::new()));
+        let buffer: Buffer = Arc::default();
         let router_task = tokio::spawn(serve_replay(router, buffer.clone(), replay_topic));
         Ok(Engine { publisher, buffer, next_seq: 0, endpoint, replay_endpoint: endpoint_string(&replay_ep), router_task })
     }
@@ -102,10 +136,7 @@ impl Engine {
     pub async fn publish_with_seq(&mut self, topic: &Bytes, seq: u64, payload: Bytes) {
         {
             let mut buffer = self.buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if buffer.len() == REPLAY_BUFFER_MESSAGES {
-                buffer.pop_front();
-            }
-            buffer.push_back((seq, topic.clone(), payload.clone()));
+            buffer.push(seq, topic.clone(), payload.clone());
         }
         self.next_seq = seq + 1;
         self.send(vec![topic.clone(), Bytes::copy_from_slice(&seq.to_be_bytes()), payload]).await;
@@ -158,7 +189,7 @@ impl Engine {
         let seq = self.next_seq;
         self.next_seq += 1;
         let mut buffer = self.buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        buffer.push_back((seq, topic.clone(), payload));
+        buffer.push(seq, topic.clone(), payload);
     }
 }
 
@@ -178,7 +209,7 @@ async fn serve_replay(mut router: RouterSocket, buffer: Buffer, replay_topic: bo
         let start = u64::from_be_bytes(start);
         let replies: Vec<(u64, Bytes, Bytes)> = {
             let buffer = buffer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            buffer.iter().filter(|(seq, _, _)| *seq >= start).cloned().collect()
+            buffer.messages.iter().filter(|(seq, _, _)| *seq >= start).cloned().collect()
         };
         for item in replies.into_iter().map(Some).chain([None]) {
             let mut out = vec![identity.clone(), Bytes::new()];
