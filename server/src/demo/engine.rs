@@ -237,3 +237,31 @@ async fn serve_replay(mut router: RouterSocket, buffer: Buffer, replay_topic: bo
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replay_buffer_keeps_the_newest_messages_within_its_bytes() {
+        let mut buffer = ReplayBuffer::default();
+        let batch = Bytes::from(vec![0u8; 48 << 10]);
+        for seq in 0..200 {
+            buffer.push(seq, Bytes::new(), batch.clone());
+        }
+        assert!(buffer.bytes <= REPLAY_BUFFER_BYTES, "{} bytes kept", buffer.bytes);
+        assert_eq!(buffer.bytes, buffer.messages.len() * batch.len());
+        assert_eq!(buffer.messages.back().map(|m| m.0), Some(199));
+        assert_eq!(buffer.messages.len(), REPLAY_BUFFER_BYTES / batch.len());
+        // One message larger than the bound is still there to replay, alone.
+        buffer.push(200, Bytes::new(), Bytes::from(vec![0u8; REPLAY_BUFFER_BYTES + 1]));
+        assert_eq!(buffer.messages.iter().map(|m| m.0).collect::<Vec<_>>(), [200]);
+        // Small messages: the bound of steps, as vLLM's.
+        buffer.clear();
+        for seq in 0..(REPLAY_BUFFER_MESSAGES as u64 + 5) {
+            buffer.push(seq, Bytes::new(), Bytes::from_static(b"x"));
+        }
+        assert_eq!(buffer.messages.len(), REPLAY_BUFFER_MESSAGES);
+        assert_eq!(buffer.messages.front().map(|m| m.0), Some(5));
+    }
+}
