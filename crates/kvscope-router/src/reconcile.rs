@@ -842,8 +842,9 @@ impl Reconciler {
 
     /// Feeds one engine batch of a source (published under `seq`) and returns what the relay
     /// does with each of its events but those a rule skips (those are counted by label, in
-    /// `dropped_by_policy`), in batch order; the RouterEvents it publishes go to the lanes. A payload that does not decode is counted (`engine_decode_errors`)
-    /// and returned as the error.
+    /// `dropped_by_policy`), in batch order; the RouterEvents it publishes go to the lanes.
+    /// A payload that does not decode is counted (`engine_decode_errors`) and returned as the
+    /// error.
     ///
     /// The batch is predicted as it decodes: a hostile batch of millions of skipped events
     /// costs memory for what the relay publishes, not a prediction and a sentence per event.

@@ -20,7 +20,7 @@ pub const REPLAY_BUFFER_MESSAGES: usize = 10_000;
 /// Payload bytes the replay buffer keeps, whichever bound is reached first. vLLM bounds steps
 /// only, which one engine of 50 KB batches can afford (500 MB); 64 simulated in one process
 /// cannot (32 GB: `demo --workers 64 --rate 40` grew by 116 MB/s until the bound of steps).
-/// 2 MiB is a second of Kimi-K3 batches at 40/s, and every step of small events.
+/// 2 MiB is a second of Kimi-K3 batches at 40/s, and about vLLM's 10,000 steps of small events.
 pub const REPLAY_BUFFER_BYTES: usize = 2 << 20;
 
 type Buffer = Arc<Mutex<ReplayBuffer>>;
