@@ -21,7 +21,8 @@
 //! KVSCOPE_BENCH_SOAK_ALWAYS=1 (the sustained run at the first rate even if it failed the bound),
 //! KVSCOPE_BENCH_PROFILE_STARTUP=1 (a CPU profile of start-up, `tests/artifacts/bench-startup.cpuprofile`),
 //! KVSCOPE_TRACE=1 (start-up's trace events, `tests/artifacts/bench-startup-trace.json`: what each
-//! main-thread task did, for chrome://tracing or Perfetto UI),
+//! main-thread task did, for chrome://tracing or Perfetto UI; chromedriver hands its trace over
+//! once, so the measured stretch has none: its long animation frames say where their time went),
 //! KVSCOPE_BENCH_CAPTURE=FILE (instead of a live fleet: FILE opened through the page's file input,
 //! from a static server, timed until every frame is on the cards, against `kvscope check` on the
 //! same file in the same run; KVSCOPE_BENCH_BLOCK_SIZE, default 16, for both),
@@ -98,6 +99,26 @@ async fn main_thread_seconds(b: &Browser) -> [f64; 4] {
 }
 
 /// The functions with the most self time in a DevTools CPU profile, as `[name, url:line, ms]`.
+/// The page's main-thread tasks of 50 ms or more in a trace, as `[wall ms, on-CPU ms]`: a task
+/// that ran a third of its wall time waited for a core (the shared machine's other threads),
+/// and a shorter task is what makes it short again.
+fn long_tasks_on_cpu(events: &Value) -> Vec<(f64, f64)> {
+    let events = events.as_array().map(Vec::as_slice).unwrap_or_default();
+    let main: std::collections::HashSet<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "CrRendererMain")
+        .filter_map(|e| Some((e["pid"].as_u64()?, e["tid"].as_u64()?)))
+        .collect();
+    events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == "ThreadControllerImpl::RunTask")
+        .filter(|e| e["pid"].as_u64().zip(e["tid"].as_u64()).is_some_and(|k| main.contains(&k)))
+        .filter_map(|e| Some((e["dur"].as_f64()? / 1000.0, e["tdur"].as_f64().unwrap_or(0.0) / 1000.0)))
+        .filter(|&(wall, _)| wall >= 50.0)
+        .map(|(wall, cpu)| ((wall * 10.0).round() / 10.0, (cpu * 10.0).round() / 10.0))
+        .collect()
+}
+
 fn top_self_time(profile: &Value, n: usize) -> Vec<Value> {
     let nodes = profile["nodes"].as_array().cloned().unwrap_or_default();
     let (samples, deltas) = (profile["samples"].as_array(), profile["timeDeltas"].as_array());
@@ -156,12 +177,14 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     }
     if std::env::var("KVSCOPE_TRACE").as_deref() == Ok("1") {
         let path = artifacts_dir().join("bench-startup-trace.json");
-        let _ = std::fs::write(&path, json!({ "traceEvents": b.trace_events().await }).to_string());
-        println!("BENCH {}", json!({"kind": "startup_trace", "path": path.display().to_string()}));
+        let events = b.trace_events().await;
+        let long = long_tasks_on_cpu(&events);
+        let _ = std::fs::write(&path, json!({ "traceEvents": events }).to_string());
+        println!("BENCH {}", json!({"kind": "startup_trace", "path": path.display().to_string(), "long_tasks_wall_and_cpu_ms": long}));
     }
     let startup = b.js("return window.__kvLongest || 0;").await.as_f64().unwrap_or(0.0);
     let startup_tasks = b.js("return window.__kvTasks || [];").await;
-    let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; window.__kvTasks = []; return true;").await;
+    let _ = b.js("window.__kvLongest = 0; window.__kvLongTasks = 0; window.__kvTasks = []; window.__kvFrames = []; return true;").await;
     b.cdp("Performance.enable", json!({})).await;
     let busy0 = main_thread_seconds(&b).await;
     let cpu0 = server.cpu_seconds();
@@ -192,7 +215,8 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     let long_tasks = b.js("return window.__kvLongTasks || 0;").await.as_u64().unwrap_or(0);
     let tasks = b.js("return window.__kvTasks || [];").await;
     if seconds > 30 {
-        println!("BENCH {}", json!({"kind": "long_tasks", "seconds": seconds, "tasks": tasks}));
+        let frames = b.js("return window.__kvFrames || [];").await;
+        println!("BENCH {}", json!({"kind": "long_tasks", "seconds": seconds, "tasks": tasks, "long_animation_frames": frames}));
     }
     let lagged = b.js("return !document.querySelector('[data-testid=\"lagged\"]').hidden;").await.as_bool().unwrap_or(false);
     let data_quality = b

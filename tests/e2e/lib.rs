@@ -353,6 +353,20 @@ pub const SHIM_JS: &str = r#"
         window.__kvTasks.push([Math.round(t.startTime), Math.round(t.duration)]); if (window.__kvTasks.length > 1000) window.__kvTasks.shift(); }
     }).observe({ type: 'longtask', buffered: true });
   } catch (e) { window.__kvErrors.push('no longtask observer: ' + e); }
+  // The last 200 long animation frames (50 ms or more, Long Animation Frames API), with where
+  // their time went: {at, ms, script_ms, render_ms (style, layout, paint), scripts: [[invoker, ms]]}.
+  window.__kvFrames = [];
+  try {
+    new PerformanceObserver(list => {
+      for (const f of list.getEntries()) {
+        const scripts = (f.scripts || []).map(s => [s.invoker, Math.round(s.duration)]).sort((a, b) => b[1] - a[1]).slice(0, 3);
+        const script_ms = (f.scripts || []).reduce((n, s) => n + s.duration, 0);
+        const render_ms = f.renderStart > 0 ? f.startTime + f.duration - f.renderStart : 0;
+        window.__kvFrames.push({ at: Math.round(f.startTime), ms: Math.round(f.duration), script_ms: Math.round(script_ms), render_ms: Math.round(render_ms), scripts });
+        if (window.__kvFrames.length > 200) window.__kvFrames.shift();
+      }
+    }).observe({ type: 'long-animation-frame', buffered: true });
+  } catch (e) { /* an older Chromium: long tasks alone */ }
 })();
 "#;
 
