@@ -11,7 +11,7 @@
 //! use instead of being looked up per event.
 
 use kvscope_normalize::{Normalizer, Policy, SourceId, StorageTier, Verdict, VerdictLabel};
-use kvscope_wire::{BatchHeader, DecodeError, EventSink, KvEvent, decode_each};
+use kvscope_wire::{BatchHeader, DecodeError, Decoded, EventSink, KvEvent, decode_each};
 
 use crate::metrics::{LabelValue, Metrics, SourceMetrics, VerdictLabels};
 use prometheus_client::metrics::counter::Counter;
@@ -57,9 +57,10 @@ impl Classifier {
         Classifier { runs, metrics }
     }
 
-    /// Decodes `payload` and classifies its events under every policy, one event at a time.
+    /// Decodes `payload` and classifies its events under every policy, one event at a time;
+    /// from `decoded` when the payload was decoded already (once for this and the router task).
     /// A payload that does not decode teaches no normalizer anything.
-    pub fn classify(&mut self, seq: u64, payload: &[u8]) -> Result<BatchHeader, DecodeError> {
+    pub fn classify(&mut self, seq: u64, payload: &[u8], decoded: Option<&Decoded>) -> Result<BatchHeader, DecodeError> {
         let metrics = self.metrics.as_ref();
         let mut sinks: Vec<_> = self
             .runs
@@ -75,7 +76,10 @@ impl Classifier {
             })
             .collect();
         let mut frame = FrameSink { policies: &mut sinks[..], events: metrics.map(|(source, _)| source) };
-        decode_each(payload, &mut frame)
+        match decoded {
+            Some(decoded) => decoded.feed(payload, &mut frame),
+            None => decode_each(payload, &mut frame),
+        }
     }
 
     /// The normalizer of the `i`th policy and this source's id in it (for `check`).

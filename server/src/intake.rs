@@ -25,6 +25,8 @@ use kvscope_protocol as proto;
 use tokio::sync::watch;
 use zeromq::{DealerSocket, Socket, SocketEvent, SocketOptions, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
+use kvscope_wire::Decoded;
+
 use crate::capture::Recorder;
 use crate::plane::PlanePipeline;
 use crate::relay::{Hub, Kind};
@@ -121,7 +123,7 @@ impl RelayOutput {
 }
 
 impl Output for RelayOutput {
-    fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes]) {
+    fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes], decoded: Option<Decoded>) {
         self.record(frame.source, frame.recv_time_nanos, frame.replayed, raw);
         if let Some(r) = &self.router {
             // The payload is the last frame as received (no copy); a refcount and a try_send.
@@ -129,10 +131,14 @@ impl Output for RelayOutput {
                 Some(last) if last.len() == frame.payload.len() => last.clone(),
                 _ => Bytes::copy_from_slice(&frame.payload),
             };
-            r.tap.send(crate::router::Input::Engine { source: r.source, seq: frame.seq, payload, replayed: frame.replayed });
+            r.tap.send(crate::router::Input::Engine { source: r.source, seq: frame.seq, payload, replayed: frame.replayed, decoded });
         }
         let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::Frame(frame)));
         self.hub.publish(bytes, Kind::Frame { source: frame.source, seq: frame.seq });
+    }
+
+    fn takes_decoded(&self) -> bool {
+        self.router.is_some()
     }
 
     fn frame_error(&mut self, error: &proto::FrameError, raw: &[Bytes]) {

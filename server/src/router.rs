@@ -47,22 +47,31 @@ pub fn not_reconciled_note(key: &str, worker_id: &str) -> String {
 /// indexed one), from one decode and one tokens hash per stored block: on Kimi-K3's batches
 /// walking the token ids is most of a decode, and the relay and the index both hash them.
 /// Decode errors are counted where they are kept (the reconciler's `engine_decode_errors`, the
-/// model's), as each would count them alone.
+/// model's), as each would count them alone. `decoded` is the payload's decode when the intake
+/// handed one on.
 pub fn push_engine_batch(
     reconciler: Option<(&mut Reconciler, RouterSourceId)>,
     index: Option<(&mut IndexModel, IndexSourceId)>,
     (seq, payload, replayed): (u64, &[u8], bool),
+    decoded: Option<&Decoded>,
 ) {
     if reconciler.is_none() && index.is_none() {
         return;
     }
-    let decoded = Decoded::new(payload);
+    let decoded_here;
+    let decoded = match decoded {
+        Some(d) => d,
+        None => {
+            decoded_here = Decoded::new(payload);
+            &decoded_here
+        }
+    };
     let mut hashes = TokensHashes::default();
     if let Some((r, id)) = reconciler {
-        let _ = r.push_engine_decoded(id, seq, payload, &decoded, &mut hashes, |_, _| {});
+        let _ = r.push_engine_decoded(id, seq, payload, decoded, &mut hashes, |_, _| {});
     }
     if let Some((model, id)) = index {
-        let _ = model.push_decoded(id, seq, payload, &decoded, &mut hashes, replayed);
+        let _ = model.push_decoded(id, seq, payload, decoded, &mut hashes, replayed);
     }
 }
 
@@ -94,8 +103,9 @@ pub fn table_line(key: &str, c: &RouterCounts) -> String {
 /// What the live task is fed.
 #[derive(Debug)]
 pub enum Input {
-    /// An engine batch of a source (by its index among the engine sources), as relayed.
-    Engine { source: usize, seq: u64, payload: Bytes, replayed: bool },
+    /// An engine batch of a source (by its index among the engine sources), as relayed, and
+    /// decoded when the intake's decode was worth handing on ([`Decoded::smaller_than_payload`]).
+    Engine { source: usize, seq: u64, payload: Bytes, replayed: bool, decoded: Option<Decoded> },
     /// A decoded event-plane envelope.
     Plane(kvscope_router::Envelope),
     /// An engine source found after the start (`--discover`). Sent before its first batch.
@@ -235,10 +245,10 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                         // Errors are counted where they are kept (engine decode errors by the
                         // reconciler and the models, plane payload errors per publisher).
                         match input {
-                            Input::Engine { source, seq, payload, replayed } => {
+                            Input::Engine { source, seq, payload, replayed, decoded } => {
                                 let router = reconciler.as_mut().zip(reconciled.get(&source).copied());
                                 let index = models.ids.get(&source).map(|&id| (&mut models.model, id));
-                                push_engine_batch(router, index, (seq, &payload, replayed));
+                                push_engine_batch(router, index, (seq, &payload, replayed), decoded.as_ref());
                                 index_dirty = true;
                             }
                             Input::Plane(env) => {

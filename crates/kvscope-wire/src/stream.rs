@@ -167,7 +167,20 @@ impl Decoded {
     pub fn events(&self) -> Option<&[KvEvent]> {
         self.result.is_some().then_some(self.events.as_slice())
     }
+
+    /// Whether its events take fewer bytes than the payload: true for long prompts (Kimi-K3's
+    /// token ids, kilobytes an event), where reading the token ids is most of a decode and
+    /// handing the events on (to another task, through a queue) saves it; false for small
+    /// events, which are cheaper to decode again than to hold a few times their size.
+    pub fn smaller_than_payload(&self) -> bool {
+        self.result.is_some() && self.events.len() * KEPT_EVENT_BYTES <= self.len
+    }
 }
+
+/// About what a kept event costs in memory, its boxed store included (an upper estimate: only
+/// the few strings and lists a store may carry come on top).
+const KEPT_EVENT_BYTES: usize = 512;
+const _: () = assert!(std::mem::size_of::<KvEvent>() + std::mem::size_of::<crate::BlockStored>() <= KEPT_EVENT_BYTES);
 
 /// Keeps up to [`STREAM_CHUNK`] events ([`decode_each`]'s first pass, [`Decoded`]); past that,
 /// none, and says so.

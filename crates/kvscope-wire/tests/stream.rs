@@ -136,3 +136,48 @@ fn a_payload_decoded_once_feeds_each_sink_as_decode_each_does() {
     }
     assert!(errors > 0, "some truncation fails after its first events");
 }
+
+/// A batch of one vLLM store of `tokens` token ids (array layout).
+fn batch_of_one_long_store(tokens: u32) -> Vec<u8> {
+    use rmp::encode::{ValueWriteError, write_array_len, write_str, write_uint};
+    const NIL: u8 = 0xc0;
+    let store = |out: &mut Vec<u8>| -> Result<(), ValueWriteError> {
+        write_array_len(out, 6)?;
+        write_str(out, "BlockStored")?;
+        write_array_len(out, 2)?;
+        write_uint(out, 11)?;
+        write_uint(out, 12)?;
+        out.push(NIL);
+        write_array_len(out, tokens)?;
+        for t in 0..tokens {
+            write_uint(out, u64::from(1000 + t))?;
+        }
+        write_uint(out, u64::from(tokens / 2))?;
+        out.push(NIL);
+        Ok(())
+    };
+    let mut out = vec![0x93, 0xcb];
+    out.extend_from_slice(&1.5f64.to_be_bytes());
+    out.push(0x91);
+    // Writing into a Vec cannot fail; a batch cut short would fail the decode below anyway.
+    let _ = store(&mut out);
+    out.push(0x07);
+    out
+}
+
+/// Long prompts' events are worth handing on decoded; small events, and a batch past the chunk
+/// (which keeps none), are not.
+#[test]
+fn decoded_events_are_handed_on_only_when_smaller_than_their_payload() {
+    let long = batch_of_one_long_store(2048);
+    let decoded = Decoded::new(&long);
+    assert_eq!(decoded.events().map(<[KvEvent]>::len), Some(1));
+    assert!(decoded.smaller_than_payload(), "one store of 2,048 token ids in {} bytes", long.len());
+    let small = batch_of_cleared(50);
+    assert!(!Decoded::new(&small).smaller_than_payload(), "50 clears in {} bytes", small.len());
+    assert!(!Decoded::new(&batch_of_cleared(STREAM_CHUNK + 3)).smaller_than_payload());
+    // A payload cut short keeps its error and no event: handing that on costs nothing either.
+    let cut = Decoded::new(&long[..long.len() / 2]);
+    assert!(cut.smaller_than_payload());
+    assert!(cut.feed(&long[..long.len() / 2], &mut Record::default()).is_err());
+}

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use kvscope_index::{IndexConfig, IndexCounts, IndexModel, IndexSourceId};
 use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_router::{Reconciler, ReconcilerConfig, RouterReport, RouterSourceId};
+use kvscope_wire::Decoded;
 
 use kvscope_protocol as proto;
 
@@ -48,14 +49,17 @@ pub struct CheckOptions {
     pub stream: StreamOptions,
 }
 
-/// Keeps the engine batches a pipeline relays (seq, payload, replayed), for the reconciler and
-/// the index model.
+/// Keeps the engine batches a pipeline relays (seq, payload, replayed, and the classifier's
+/// decode when it is handed on), for the reconciler and the index model.
 #[derive(Debug, Default)]
-struct Relayed(Vec<(u64, Vec<u8>, bool)>);
+struct Relayed(Vec<(u64, Vec<u8>, bool, Option<Decoded>)>);
 
 impl Output for Relayed {
-    fn frame(&mut self, f: &proto::Frame, _: &[Bytes]) {
-        self.0.push((f.seq, f.payload.clone(), f.replayed));
+    fn frame(&mut self, f: &proto::Frame, _: &[Bytes], decoded: Option<Decoded>) {
+        self.0.push((f.seq, f.payload.clone(), f.replayed, decoded));
+    }
+    fn takes_decoded(&self) -> bool {
+        true
     }
     fn frame_error(&mut self, _: &proto::FrameError, _: &[Bytes]) {}
     fn status(&mut self, _: &proto::SourceStatus) {}
@@ -174,11 +178,12 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
                     let _ = r.push_envelope(&envelope);
                 }
                 if let (AnyPipeline::Engine(p), Some(lanes)) = (&mut **p, lanes[i]) {
-                    for (seq, payload, replayed) in p.output.0.drain(..) {
+                    for (seq, payload, replayed, decoded) in p.output.0.drain(..) {
                         // A payload that does not decode is counted by both (the reconciler's
                         // engine_decode_errors; the model has nothing to apply).
                         let router = reconciler.as_mut().zip(lanes.router);
-                        crate::router::push_engine_batch(router, Some((&mut index, lanes.index)), (seq, &payload, replayed));
+                        let batch = (seq, &payload[..], replayed);
+                        crate::router::push_engine_batch(router, Some((&mut index, lanes.index)), batch, decoded.as_ref());
                     }
                 }
             }

@@ -131,7 +131,7 @@ impl<O: Output> PlanePipeline<O> {
             topic: frames[0].to_vec(),
             payload: envelope.to_vec(),
         };
-        self.output.frame(&frame, &frames);
+        self.output.frame(&frame, &frames, None);
         match &self.router {
             Some(tap) => {
                 tap.send(crate::router::Input::Plane(env));
@@ -205,7 +205,7 @@ mod tests {
     }
 
     impl Output for Collect {
-        fn frame(&mut self, f: &proto::Frame, _: &[Bytes]) {
+        fn frame(&mut self, f: &proto::Frame, _: &[Bytes], _: Option<kvscope_wire::Decoded>) {
             self.frames.push(f.seq);
         }
         fn frame_error(&mut self, e: &proto::FrameError, _: &[Bytes]) {

@@ -28,6 +28,7 @@
 
 use bytes::Bytes;
 use kvscope_protocol as proto;
+use kvscope_wire::Decoded;
 use kvscope_wire::frame::parse_live;
 
 use crate::classify::Classifier;
@@ -62,8 +63,14 @@ impl Default for StreamOptions {
 /// Where a pipeline's results go.
 pub trait Output: Send {
     /// A frame to relay, in order. `raw` holds the frames as received (a live message or a
-    /// replay reply) for recording.
-    fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes]);
+    /// replay reply) for recording; `decoded`, its payload decoded, when [`Output::takes_decoded`]
+    /// and the events are smaller than the payload ([`Decoded::smaller_than_payload`]).
+    fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes], decoded: Option<Decoded>);
+    /// Whether this output decodes payloads again (the router task): the pipeline then keeps
+    /// its own decode for it.
+    fn takes_decoded(&self) -> bool {
+        false
+    }
     /// A framing or decode error.
     fn frame_error(&mut self, error: &proto::FrameError, raw: &[Bytes]);
     /// The source's current status.
@@ -75,7 +82,7 @@ pub trait Output: Send {
 pub struct NoOutput;
 
 impl Output for NoOutput {
-    fn frame(&mut self, _: &proto::Frame, _: &[Bytes]) {}
+    fn frame(&mut self, _: &proto::Frame, _: &[Bytes], _: Option<Decoded>) {}
     fn frame_error(&mut self, _: &proto::FrameError, _: &[Bytes]) {}
     fn status(&mut self, _: &proto::SourceStatus) {}
 }
@@ -227,12 +234,15 @@ impl<O: Output> Pipeline<O> {
             }
         }
         self.source.received(seq, recv_time_nanos);
+        // One decode for the classifier and the router task; handed on when the events are
+        // smaller than the bytes, else the router task decodes them again.
+        let decoded = self.output.takes_decoded().then(|| Decoded::new(&payload));
         let decode_error = match &mut self.classifier {
-            Some(c) => c.classify(seq, &payload).err(),
+            Some(c) => c.classify(seq, &payload, decoded.as_ref()).err(),
             None => None,
         };
         let frame = proto::Frame { source: self.index, seq, recv_time_nanos, replayed, topic, payload };
-        self.output.frame(&frame, raw);
+        self.output.frame(&frame, raw, decoded.filter(Decoded::smaller_than_payload));
         if let Some(err) = decode_error {
             self.source.status.counters.decode_errors += 1;
             if let Some(m) = &self.source.metrics {

@@ -8,7 +8,7 @@ struct Collect {
 }
 
 impl Output for Collect {
-    fn frame(&mut self, f: &proto::Frame, _: &[Bytes]) {
+    fn frame(&mut self, f: &proto::Frame, _: &[Bytes], _: Option<kvscope_wire::Decoded>) {
         self.frames.push((f.seq, f.replayed));
     }
     fn frame_error(&mut self, e: &proto::FrameError, _: &[Bytes]) {
