@@ -50,7 +50,8 @@ pub struct CheckOptions {
 }
 
 /// Keeps the engine batches a pipeline relays (seq, payload, replayed, and the classifier's
-/// decode when it is handed on), for the reconciler and the index model.
+/// decode), for the reconciler and the index model: drained after each record, so the decode is
+/// held only that long and the batch is decoded once.
 #[derive(Debug, Default)]
 struct Relayed(Vec<(u64, Vec<u8>, bool, Option<Decoded>)>);
 

@@ -63,8 +63,8 @@ impl Default for StreamOptions {
 /// Where a pipeline's results go.
 pub trait Output: Send {
     /// A frame to relay, in order. `raw` holds the frames as received (a live message or a
-    /// replay reply) for recording; `decoded`, its payload decoded, when [`Output::takes_decoded`]
-    /// and the events are smaller than the payload ([`Decoded::smaller_than_payload`]).
+    /// replay reply) for recording; `decoded`, its payload as the classifier decoded it, when
+    /// [`Output::takes_decoded`].
     fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes], decoded: Option<Decoded>);
     /// Whether this output decodes payloads again (the router task): the pipeline then keeps
     /// its own decode for it.
@@ -234,15 +234,14 @@ impl<O: Output> Pipeline<O> {
             }
         }
         self.source.received(seq, recv_time_nanos);
-        // One decode for the classifier and the router task; handed on when the events are
-        // smaller than the bytes, else the router task decodes them again.
+        // One decode for the classifier and what the output feeds next (the router task, check).
         let decoded = self.output.takes_decoded().then(|| Decoded::new(&payload));
         let decode_error = match &mut self.classifier {
             Some(c) => c.classify(seq, &payload, decoded.as_ref()).err(),
             None => None,
         };
         let frame = proto::Frame { source: self.index, seq, recv_time_nanos, replayed, topic, payload };
-        self.output.frame(&frame, raw, decoded.filter(Decoded::smaller_than_payload));
+        self.output.frame(&frame, raw, decoded);
         if let Some(err) = decode_error {
             self.source.status.counters.decode_errors += 1;
             if let Some(m) = &self.source.metrics {
