@@ -22,10 +22,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use kvscope_protocol as proto;
+use kvscope_wire::Decoded;
 use tokio::sync::watch;
 use zeromq::{DealerSocket, Socket, SocketEvent, SocketOptions, SocketRecv, SocketSend, SubSocket, ZmqMessage};
-
-use kvscope_wire::Decoded;
 
 use crate::capture::Recorder;
 use crate::plane::PlanePipeline;

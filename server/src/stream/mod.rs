@@ -66,8 +66,8 @@ pub trait Output: Send {
     /// replay reply) for recording; `decoded`, its payload as the classifier decoded it, when
     /// [`Output::takes_decoded`].
     fn frame(&mut self, frame: &proto::Frame, raw: &[Bytes], decoded: Option<Decoded>);
-    /// Whether this output decodes payloads again (the router task): the pipeline then keeps
-    /// its own decode for it.
+    /// Whether this output decodes payloads again (the live router task, `check`'s reconciler
+    /// and index model): the pipeline then hands it the classifier's decode.
     fn takes_decoded(&self) -> bool {
         false
     }
