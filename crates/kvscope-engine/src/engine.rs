@@ -6,12 +6,13 @@ use kvscope_engine_protocol::view::{Overview, Selection};
 use kvscope_engine_protocol::{ExportKind, Settings, Severity, Side, Summary, ViewQuery};
 use kvscope_protocol as proto;
 
+use crate::model::shard::Shard;
 use crate::model::{Config, Model};
 use crate::summarize::{self, EdgeState, InspectorCache, Sent, TimelineImage};
 
 /// The model configuration the settings ask for; what they leave open comes from the server's
 /// defaults, then from [`Config::default`].
-pub fn config_from(settings: &Settings, server: Option<&proto::Defaults>) -> Config {
+pub fn config_from(settings: &Settings, server: Option<&proto::Defaults>, shard: Shard) -> Config {
     let d = Config::default();
     Config {
         policy_a: settings.policy_a.clone().or_else(|| server.map(|s| s.policy_a.clone())).unwrap_or(d.policy_a),
@@ -24,6 +25,7 @@ pub fn config_from(settings: &Settings, server: Option<&proto::Defaults>) -> Con
         retain_bytes: settings.retain_bytes(),
         retain_events: settings.retain_events(),
         max_frame_bytes: settings.max_frame_bytes(),
+        shard,
     }
 }
 
@@ -51,7 +53,7 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(settings: Settings) -> Engine {
-        let model = Model::new(config_from(&settings, None));
+        let model = Model::new(config_from(&settings, None, Shard::ALL));
         Engine {
             model,
             query: ViewQuery { settings, ..ViewQuery::default() },
@@ -122,7 +124,7 @@ impl Engine {
         if query == self.query {
             return;
         }
-        let config = config_from(&query.settings, self.model.server_defaults.as_ref());
+        let config = config_from(&query.settings, self.model.server_defaults.as_ref(), self.model.shard());
         self.query = query;
         self.query_changed = true;
         self.configure(config);
@@ -150,7 +152,7 @@ impl Engine {
 
     /// The model started over (a hello, or a capture's header): its event ids are new.
     pub fn started_over(&mut self) {
-        let config = config_from(&self.query.settings, self.model.server_defaults.as_ref());
+        let config = config_from(&self.query.settings, self.model.server_defaults.as_ref(), self.model.shard());
         self.model.reconfigure(config);
         self.selection = None;
         self.epoch += 1;

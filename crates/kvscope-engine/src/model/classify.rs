@@ -28,6 +28,9 @@ impl Model {
             let s = &self.sources[source as usize];
             (s.worker_id.clone(), s.dp_rank, s.block_size)
         };
+        // The timeline's origin is the first frame with a payload, whether or not it decodes:
+        // a shard that only counts another shard's frames past knows no more than that.
+        self.t0_nanos = Some(t0);
         let verdicts = [std::cell::Cell::new(None), std::cell::Cell::new(None)];
         let Model { runs, classes, sources, trees, events, media, lanes, differences, next_event_id, exits, .. } = self;
         let recv_time_nanos = frame.recv_time_nanos;
@@ -60,6 +63,7 @@ impl Model {
                         counts.fatal_after_exit += u64::from(fatal);
                     } else if fatal {
                         exits[side] = Some(IndexerExit {
+                            position: frame.position,
                             event_id,
                             source,
                             seq,
@@ -92,7 +96,6 @@ impl Model {
             frame.decode_error = Some(text);
             return 0;
         }
-        self.t0_nanos = Some(t0);
         self.last_nanos = self.last_nanos.max(frame.recv_time_nanos);
         frame.num_events = n as u32;
         n
@@ -123,6 +126,7 @@ impl Model {
         let (evicted, bound, lagged, hist_evicted, hist_complete) =
             (self.evicted_frames, self.bound_reached, self.lagged_frames, self.history_evicted_frames, self.history_complete);
         let catching_up = (self.history_expected, self.history_received);
+        let position = self.next_position;
         self.config = config;
         self.reset_with_sources(&sources);
         self.origin = origin;
@@ -132,6 +136,8 @@ impl Model {
             src.lagged_frames = lagged;
         }
         for f in frames {
+            // Each frame keeps its place in the stream: other shards' frames between are gone.
+            self.next_position = f.position;
             match f.body {
                 FrameBody::Message { topic, payload } => {
                     self.apply_frame(f.source, f.seq, f.recv_time_nanos, f.replayed, topic, payload, 0.0)
@@ -140,6 +146,7 @@ impl Model {
                 FrameBody::Plane { frames } => self.apply_plane_frames(f.source, f.recv_time_nanos, frames),
             }
         }
+        self.next_position = position;
         self.rate = RateMeter::default();
         self.evicted_frames += evicted;
         self.bound_reached |= bound;

@@ -272,6 +272,7 @@ impl Model {
         }
         self.fetched.push_back(RetainedFrame {
             id: u64::MAX,
+            position: u64::MAX,
             source: key.source,
             seq: key.seq,
             recv_time_nanos: key.recv_time_nanos,

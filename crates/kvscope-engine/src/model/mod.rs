@@ -30,6 +30,7 @@ pub mod policy_run;
 pub mod rate;
 mod retention;
 pub mod router;
+pub mod shard;
 pub mod summary;
 pub mod timeline;
 pub mod trees;
@@ -69,6 +70,9 @@ pub struct Config {
     pub retain_events: usize,
     /// Larger payloads are refused before decoding, as a frame error.
     pub max_frame_bytes: usize,
+    /// This engine's part of the fleet ([`shard`]): the whole fleet unless the page runs
+    /// several engine workers.
+    pub shard: shard::Shard,
 }
 
 impl Default for Config {
@@ -82,6 +86,7 @@ impl Default for Config {
             retain_bytes: settings::DEFAULT_RETAIN_MIB as usize * 1024 * 1024,
             retain_events: settings::DEFAULT_RETAIN_EVENTS,
             max_frame_bytes: settings::DEFAULT_MAX_FRAME_MIB as usize * 1024 * 1024,
+            shard: shard::Shard::ALL,
         }
     }
 }
@@ -148,6 +153,9 @@ pub struct Difference {
 /// first fatal event fleet-wide, in arrival order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexerExit {
+    /// The exit's frame's place in the stream ([`Model::position`]): the same in every shard,
+    /// so the earliest of the shards' exits is the fleet's.
+    pub position: u64,
     pub event_id: u64,
     pub source: u32,
     pub seq: u64,
@@ -202,6 +210,9 @@ pub struct Source {
     pub endpoint: String,
     /// Its own block size, when its model says (`SourceInfo::block_size`); else the page's.
     pub block_size: Option<u32>,
+    /// This engine's shard reads it ([`shard::reads`]): another shard's engine source is only
+    /// counted past, and shown by that shard.
+    pub own: bool,
     /// The server's latest status for it (live only).
     pub status: Option<proto::SourceStatus>,
     pub frames: u64,
@@ -240,8 +251,9 @@ impl Source {
         }
     }
 
-    fn new(info: &proto::SourceInfo) -> Source {
+    fn new(info: &proto::SourceInfo, shard: shard::Shard) -> Source {
         Source {
+            own: shard::reads(shard, info),
             index: info.index,
             key: info.key.clone(),
             kind: info.kind,
@@ -339,6 +351,8 @@ pub struct Model {
     first_event_id: u64,
     next_event_id: u64,
     next_frame_id: u64,
+    /// Frames seen, this shard's and the others' ([`Model::position`]).
+    next_position: u64,
     retained_bytes: usize,
     evicted_frames: u64,
     bound_reached: bool,
@@ -386,6 +400,7 @@ impl Model {
     pub fn new(config: Config) -> Model {
         let (runs, config_error) = make_runs(&config);
         let index = index::RouterIndexes::new(&[], [runs[0].policy(), runs[1].policy()], config.block_size);
+        let first_event_id = shard::first_event_id(config.shard);
         Model {
             index,
             trees: [Trees::new(config.retain_bytes / 4), Trees::new(config.retain_bytes / 4)],
@@ -408,9 +423,10 @@ impl Model {
             capture_spans_sorted: true,
             capture_file_kept: false,
             fetch: None,
-            first_event_id: 0,
-            next_event_id: 0,
+            first_event_id,
+            next_event_id: first_event_id,
             next_frame_id: 0,
+            next_position: 0,
             retained_bytes: 0,
             evicted_frames: 0,
             bound_reached: false,
@@ -453,8 +469,30 @@ impl Model {
     }
 
     /// The engine sources (event-plane sources are the router's side, not workers).
+    /// The engine sources this shard reads (event-plane sources are the router's side, not
+    /// workers).
     pub fn engine_sources(&self) -> impl Iterator<Item = &Source> {
-        self.sources.iter().filter(|s| s.kind == proto::SourceKind::Engine)
+        self.sources.iter().filter(|s| s.own && s.kind == proto::SourceKind::Engine)
+    }
+
+    /// The event-plane sources this shard shows.
+    pub fn plane_sources(&self) -> impl Iterator<Item = &Source> {
+        self.sources.iter().filter(|s| s.own && s.kind == proto::SourceKind::EventPlane)
+    }
+
+    /// Frames seen so far, of every shard's sources: the next frame's place in the stream.
+    pub fn position(&self) -> u64 {
+        self.next_position
+    }
+
+    /// This engine's part of the fleet.
+    pub fn shard(&self) -> shard::Shard {
+        self.config.shard
+    }
+
+    /// True when `source` is another shard's engine source: its frames are counted past.
+    fn foreign_engine(&self, source: u32) -> bool {
+        self.source(source).is_some_and(|s| !s.own && s.kind == proto::SourceKind::Engine)
     }
 
     /// When the fleet's indexer exits under `side`, in the timeline's milliseconds.
@@ -556,12 +594,13 @@ impl Model {
         (self.server_defaults, self.defaults_note) = defaults;
         for info in sources {
             self.ensure_source(info.index);
-            self.sources[info.index as usize] = Source::new(info);
+            self.sources[info.index as usize] = Source::new(info, self.config.shard);
         }
         let relay_policy = self.relay_policy();
+        let (block_size, shard) = (self.config.block_size, self.config.shard);
         self.router = match self.discovers {
-            true => Some(router::RouterSide::with_sources(sources, relay_policy, self.config.block_size)),
-            false => router::RouterSide::for_sources(sources, relay_policy, self.config.block_size),
+            true => Some(router::RouterSide::with_sources(sources, relay_policy, block_size, shard)),
+            false => router::RouterSide::for_sources(sources, relay_policy, block_size, shard),
         };
         self.index = index::RouterIndexes::new(sources, [self.runs[0].policy(), self.runs[1].policy()], self.config.block_size);
     }
@@ -578,7 +617,7 @@ impl Model {
             src.event_plane = info.event_plane.clone();
         } else {
             let status = src.status.take();
-            *src = Source::new(info);
+            *src = Source::new(info, self.config.shard);
             src.status = status;
             self.index.add_source(info);
             match self.router.as_mut() {
@@ -586,7 +625,7 @@ impl Model {
                 None if info.kind == proto::SourceKind::EventPlane => {
                     let policy = self.relay_policy();
                     let infos: Vec<proto::SourceInfo> = self.sources.iter().map(Source::info).collect();
-                    self.router = Some(router::RouterSide::with_sources(&infos, policy, self.config.block_size));
+                    self.router = Some(router::RouterSide::with_sources(&infos, policy, self.config.block_size, self.config.shard));
                 }
                 None => {}
             }
@@ -598,17 +637,20 @@ impl Model {
     fn ensure_source(&mut self, index: u32) {
         while self.sources.len() <= index as usize {
             let i = self.sources.len() as u32;
-            self.sources.push(Source::new(&proto::SourceInfo {
-                index: i,
-                key: format!("source {i}"),
-                kind: proto::SourceKind::Engine,
-                event_plane: None,
-                block_size: None,
-                worker_id: i.to_string(),
-                dp_rank: 0,
-                endpoint: String::new(),
-                replay_endpoint: None,
-            }));
+            self.sources.push(Source::new(
+                &proto::SourceInfo {
+                    index: i,
+                    key: format!("source {i}"),
+                    kind: proto::SourceKind::Engine,
+                    event_plane: None,
+                    block_size: None,
+                    worker_id: i.to_string(),
+                    dp_rank: 0,
+                    endpoint: String::new(),
+                    replay_endpoint: None,
+                },
+                self.config.shard,
+            ));
             self.lanes.push(Lane::default());
             self.dirty = true;
         }
@@ -770,6 +812,10 @@ impl Model {
         if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::Discovery) {
             return self.apply_discovery_record(&record);
         }
+        if self.foreign_engine(record.source) {
+            let payload_len = record.frames.get(2).map(|p| p.len());
+            return self.count_foreign(record.recv_time_nanos, payload_len);
+        }
         let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
         if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::EventPlane) {
             return self.apply_plane_frames(record.source, record.recv_time_nanos, frames);
@@ -820,7 +866,20 @@ impl Model {
         self.apply_malformed(e.source, e.recv_time_nanos, e.replayed, frames, e.text);
     }
 
+    /// Another shard's frame: only its place in the stream is kept (and the timeline's origin,
+    /// when it is the first frame that decodes there: `payload_len` is its payload's, `None`
+    /// for a frame that is not one).
+    fn count_foreign(&mut self, recv_time_nanos: u64, payload_len: Option<usize>) {
+        self.next_position += 1;
+        if payload_len.is_some_and(|n| n <= self.config.max_frame_bytes) {
+            self.t0_nanos.get_or_insert(recv_time_nanos);
+        }
+    }
+
     fn apply_malformed(&mut self, source: u32, recv_time_nanos: u64, replayed: bool, frames: Vec<Vec<u8>>, error: String) {
+        if self.foreign_engine(source) {
+            return self.count_foreign(recv_time_nanos, None);
+        }
         self.ensure_source(source);
         let src = &mut self.sources[source as usize];
         src.frame_errors += 1;
@@ -842,6 +901,9 @@ impl Model {
         payload: Vec<u8>,
         now_ms: f64,
     ) {
+        if self.foreign_engine(source) {
+            return self.count_foreign(recv_time_nanos, Some(payload.len()));
+        }
         self.ensure_source(source);
         if self.sources[source as usize].kind == proto::SourceKind::EventPlane {
             return self.apply_plane_frames(source, recv_time_nanos, vec![topic, payload]);
@@ -914,8 +976,11 @@ impl Model {
     fn new_frame(&mut self, source: u32, seq: u64, recv_time_nanos: u64, replayed: bool, body: FrameBody) -> RetainedFrame {
         let id = self.next_frame_id;
         self.next_frame_id += 1;
+        let position = self.next_position;
+        self.next_position += 1;
         RetainedFrame {
             id,
+            position,
             source,
             seq,
             recv_time_nanos,
@@ -939,6 +1004,8 @@ impl Model {
     }
 }
 
+#[cfg(test)]
+mod shard_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

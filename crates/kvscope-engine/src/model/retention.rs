@@ -36,6 +36,8 @@ pub enum FrameBody {
 #[derive(Clone, Debug)]
 pub struct RetainedFrame {
     pub id: u64,
+    /// Its place in the stream, counting other shards' frames ([`super::Model::position`]).
+    pub position: u64,
     pub source: u32,
     pub seq: u64,
     pub recv_time_nanos: u64,
@@ -189,8 +191,8 @@ impl Model {
             event_bytes: self.events.capacity_bytes()
                 + self.lanes.iter().map(super::timeline::Lane::reserved_bytes).sum::<usize>()
                 + self.capture_spans.capacity_bytes(),
-            evicted_events: self.first_event_id,
-            event_bound_reached: self.first_event_id > 0,
+            evicted_events: self.first_event_id - super::shard::first_event_id(self.config.shard),
+            event_bound_reached: self.first_event_id > super::shard::first_event_id(self.config.shard),
             tree_blocks: self.trees.iter().map(Trees::total_blocks).sum(),
             tree_bytes: self.trees.iter().map(Trees::approx_bytes).sum(),
             tree_bound_reached: self.trees.iter().any(Trees::bound_reached),

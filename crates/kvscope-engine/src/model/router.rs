@@ -13,7 +13,7 @@ use super::chunked::Chunked;
 use kvscope_normalize::{Policy, VerdictLabel};
 use kvscope_protocol as proto;
 use kvscope_router::{
-    Predicted, Reconciler, ReconcilerConfig, RelayConfig, RelayMark, RouterReport, RouterSourceId, SourceReport, TokensHashes,
+    Predicted, Reconciler, ReconcilerConfig, RelayConfig, RelayMark, RouterReport, RouterSourceId, Shard, SourceReport, TokensHashes,
 };
 use kvscope_wire::Decoded;
 
@@ -81,6 +81,8 @@ pub struct RouterSide {
     /// Something was pushed since the report was built.
     stale: bool,
     pub policy: Policy,
+    /// The engine's part of the fleet: other shards' engines take no part here.
+    shard: Shard,
     /// Event-plane messages whose envelope did not decode, in words (the latest).
     pub last_plane_error: Option<String>,
 }
@@ -88,17 +90,21 @@ pub struct RouterSide {
 impl RouterSide {
     /// A reconciliation for these sources, when any of them is an event plane; the relays are
     /// predicted under `policy` at `block_size` (the relay's `kv_block_size`).
-    pub fn for_sources(sources: &[proto::SourceInfo], policy: Policy, block_size: u32) -> Option<RouterSide> {
-        sources.iter().any(|s| s.kind == proto::SourceKind::EventPlane).then(|| RouterSide::with_sources(sources, policy, block_size))
+    pub fn for_sources(sources: &[proto::SourceInfo], policy: Policy, block_size: u32, shard: Shard) -> Option<RouterSide> {
+        sources
+            .iter()
+            .any(|s| s.kind == proto::SourceKind::EventPlane)
+            .then(|| RouterSide::with_sources(sources, policy, block_size, shard))
     }
 
     /// The router's side even before any event-plane source is known: a server that discovers
     /// its fleet announces its relays after the hello, and the engines' predictions must start
     /// with their first frame.
-    pub fn with_sources(sources: &[proto::SourceInfo], policy: Policy, block_size: u32) -> RouterSide {
-        let reconciler = Reconciler::new(ReconcilerConfig::default());
+    pub fn with_sources(sources: &[proto::SourceInfo], policy: Policy, block_size: u32, shard: Shard) -> RouterSide {
+        let reconciler = Reconciler::new(ReconcilerConfig { shard, ..ReconcilerConfig::default() });
         let report = reconciler.report();
-        let mut side = RouterSide { reconciler, ids: Vec::new(), lanes: Vec::new(), report, stale: false, policy, last_plane_error: None };
+        let mut side =
+            RouterSide { reconciler, ids: Vec::new(), lanes: Vec::new(), report, stale: false, policy, shard, last_plane_error: None };
         for s in sources {
             side.add_source(s, block_size);
         }
@@ -111,7 +117,9 @@ impl RouterSide {
         if self.ids.len() <= i {
             self.ids.resize(i + 1, None);
         }
+        // Another shard's engine: its RouterEvents are counted as that shard's, not received.
         if s.kind == proto::SourceKind::Engine
+            && self.shard.takes(&s.worker_id)
             && self.ids[i].is_none()
             && let Some(relay) = RelayConfig::for_source(&s.worker_id, s.dp_rank, s.block_size.unwrap_or(block_size), self.policy)
         {

@@ -164,7 +164,7 @@ fn card(m: &Model, index: u32) -> Option<Card> {
 /// The event-plane sources: what each reads, its state, and the publishers seen on it; `None`
 /// when there is no event plane.
 pub fn planes(m: &Model) -> Option<Planes> {
-    let mut planes: Vec<_> = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::EventPlane).collect();
+    let mut planes: Vec<_> = m.plane_sources().collect();
     if planes.is_empty() {
         return None;
     }

@@ -100,14 +100,15 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
     // Workers are the engine sources; event planes are counted apart. Live means analysed here:
     // a socket that is open but whose events were not analysed is not live.
     let total = m.engine_sources().count();
-    let planes = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::EventPlane).count();
+    let planes = m.plane_sources().count();
     let planes = if planes > 0 { format!(" · {planes} event planes") } else { String::new() };
     let live = m
         .engine_sources()
         .filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live) && s.counts(Side::A).events > 0)
         .count();
     // Sources that left the discovery store keep their rows; the bar says how many.
-    let left = m.sources().iter().filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Left)).count();
+    let left =
+        m.sources().iter().filter(|s| s.own && s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Left)).count();
     let left = if left > 0 { format!(" · {left} left") } else { String::new() };
     let sources = if matches!(m.origin, Origin::Server { .. }) {
         format!("{live} of {total} workers live{planes}{left}")
@@ -117,7 +118,7 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
     // A capture has a span and a count, not a rate.
     let rate = match m.origin {
         Origin::Capture { .. } => {
-            let events: u64 = m.sources().iter().map(|s| s.counts(Side::A).events).sum();
+            let events: u64 = m.engine_sources().map(|s| s.counts(Side::A).events).sum();
             let (a, b) = m.time_span_ms();
             format!("{} events over {}", thousands(events), human_duration_ms(b - a))
         }

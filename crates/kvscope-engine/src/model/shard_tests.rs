@@ -1,0 +1,145 @@
+//! Shards against one model: the same stream through K models, each reading its part of the
+//! fleet ([`super::shard`]), holds per source what one model reading everything holds.
+
+use kvscope_protocol as proto;
+
+use super::shard::Shard;
+use super::tests::{config, hello_of, kimi_frames, source_info};
+use super::*;
+
+/// Dynamo's worker ids are numbers: the router's side reconciles such sources.
+fn engines(workers: u32) -> Vec<proto::SourceInfo> {
+    (0..workers).map(source_info).collect()
+}
+
+const SUBJECT: &[u8] = b"namespace.test.component.backend.endpoint.generate.kv-events";
+
+/// A fleet of synthetic workers and one NATS plane carrying every worker's relay, as Dynamo
+/// 1.6.1's relay publishes it; worker 3's relay loses every fifth envelope.
+fn fleet_with_plane(workers: u32, rounds: u32) -> (proto::Message, Vec<proto::Message>) {
+    let plane = proto::SourceInfo::event_plane(workers, "nats://127.0.0.1:4222", Some("namespace.>".into()));
+    let hello = hello_of(engines(workers).into_iter().chain([plane]).collect(), 16);
+    let mut batches = kvscope_encode::synthetic::fleet(workers, u64::from(rounds)).expect("a synthetic fleet");
+    batches.sort_by_key(|b| (b.seq, b.worker));
+    let mut relays: Vec<kvscope_router::Predictor> =
+        (0..workers).map(|w| kvscope_router::Predictor::new(kvscope_router::RelayConfig::dynamo_1_6_1(u64::from(w), 0, 16))).collect();
+    let mut published = vec![0u64; workers as usize];
+    let mut out = Vec::new();
+    for (i, b) in batches.into_iter().enumerate() {
+        let at = 1_000_000_000 + i as u64 * 1_000_000;
+        let predictions = relays[b.worker as usize].predict(b.seq, &b.payload).expect("the relay reads its engine's batch");
+        out.push(proto::Message::Frame(proto::Frame {
+            source: b.worker,
+            seq: b.seq,
+            recv_time_nanos: at,
+            replayed: false,
+            topic: b"kv-events".to_vec(),
+            payload: b.payload,
+        }));
+        let sequence = &mut published[b.worker as usize];
+        let Some(envelope) = kvscope_encode::router::relay_envelope(1000 + u64::from(b.worker), *sequence, at / 1_000_000, &predictions)
+            .expect("an envelope")
+        else {
+            continue;
+        };
+        *sequence += 1;
+        if b.worker == 3 && sequence.is_multiple_of(5) {
+            continue;
+        }
+        out.push(proto::Message::Frame(proto::Frame {
+            source: workers,
+            seq: 0,
+            recv_time_nanos: at + 1,
+            replayed: false,
+            topic: SUBJECT.to_vec(),
+            payload: kvscope_encode::router::encode_envelope(&envelope).expect("the envelope's bytes"),
+        }));
+    }
+    (hello, out)
+}
+
+fn run(hello: &proto::Message, messages: &[proto::Message], block_size: u32, shard: Shard) -> Model {
+    let mut m = Model::new(Config { shard, ..config(block_size) });
+    m.apply_message(hello.clone(), 0.0);
+    for message in messages {
+        m.apply_message(message.clone(), 0.0);
+    }
+    m.take_dirty();
+    m
+}
+
+/// Events, rows by (kind, reason), the first fatal and the blocks applied per tier.
+type OwnCounts = (u64, Rows, Option<(u64, String)>, BTreeMap<&'static str, u64>);
+
+/// What a source's counts say that does not depend on where the fleet's indexer exited.
+fn own_counts(c: &Counts, classes: &classes::ClassTable) -> OwnCounts {
+    (c.events, c.rows(classes), c.first_fatal.clone(), c.blocks_applied.clone())
+}
+
+/// Every source's counts, row and router report in the shard that reads it equal the whole
+/// model's; the earliest of the shards' exits is the whole model's.
+fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::Message], block_size: u32) {
+    let whole = run(hello, messages, block_size, Shard::ALL);
+    let whole_rows = overview::rows(&whole, 0.0);
+    for count in [2, 3] {
+        let shards: Vec<Model> = (0..count).map(|index| run(hello, messages, block_size, Shard { index, count })).collect();
+        for m in &shards {
+            assert_eq!(m.position(), whole.position(), "every shard counts every frame");
+        }
+        for src in whole.engine_sources() {
+            let readers: Vec<&Model> = shards.iter().filter(|m| m.engine_sources().any(|s| s.index == src.index)).collect();
+            assert_eq!(readers.len(), 1, "{} is read by one of {count} shards", src.key);
+            let (m, own) = (readers[0], readers[0].source(src.index).expect("the source"));
+            for side in [Side::A, Side::B] {
+                assert_eq!(
+                    own_counts(own.counts(side), m.classes()),
+                    own_counts(src.counts(side), whole.classes()),
+                    "{} {side:?}",
+                    src.key
+                );
+            }
+            assert_eq!(
+                (own.frames, own.payload_bytes, &own.seq, own.decode_errors),
+                (src.frames, src.payload_bytes, &src.seq, src.decode_errors)
+            );
+            let row = overview::rows(m, 0.0).into_iter().find(|r| r.index == src.index);
+            assert_eq!(row.as_ref(), whole_rows.iter().find(|r| r.index == src.index), "{}'s overview row, {count} shards", src.key);
+            if let (Some(router), Some(mine)) = (whole.router(), m.router()) {
+                let theirs = router.source_report(router.report(), src.index).map(|r| &r.router);
+                assert_eq!(mine.source_report(mine.report(), src.index).map(|r| &r.router), theirs, "{}'s relay", src.key);
+            }
+        }
+        let fatal_sources = whole.engine_sources().filter(|s| s.counts(Side::A).first_fatal.is_some()).count();
+        for side in [Side::A, Side::B] {
+            let earliest = shards.iter().filter_map(|m| m.indexer_exit(side)).min_by_key(|e| e.position);
+            let key = |e: &IndexerExit| (e.position, e.source, e.seq, e.label);
+            assert_eq!(
+                earliest.map(key),
+                whole.indexer_exit(side).map(key),
+                "{side:?}'s exit, {count} shards ({fatal_sources} fatal sources)"
+            );
+        }
+        for (index, m) in shards.iter().enumerate() {
+            let ids = m.first_event_id..m.next_event_id;
+            assert!(ids.clone().all(|id| shard::of_event_id(id) == index as u32), "shard {index}'s ids {ids:?} name it");
+        }
+    }
+}
+
+#[test]
+fn shards_of_the_kimi_k3_incident_hold_what_one_model_holds() {
+    let hello = hello_of(engines(kvscope_corpus::KIMI_K3_WORKERS), 1536);
+    let whole = run(&hello, &kimi_frames(), 1536, Shard::ALL);
+    assert!(whole.indexer_exit(Side::A).is_some(), "the incident stops legacy's indexer");
+    shards_hold_what_one_model_holds(&hello, &kimi_frames(), 1536);
+}
+
+#[test]
+fn shards_of_a_fleet_with_an_event_plane_hold_what_one_model_holds() {
+    let (hello, messages) = fleet_with_plane(12, 30);
+    let whole = run(&hello, &messages, 16, Shard::ALL);
+    let report = whole.router().expect("a router side").report();
+    assert!(report.sources.iter().any(|s| s.router.missing > 0), "worker 3's relay lost envelopes");
+    assert!(report.sources.iter().filter(|s| s.router.received > 0).count() >= 11, "the others' arrived");
+    shards_hold_what_one_model_holds(&hello, &messages, 16);
+}
