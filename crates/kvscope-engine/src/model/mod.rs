@@ -506,6 +506,37 @@ impl Model {
         self.exits[side as usize].as_ref()
     }
 
+    /// Takes the fleet's exit under `side` when another shard's comes first: this shard's
+    /// events after it are then after the exit too (never indexed, and its fatal ones each a
+    /// crashloop), counted again from the retained frames (those evicted stay uncounted, as
+    /// the data-quality strip already says).
+    pub fn adopt_exit(&mut self, side: Side, exit: &IndexerExit) {
+        let s = side as usize;
+        let own = self.exits[s].as_ref().map(|e| (e.position, e.event_id));
+        if own.is_some_and(|(position, _)| position <= exit.position) {
+            return;
+        }
+        let Model { frames, sources, events, classes, first_event_id, .. } = self;
+        for frame in frames.iter().rev().take_while(|f| f.position > exit.position) {
+            let Some(src) = sources.get_mut(frame.source as usize) else { continue };
+            let ids = frame.first_event..frame.first_event + u64::from(frame.num_events);
+            for id in ids {
+                // Already after this shard's own exit.
+                if own.is_some_and(|(position, first)| frame.position > position || (frame.position == position && id > first)) {
+                    continue;
+                }
+                let record = id.checked_sub(*first_event_id).and_then(|i| events.get(i as usize));
+                let fatal = record.and_then(|r| classes.get(r.class[s])).is_some_and(|c| c.kind == Outcome::Fatal);
+                let counts = &mut src.counts[s];
+                counts.after_exit += 1;
+                counts.fatal_after_exit += u64::from(fatal);
+                src.dirty = true;
+            }
+        }
+        self.exits[s] = Some(exit.clone());
+        self.dirty = true;
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

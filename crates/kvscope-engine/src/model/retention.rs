@@ -272,7 +272,7 @@ impl Model {
 
     /// Events whose records were evicted (the oldest ids): 0 until the event bound is reached.
     pub fn evicted_events(&self) -> u64 {
-        self.first_event_id
+        self.first_event_id - super::shard::first_event_id(self.config.shard)
     }
 
     /// The name of a record's medium id.

@@ -41,6 +41,12 @@ pub fn of_event_id(id: u64) -> u32 {
     (id >> EVENT_ID_BITS) as u32
 }
 
+/// The fleet's exit among the shards' (each shard's first fatal event, or one it adopted): the
+/// earliest in the stream. Every shard then adopts it ([`super::Model::adopt_exit`]).
+pub fn earliest_exit<'a>(exits: impl IntoIterator<Item = &'a super::IndexerExit>) -> Option<&'a super::IndexerExit> {
+    exits.into_iter().min_by_key(|e| e.position)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

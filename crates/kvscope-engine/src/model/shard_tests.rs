@@ -68,6 +68,35 @@ fn run(hello: &proto::Message, messages: &[proto::Message], block_size: u32, sha
     m
 }
 
+/// `count` shards fed the stream together, agreeing on the fleet's exit every `every` messages
+/// (as a coordinator does at each flush) and once at the end.
+fn run_shards(hello: &proto::Message, messages: &[proto::Message], block_size: u32, count: u32, every: usize) -> Vec<Model> {
+    let mut shards: Vec<Model> =
+        (0..count).map(|index| Model::new(Config { shard: Shard { index, count }, ..config(block_size) })).collect();
+    let agree = |shards: &mut Vec<Model>| {
+        for side in [Side::A, Side::B] {
+            let Some(exit) = shard::earliest_exit(shards.iter().filter_map(|m| m.indexer_exit(side))).cloned() else { continue };
+            shards.iter_mut().for_each(|m| m.adopt_exit(side, &exit));
+        }
+    };
+    for m in &mut shards {
+        m.apply_message(hello.clone(), 0.0);
+    }
+    for (i, message) in messages.iter().enumerate() {
+        for m in &mut shards {
+            m.apply_message(message.clone(), 0.0);
+        }
+        if i % every == every - 1 {
+            agree(&mut shards);
+        }
+    }
+    agree(&mut shards);
+    for m in &mut shards {
+        m.take_dirty();
+    }
+    shards
+}
+
 /// Events, rows by (kind, reason), the first fatal and the blocks applied per tier.
 type OwnCounts = (u64, Rows, Option<(u64, String)>, BTreeMap<&'static str, u64>);
 
@@ -81,8 +110,8 @@ fn own_counts(c: &Counts, classes: &classes::ClassTable) -> OwnCounts {
 fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::Message], block_size: u32) {
     let whole = run(hello, messages, block_size, Shard::ALL);
     let whole_rows = overview::rows(&whole, 0.0);
-    for count in [2, 3] {
-        let shards: Vec<Model> = (0..count).map(|index| run(hello, messages, block_size, Shard { index, count })).collect();
+    for (count, every) in [(2, 1), (2, 5), (3, 7), (3, usize::MAX)] {
+        let shards = run_shards(hello, messages, block_size, count, every);
         for m in &shards {
             assert_eq!(m.position(), whole.position(), "every shard counts every frame");
         }
@@ -91,10 +120,13 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
             assert_eq!(readers.len(), 1, "{} is read by one of {count} shards", src.key);
             let (m, own) = (readers[0], readers[0].source(src.index).expect("the source"));
             for side in [Side::A, Side::B] {
+                let (mine, theirs) = (own.counts(side), src.counts(side));
+                assert_eq!(own_counts(mine, m.classes()), own_counts(theirs, whole.classes()), "{} {side:?}", src.key);
+                let after = |c: &Counts| (c.after_exit, c.fatal_after_exit);
                 assert_eq!(
-                    own_counts(own.counts(side), m.classes()),
-                    own_counts(src.counts(side), whole.classes()),
-                    "{} {side:?}",
+                    after(mine),
+                    after(theirs),
+                    "{} {side:?}: after the fleet's exit, {count} shards agreeing every {every}",
                     src.key
                 );
             }
@@ -109,15 +141,11 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
                 assert_eq!(mine.source_report(mine.report(), src.index).map(|r| &r.router), theirs, "{}'s relay", src.key);
             }
         }
-        let fatal_sources = whole.engine_sources().filter(|s| s.counts(Side::A).first_fatal.is_some()).count();
         for side in [Side::A, Side::B] {
-            let earliest = shards.iter().filter_map(|m| m.indexer_exit(side)).min_by_key(|e| e.position);
             let key = |e: &IndexerExit| (e.position, e.source, e.seq, e.label);
-            assert_eq!(
-                earliest.map(key),
-                whole.indexer_exit(side).map(key),
-                "{side:?}'s exit, {count} shards ({fatal_sources} fatal sources)"
-            );
+            for m in &shards {
+                assert_eq!(m.indexer_exit(side).map(key), whole.indexer_exit(side).map(key), "{side:?}'s exit, {count} shards");
+            }
         }
         for (index, m) in shards.iter().enumerate() {
             let ids = m.first_event_id..m.next_event_id;
@@ -131,6 +159,8 @@ fn shards_of_the_kimi_k3_incident_hold_what_one_model_holds() {
     let hello = hello_of(engines(kvscope_corpus::KIMI_K3_WORKERS), 1536);
     let whole = run(&hello, &kimi_frames(), 1536, Shard::ALL);
     assert!(whole.indexer_exit(Side::A).is_some(), "the incident stops legacy's indexer");
+    let after: Vec<u64> = whole.engine_sources().map(|s| s.counts(Side::A).after_exit).collect();
+    assert!(after.iter().filter(|n| **n > 0).count() >= 2, "events after the exit on several workers: {after:?}");
     shards_hold_what_one_model_holds(&hello, &kimi_frames(), 1536);
 }
 
