@@ -239,7 +239,7 @@ impl Engine {
             .indexer_exit(Side::A)
             .or(m.indexer_exit(Side::B))
             .map(|e| e.event_id)
-            .or_else(|| m.differences().iter().map(|d| d.2.first_event).min());
+            .or_else(|| m.differences().iter().min_by_key(|d| (d.first_position, d.first_event)).map(|d| d.first_event));
         if first.is_some() {
             self.selection = first;
             self.opened_first = true;

@@ -80,7 +80,10 @@ impl Model {
                     trees[side].apply(source, event, &outcome, ts, event_id);
                 }
                 if codes[0] != codes[1] {
-                    differences.entry((codes[0], codes[1])).or_insert(Difference { events: 0, first_event: event_id }).events += 1;
+                    differences
+                        .entry((codes[0], codes[1]))
+                        .or_insert(Difference { events: 0, first_event: event_id, first_position: frame.position })
+                        .events += 1;
                 }
                 *next_event_id += 1;
                 let medium = media.intern(event.medium());

@@ -49,33 +49,9 @@ impl Model {
         Completeness::from_shortfalls(shortfalls)
     }
 
-    /// What the fleet-wide verdicts cover: unknown when no source has events, incomplete when
-    /// any source is short (summed by kind) or the page lost frames it cannot attribute.
+    /// What the fleet-wide verdicts cover (this shard's part, when it is one).
     pub fn fleet_completeness(&self) -> Completeness {
-        // Engine sources only: an event plane carries RouterEvents, not verdicts (its own
-        // health is the router side's, `views::router`).
-        let analysed = self.engine_sources().filter(|s| s.counts[0].events > 0).count();
-        if analysed == 0 {
-            return Completeness::Unknown(Unknown::NoEvents);
-        }
-        let mut sum = [0u64; 5];
-        let attributed_lag: u64 = self.engine_sources().map(|s| s.lagged_frames).sum();
-        for src in self.engine_sources() {
-            sum[0] += lost_in_gaps(src);
-            sum[3] += src.decode_errors + src.frame_errors;
-        }
-        sum[1] = self.lagged_frames.max(attributed_lag);
-        sum[2] = self.uncounted_frames;
-        sum[4] = self.intake_dropped_messages;
-        let make: [fn(u64) -> Shortfall; 5] = [
-            |frames| Shortfall::LostInGaps { frames },
-            |frames| Shortfall::LostToLag { frames },
-            |frames| Shortfall::Uncounted { frames },
-            |frames| Shortfall::Errors { frames },
-            |messages| Shortfall::DroppedUnread { messages },
-        ];
-        let shortfalls = sum.iter().zip(make).filter(|(n, _)| **n > 0).map(|(n, f)| f(*n)).collect();
-        Completeness::from_shortfalls(shortfalls)
+        super::fleet::Shortfalls::of(self).completeness()
     }
 
     /// Engine sources whose data is not complete, as `worker:rank`.

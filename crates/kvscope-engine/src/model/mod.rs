@@ -21,6 +21,7 @@ pub mod classes;
 mod classify;
 pub mod completeness;
 mod export;
+pub mod fleet;
 pub mod index;
 mod inspector;
 pub mod intake;
@@ -147,6 +148,8 @@ impl Counts {
 pub struct Difference {
     pub events: u64,
     pub first_event: u64,
+    /// The first event's frame's place in the stream.
+    pub first_position: u64,
 }
 
 /// Where one router indexer, consuming every source's stream, stops under a fatal policy: the
@@ -573,14 +576,6 @@ impl Model {
     /// One policy's trees.
     pub fn trees_of(&self, side: Side) -> &Trees {
         &self.trees[side as usize]
-    }
-
-    /// Where the policies decided differently: (class under A, class under B, events and the
-    /// first event), most events first.
-    pub fn differences(&self) -> Vec<(Option<&classes::Class>, Option<&classes::Class>, Difference)> {
-        let mut v: Vec<_> = self.differences.iter().map(|((a, b), d)| (self.classes.get(*a), self.classes.get(*b), *d)).collect();
-        v.sort_by_key(|x| std::cmp::Reverse(x.2.events));
-        v
     }
 
     /// Time span of the timeline (retained marks, and the buckets of evicted ones), in ms since

@@ -147,11 +147,38 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
                 assert_eq!(m.indexer_exit(side).map(key), whole.indexer_exit(side).map(key), "{side:?}'s exit, {count} shards");
             }
         }
+        fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
         for (index, m) in shards.iter().enumerate() {
             let ids = m.first_event_id..m.next_event_id;
             assert!(ids.clone().all(|id| shard::of_event_id(id) == index as u32), "shard {index}'s ids {ids:?} name it");
         }
     }
+}
+
+/// An event by what names it in any model: its source, frame and place in the batch.
+fn event_name(m: &Model, id: u64) -> Option<(u32, u64, u32)> {
+    m.event_loc(id).map(|r| (r.source, r.seq, r.index))
+}
+
+/// The shards' facts, merged, are the whole model's; their event ids name the same events.
+fn fleet_facts_merge_to_the_whole_fleet_s(whole: &Model, shards: &[Model], count: u32, every: usize) {
+    let parts: Vec<fleet::FleetFacts> = shards.iter().map(fleet::FleetFacts::of).collect();
+    let (mut merged, mut expected) = (fleet::FleetFacts::merge(&parts), fleet::FleetFacts::of(whole));
+    let in_shard = |id: u64| event_name(&shards[shard::of_event_id(id) as usize], id);
+    for (m, e) in merged.differences.iter().zip(&expected.differences) {
+        assert_eq!(in_shard(m.first_event), event_name(whole, e.first_event), "a difference's first event");
+    }
+    for (m, e) in merged.sides.iter().zip(&expected.sides) {
+        assert_eq!(m.exit.as_ref().map(|x| in_shard(x.event_id)), e.exit.as_ref().map(|x| event_name(whole, x.event_id)), "the exit");
+    }
+    // Ids aside (each shard numbers its own), the facts are the same.
+    for f in [&mut merged, &mut expected] {
+        f.differences.iter_mut().for_each(|d| d.first_event = 0);
+        f.sides.iter_mut().filter_map(|s| s.exit.as_mut()).for_each(|e| e.event_id = 0);
+    }
+    assert_eq!(merged, expected, "{count} shards agreeing every {every}");
+    let crashloop = expected.sides[0].crashloop.len();
+    assert_eq!(crate::summarize::headline_of(&merged), crate::summarize::headline_of(&expected), "{crashloop} crashloop sources");
 }
 
 #[test]

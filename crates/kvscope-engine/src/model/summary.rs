@@ -7,14 +7,12 @@
 //! renders the lines. Every sentence about a rule comes from that rule's item in
 //! `kvscope-normalize` (its summary fragment and its plain sentence), never written here again.
 
-use std::collections::BTreeMap;
-
-use kvscope_normalize::{Outcome, Policy, VerdictLabel};
-use kvscope_protocol::time::utc;
+use kvscope_normalize::VerdictLabel;
 
 use super::Model;
-use super::classes::{Reason, TierShown};
+use super::classes::TierShown;
 use super::completeness::Completeness;
+use super::fleet::FleetFacts;
 use super::settings::Side;
 use kvscope_engine_protocol::fmt::thousands;
 
@@ -24,6 +22,8 @@ pub const CRASHLOOP_SOURCES_NAMED: usize = 8;
 /// Where the fleet's indexer exits under a fatal policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exit {
+    /// Its frame's place in the stream: the earliest of the shards' exits is the fleet's.
+    pub position: u64,
     pub source: String,
     pub seq: u64,
     /// Receive time in UTC.
@@ -61,97 +61,15 @@ pub struct PolicySummary {
     pub applied_tiers: String,
 }
 
-fn tiers_text(tiers: &BTreeMap<TierShown, u64>) -> String {
-    tiers.keys().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-}
-
 /// The fix's own wording: the plain sentence of the rule that decides `label`.
 pub fn rule_sentence(label: VerdictLabel) -> &'static str {
     label.rule().sentence
 }
 
 impl Model {
-    /// Sums one policy's verdicts over every source.
+    /// Sums one policy's verdicts over every source (this shard's, when it is one).
     pub fn policy_summary(&self, side: Side) -> PolicySummary {
-        let classes = self.classes();
-        let mut fatal: BTreeMap<VerdictLabel, (BTreeMap<TierShown, u64>, u64)> = BTreeMap::new();
-        let mut skips: BTreeMap<VerdictLabel, (BTreeMap<TierShown, u64>, u64)> = BTreeMap::new();
-        let mut filtered: BTreeMap<VerdictLabel, u64> = BTreeMap::new();
-        let mut applied_tiers: BTreeMap<TierShown, u64> = BTreeMap::new();
-        let (mut applied, mut events, mut never_indexed) = (0, 0, 0);
-        let mut crashloop = Vec::new();
-        for src in self.engine_sources() {
-            let counts = src.counts(side);
-            events += counts.events;
-            never_indexed += counts.after_exit;
-            if counts.fatal_after_exit > 0 {
-                crashloop.push((src.key.clone(), counts.fatal_after_exit));
-            }
-            for ((kind, reason), (n, tiers)) in counts.rows(classes) {
-                let add = |into: &mut BTreeMap<VerdictLabel, (BTreeMap<TierShown, u64>, u64)>, label| {
-                    let e = into.entry(label).or_default();
-                    e.1 += n;
-                    for (t, k) in &tiers {
-                        *e.0.entry(*t).or_default() += k;
-                    }
-                };
-                match (kind, reason) {
-                    (Outcome::Fatal, Reason::Label(l)) => add(&mut fatal, l),
-                    (Outcome::Skip, Reason::Label(l)) if l.is_routine_filter() => *filtered.entry(l).or_default() += n,
-                    (Outcome::Skip, Reason::Label(l)) => add(&mut skips, l),
-                    (Outcome::Apply, _) => {
-                        applied += n;
-                        for (t, k) in &tiers {
-                            *applied_tiers.entry(*t).or_default() += k;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        crashloop.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let exit = self.indexer_exit(side).map(|e| Exit {
-            source: self.source(e.source).map_or_else(|| e.source.to_string(), |s| s.key.clone()),
-            seq: e.seq,
-            at: utc(e.recv_time_nanos),
-            label: e.label,
-            sentence: e.sentence.clone(),
-            event_id: e.event_id,
-        });
-        let policy = self.policy_name(side).to_owned();
-        PolicySummary {
-            side,
-            about: policy.parse::<Policy>().map_or("", |p| p.about),
-            policy,
-            sources: self.engine_sources().count(),
-            events,
-            completeness: self.fleet_completeness(),
-            exit,
-            crashloop,
-            never_indexed,
-            fatal: fatal.into_iter().map(|(l, (t, n))| (l, tiers_text(&t), n)).collect(),
-            notable_skips: skips.into_iter().map(|(l, (t, n))| (l, tiers_text(&t), n)).collect(),
-            filtered: filtered.into_iter().collect(),
-            moved: if side == Side::B { self.moved_between_tiers() } else { Vec::new() },
-            applied,
-            applied_tiers: applied_tiers.iter().map(|(t, n)| format!("{} on {t}", thousands(*n))).collect::<Vec<_>>().join(", "),
-        }
-    }
-
-    /// Events the two policies file on different tiers: (tier under A, tier under B, events),
-    /// most first. Policy B "moves" them.
-    pub fn moved_between_tiers(&self) -> Vec<(TierShown, TierShown, u64)> {
-        let mut v: Vec<_> = self
-            .differences()
-            .into_iter()
-            .filter_map(|(a, b, d)| {
-                let (a, b) = (a?, b?);
-                (a.kind == Outcome::Apply && b.kind == Outcome::Apply).then_some(())?;
-                Some((a.tier?, b.tier?, d.events))
-            })
-            .collect();
-        v.sort_by_key(|x| std::cmp::Reverse(x.2));
-        v
+        FleetFacts::of(self).policy_summary(side)
     }
 }
 

@@ -360,15 +360,16 @@ fn the_indexer_log_marks_where_legacy_exits() {
 fn the_differences_name_the_same_events_under_each_policy() {
     let m = loaded(1536);
     let d = m.differences();
-    let (a, b, n) = d.iter().find(|(a, _, _)| a.is_some_and(|c| c.kind == Outcome::Fatal)).expect("a fatal under A");
+    let n = d.iter().find(|d| d.a.is_some_and(|c| c.kind == Outcome::Fatal)).expect("a fatal under A");
+    let (a, b) = (n.a.as_ref(), n.b.as_ref());
     assert_eq!(b.unwrap().describe(), "skipped offload_block_size_mismatch on host_pinned");
     assert_eq!(a.unwrap().describe(), "fatal block_size_mismatch on device (medium \"cpu\" fell back)");
     let fatal: u64 = (0..3).map(|w| count(&m, w, Side::A, Outcome::Fatal, Reason::Label(VerdictLabel::BlockSizeMismatch))).sum();
     assert_eq!(n.events, fatal);
     // Its link opens an event with exactly those verdicts.
     let first = m.event_loc(n.first_event).expect("the first differing event is retained");
-    assert_eq!(m.classes().get(first.class[0]), *a);
-    assert_eq!(m.classes().get(first.class[1]), *b);
+    assert_eq!(m.classes().get(first.class[0]), a);
+    assert_eq!(m.classes().get(first.class[1]), b);
 }
 
 #[test]

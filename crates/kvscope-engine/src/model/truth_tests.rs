@@ -200,7 +200,7 @@ fn reclassifying_after_retention_evicted_frames_says_the_counts_are_short() {
 #[test]
 fn the_policies_moving_events_between_tiers_is_counted() {
     let m = loaded(1536);
-    for (a, b, n) in m.moved_between_tiers() {
+    for (a, b, n) in super::fleet::FleetFacts::of(&m).moved_between_tiers() {
         assert_ne!(a, b);
         assert!(n > 0);
     }
@@ -296,7 +296,7 @@ fn the_router_side_reconciles_dynamos_own_relay_bytes() {
     assert_eq!(m.fleet_completeness(), Completeness::Complete);
     assert!(m.short_sources().is_empty());
     assert_eq!(m.policy_summary(Side::B).sources, 1);
-    let lines = crate::summarize::router_lines(&m);
+    let lines = crate::summarize::router_lines(&super::fleet::FleetFacts::of(&m));
     assert!(!lines.iter().any(|l| l.contains("non_main_attention")), "routine filters are summed, not listed: {lines:?}");
     assert_eq!(m.engine_sources().count(), 1);
     assert_eq!(m.source(1).unwrap().frames as usize, kvscope_corpus::dynamo_plane::messages(tag).unwrap().len());
@@ -350,7 +350,7 @@ fn the_inspector_shows_what_an_engine_event_became_on_the_event_plane() {
 fn policy_b_says_what_it_moves_between_tiers() {
     let m = loaded(1536);
     let b = m.policy_summary(Side::B);
-    assert_eq!(b.moved, m.moved_between_tiers());
+    assert_eq!(b.moved, super::fleet::FleetFacts::of(&m).moved_between_tiers());
     let details = b.detail_lines().join("\n");
     for (from, to, n) in &b.moved {
         assert!(
@@ -417,6 +417,6 @@ fn engines_the_router_files_under_one_key_are_a_finding_in_the_headline() {
     let shared = m.router().unwrap().report().shared_keys.clone();
     assert_eq!(shared.len(), 1, "{shared:?}");
     assert_eq!(shared[0].sources, [format!("{worker}:0"), format!("{worker}:1")]);
-    let lines = crate::summarize::router_lines(&m);
+    let lines = crate::summarize::router_lines(&super::fleet::FleetFacts::of(&m));
     assert!(lines.contains(&shared[0].sentence()), "the headline says it in the router's words: {lines:?}");
 }

@@ -22,7 +22,7 @@ use crate::model::live::Behind;
 use crate::model::{MemoryUse, Model, Origin};
 
 pub use cards::{cards, planes};
-pub use headline::{headline, router_lines};
+pub use headline::{headline, headline_of, router_lines};
 pub use inspector::{InspectorCache, fields, logs};
 pub use timeline::{TimelineImage, hover_text, pick_at, timeline};
 pub use trees::trees;
@@ -348,7 +348,7 @@ mod tests {
         assert!(b.visible_prefix_tokens > 0 && b.visible_share() < 0.25, "{b:?}");
         assert!(m.index().report(kvscope_engine_protocol::Side::A).unwrap().indexer_exits > 0);
 
-        let headline = headline::index_lines(&m);
+        let headline = headline::index_lines(&crate::model::fleet::FleetFacts::of(&m));
         assert!(headline[0].contains("cached prefix tokens"), "{headline:?}");
         let rows = crate::model::overview::rows(&m, 0.0);
         // Fixed's indexer runs and misses most of every source; legacy's exited (fatal says so).
