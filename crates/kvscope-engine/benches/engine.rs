@@ -11,6 +11,8 @@
 //!   the router's index under both policies), without an event plane;
 //! - `engine_router`: the same with one event-plane source in the hello, so the relay's
 //!   prediction and the reconciliation run too, as `kvscope demo` runs by default;
+//! - `engine_router_2_shards`: the same stream through two shards' engines on two threads
+//!   (`kvscope_engine::model::shard`), each reading every message and applying its own workers';
 //! - `summarize`: one summary of the loaded engine, as a flush makes it (10 a second at most).
 //!
 //! ```text
@@ -25,13 +27,18 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
 use kvscope_engine::engine::Engine;
+use kvscope_engine::model::shard::Shard;
 use kvscope_engine_protocol::ViewQuery;
 use kvscope_engine_protocol::settings::Settings;
 use kvscope_normalize::{Normalizer, Policy};
 use streams::{Count, Stream, fleet16, kimi};
 
 fn loaded(stream: &Stream, messages: &[Vec<u8>], event_plane: bool) -> Engine {
-    let mut e = Engine::new(Settings::default());
+    loaded_shard(stream, messages, event_plane, Shard::ALL)
+}
+
+fn loaded_shard(stream: &Stream, messages: &[Vec<u8>], event_plane: bool, shard: Shard) -> Engine {
+    let mut e = Engine::shard(Settings::default(), shard);
     e.apply_server_message(&stream.hello(event_plane), 0.0);
     for m in messages {
         e.apply_server_message(m, 0.0);
@@ -75,6 +82,20 @@ fn engine_costs(c: &mut Criterion) {
         });
         g.bench_function("engine", |b| b.iter(|| black_box(loaded(&stream, &messages, false))));
         g.bench_function("engine_router", |b| b.iter(|| black_box(loaded(&stream, &messages, true))));
+        // Two shards on two threads, each reading every message and applying its own workers'.
+        g.bench_function("engine_router_2_shards", |b| {
+            let (stream, messages) = (&stream, &messages);
+            b.iter(|| {
+                std::thread::scope(|scope| {
+                    let shards: Vec<_> = (0..2)
+                        .map(|index| {
+                            scope.spawn(move || loaded_shard(stream, messages, true, Shard { index, count: 2 }).model().position())
+                        })
+                        .collect();
+                    black_box(shards.into_iter().map(|s| s.join().expect("a shard")).sum::<u64>())
+                })
+            })
+        });
         g.bench_function("summarize", |b| {
             b.iter_batched(
                 || {

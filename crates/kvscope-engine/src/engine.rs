@@ -53,7 +53,12 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(settings: Settings) -> Engine {
-        let model = Model::new(config_from(&settings, None, Shard::ALL));
+        Engine::shard(settings, Shard::ALL)
+    }
+
+    /// An engine that reads one shard of the fleet ([`crate::model::shard`]).
+    pub fn shard(settings: Settings, shard: Shard) -> Engine {
+        let model = Model::new(config_from(&settings, None, shard));
         Engine {
             model,
             query: ViewQuery { settings, ..ViewQuery::default() },
