@@ -147,6 +147,7 @@ impl Model {
                 }
                 FrameBody::Malformed { frames, error } => self.apply_malformed(f.source, f.recv_time_nanos, f.replayed, frames, error),
                 FrameBody::Plane { frames } => self.apply_plane_frames(f.source, f.recv_time_nanos, frames),
+                FrameBody::IndexOnly { payload } => self.index_foreign(f.source, f.seq, f.recv_time_nanos, f.replayed, payload),
             }
         }
         self.next_position = position;

@@ -28,6 +28,8 @@ impl Model {
                 FrameBody::Malformed { frames, .. } | FrameBody::Plane { frames } => {
                     proto::capture::encode_record_parts(f.source, f.recv_time_nanos, f.replayed, frames)
                 }
+                // Another shard's frame: that shard writes it.
+                FrameBody::IndexOnly { .. } => continue,
             };
             out.extend_from_slice(&rec);
         }

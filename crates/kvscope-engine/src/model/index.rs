@@ -17,6 +17,8 @@ pub struct RouterIndexes {
     /// Model source per page source (engine sources only).
     ids: Vec<Option<IndexSourceId>>,
     sides: [IndexSide; 2],
+    /// This shard models the index ([`super::Model::owns_index`]); another has none.
+    owner: bool,
     /// The reports as of the last [`RouterIndexes::refresh`], per side.
     reports: Option<[IndexReport; 2]>,
     stale: bool,
@@ -29,12 +31,13 @@ pub struct RouterIndexes {
 const REFRESH_EVERY: u32 = 10;
 
 impl RouterIndexes {
-    pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32) -> RouterIndexes {
+    /// Every engine source's index, in the shard that owns it (`owner`); none in another.
+    pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32, owner: bool) -> RouterIndexes {
         let model = IndexModel::new(IndexConfig::sides(block_size, &policies));
         // A policy named twice is one index.
         let side = |p: Policy| model.side(p).unwrap_or(IndexSide(0));
         let sides = [side(policies[0]), side(policies[1])];
-        let mut indexes = RouterIndexes { model, ids: Vec::new(), sides, reports: None, stale: true, flushes_since: 0 };
+        let mut indexes = RouterIndexes { model, ids: Vec::new(), sides, owner, reports: None, stale: owner, flushes_since: 0 };
         for s in sources {
             indexes.add_source(s);
         }
@@ -47,7 +50,7 @@ impl RouterIndexes {
         if self.ids.len() <= i {
             self.ids.resize(i + 1, None);
         }
-        if s.kind == proto::SourceKind::Engine && self.ids[i].is_none() {
+        if self.owner && s.kind == proto::SourceKind::Engine && self.ids[i].is_none() {
             self.ids[i] = Some(self.model.add_source(&s.key, &s.worker_id, s.dp_rank));
             self.stale = true;
         }
@@ -79,6 +82,9 @@ impl RouterIndexes {
 
     /// Rebuilds the reports now.
     pub fn refresh_now(&mut self) {
+        if !self.owner {
+            return;
+        }
         let [a, b] = self.sides;
         self.reports = Some([self.model.report_of(a), self.model.report_of(b)]);
         self.stale = false;

@@ -402,7 +402,7 @@ pub struct Model {
 impl Model {
     pub fn new(config: Config) -> Model {
         let (runs, config_error) = make_runs(&config);
-        let index = index::RouterIndexes::new(&[], [runs[0].policy(), runs[1].policy()], config.block_size);
+        let index = index::RouterIndexes::new(&[], [runs[0].policy(), runs[1].policy()], config.block_size, config.shard.index == 0);
         let first_event_id = shard::first_event_id(config.shard);
         Model {
             index,
@@ -491,6 +491,14 @@ impl Model {
     /// This engine's part of the fleet.
     pub fn shard(&self) -> shard::Shard {
         self.config.shard
+    }
+
+    /// Whether this shard models the router's index, of every engine source: shard 0. The index
+    /// cannot be split by worker as the rest can: Dynamo's radix tree is one tree for the whole
+    /// fleet, keyed by tokens hash, so where one worker's store lands depends on what other
+    /// workers stored under the same prefix, and a fatal verdict anywhere empties all of it.
+    pub fn owns_index(&self) -> bool {
+        self.config.shard.index == 0
     }
 
     /// True when `source` is another shard's engine source: its frames are counted past.
@@ -628,7 +636,8 @@ impl Model {
             true => Some(router::RouterSide::with_sources(sources, relay_policy, block_size, shard)),
             false => router::RouterSide::for_sources(sources, relay_policy, block_size, shard),
         };
-        self.index = index::RouterIndexes::new(sources, [self.runs[0].policy(), self.runs[1].policy()], self.config.block_size);
+        let policies = [self.runs[0].policy(), self.runs[1].policy()];
+        self.index = index::RouterIndexes::new(sources, policies, self.config.block_size, self.owns_index());
     }
 
     /// A source the server found after its hello (`--discover`), or one that now reads
@@ -902,6 +911,23 @@ impl Model {
         }
     }
 
+    /// Another shard's engine frame. The shard that owns the router's index indexes it (one
+    /// indexer holds the whole fleet: see [`Model::owns_index`]) and keeps its bytes, under
+    /// the retention bound, for a re-classification; any other only counts it past.
+    fn index_foreign(&mut self, source: u32, seq: u64, recv_time_nanos: u64, replayed: bool, payload: Vec<u8>) {
+        if !self.owns_index() || payload.len() > self.config.max_frame_bytes {
+            // Too large: the source's own shard refuses it before decoding, and so does the index.
+            return self.count_foreign(recv_time_nanos, Some(payload.len()));
+        }
+        self.t0_nanos.get_or_insert(recv_time_nanos);
+        let frame = self.new_frame(source, seq, recv_time_nanos, replayed, FrameBody::IndexOnly { payload });
+        if let FrameBody::IndexOnly { payload } = &frame.body {
+            let decoded = kvscope_wire::Decoded::new(payload);
+            self.index.push(source, seq, payload, &decoded, &mut kvscope_router::TokensHashes::default(), replayed);
+        }
+        self.retain(frame);
+    }
+
     fn apply_malformed(&mut self, source: u32, recv_time_nanos: u64, replayed: bool, frames: Vec<Vec<u8>>, error: String) {
         if self.foreign_engine(source) {
             return self.count_foreign(recv_time_nanos, None);
@@ -928,7 +954,7 @@ impl Model {
         now_ms: f64,
     ) {
         if self.foreign_engine(source) {
-            return self.count_foreign(recv_time_nanos, Some(payload.len()));
+            return self.index_foreign(source, seq, recv_time_nanos, replayed, payload);
         }
         self.ensure_source(source);
         if self.sources[source as usize].kind == proto::SourceKind::EventPlane {

@@ -71,12 +71,12 @@ pub fn wire_text(wire: Option<EventEncoding>) -> String {
 
 /// The layout most sources use; `None` on a tie for first, so that a fleet split in two halves
 /// flags neither.
-fn fleet_wire(m: &Model) -> Option<EventEncoding> {
+fn fleet_wire<'a>(layouts: impl Iterator<Item = &'a EventEncoding>) -> Option<EventEncoding> {
     let mut counts: Vec<(EventEncoding, usize)> = Vec::new();
-    for w in m.engine_sources().filter_map(|s| s.wire.shown()) {
-        match counts.iter_mut().find(|(e, _)| *e == w) {
+    for w in layouts {
+        match counts.iter_mut().find(|(e, _)| e == w) {
             Some((_, n)) => *n += 1,
-            None => counts.push((w, 1)),
+            None => counts.push((*w, 1)),
         }
     }
     counts.sort_by_key(|c| std::cmp::Reverse(c.1));
@@ -87,7 +87,55 @@ fn fleet_wire(m: &Model) -> Option<EventEncoding> {
     }
 }
 
-fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) -> Row {
+/// What the router's index says of one engine source, from the shard that models the index
+/// ([`Model::owns_index`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IndexCells {
+    router_sees: [Option<f32>; 2],
+    router_stale: [u64; 2],
+    /// A running indexer (under A or B) sees less than half of the source's cached prefix.
+    blind: bool,
+}
+
+fn index_cells(m: &Model, source: u32) -> IndexCells {
+    let index = [m.index().counts(Side::A, source), m.index().counts(Side::B, source)];
+    let router_sees = index.map(|c| c.filter(|c| c.engine_prefix_tokens > 0).map(|c| c.visible_share() as f32));
+    // An indexer that exited on a fatal verdict sees nothing anywhere: that is the fatal
+    // anomaly's story, told once. Blind is a running indexer missing most of a source.
+    let running = [Side::A, Side::B].map(|s| m.index().report(s).is_some_and(|r| r.indexer_exits == 0));
+    IndexCells {
+        router_sees,
+        router_stale: index.map(|c| c.map_or(0, |c| c.blocks.router_only.values().sum())),
+        blind: router_sees.iter().zip(running).any(|(s, up)| up && s.is_some_and(|s| s < 0.5)),
+    }
+}
+
+/// One shard's part of the overview ([`super::shard`]): its engine sources' rows as far as
+/// they are its own to say, each with its wire layout; and, from the shard that models the
+/// router's index, every engine source's [`IndexCells`]. [`merge`] makes the rows.
+#[derive(Clone, Debug, Default)]
+pub struct OverviewPart {
+    rows: Vec<(Row, Option<EventEncoding>)>,
+    index: Vec<(u32, IndexCells)>,
+}
+
+/// This model's part of the overview.
+pub fn part(m: &Model, now_ms: f64) -> OverviewPart {
+    let index = match m.owns_index() {
+        true => m
+            .sources()
+            .iter()
+            .filter(|s| s.kind == kvscope_protocol::SourceKind::Engine)
+            .map(|s| (s.index, index_cells(m, s.index)))
+            .collect(),
+        false => Vec::new(),
+    };
+    OverviewPart { rows: m.engine_sources().map(|s| (own_row(m, s, now_ms), s.wire.shown())).collect(), index }
+}
+
+/// A source's row but for what needs the rest of the fleet: the index's cells, and whether
+/// its wire layout is the fleet's.
+fn own_row(m: &Model, src: &Source, now_ms: f64) -> Row {
     let tally = [tally(m, src, Side::A), tally(m, src, Side::B)];
     let completeness = m.completeness(src.index);
     let lost_frames = super::completeness::lost_in_gaps(src) + src.lagged_frames;
@@ -107,14 +155,6 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
     let relay = m.router().and_then(|r| r.source_report(r.report(), src.index)).map(|s| &s.router);
     flag(relay.is_some_and(|c| !c.is_clean()), Anomaly::RelayDiffers);
     flag(src.restarts() > 0, Anomaly::Restarted);
-    let index = [m.index().counts(Side::A, src.index), m.index().counts(Side::B, src.index)];
-    let router_sees = index.map(|c| c.filter(|c| c.engine_prefix_tokens > 0).map(|c| c.visible_share() as f32));
-    // An indexer that exited on a fatal verdict sees nothing anywhere: that is the fatal
-    // anomaly's story, told once. Blind is a running indexer missing most of a source.
-    let running = [Side::A, Side::B].map(|s| m.index().report(s).is_some_and(|r| r.indexer_exits == 0));
-    flag(router_sees.iter().zip(running).any(|(s, up)| up && s.is_some_and(|s| s < 0.5)), Anomaly::RouterBlind);
-    let wire = src.wire.shown();
-    flag(fleet_wire.is_some() && wire.is_some() && wire != fleet_wire, Anomaly::OtherWireLayout);
     flag(offload_skipped, Anomaly::OffloadSkipped);
     flag(src.counts(Side::A).events == 0, Anomaly::Silent);
     Row {
@@ -130,10 +170,10 @@ fn row(m: &Model, src: &Source, fleet_wire: Option<EventEncoding>, now_ms: f64) 
         restarts: src.restarts(),
         errors,
         events_per_second: src.rate.per_second(now_ms),
-        wire: wire_text(wire),
+        wire: wire_text(src.wire.shown()),
         completeness: completeness.coverage(),
-        router_sees,
-        router_stale: index.map(|c| c.map_or(0, |c| c.blocks.router_only.values().sum())),
+        router_sees: [None, None],
+        router_stale: [0, 0],
         relay: relay.map(|c| RelayCells { expected: c.expected, received: c.received, missing: c.missing }),
         anomalies,
     }
@@ -144,11 +184,30 @@ fn worker_order(id: &str) -> (u64, &str) {
     (id.parse::<u64>().unwrap_or(u64::MAX), id)
 }
 
-/// Every engine source's row, grouped by worker (its DP ranks together, in rank order) and the
-/// groups sorted by their worst row: the odd workers first, then the healthy in id order.
-pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
-    let wire = fleet_wire(m);
-    let mut rows: Vec<Row> = m.engine_sources().map(|s| row(m, s, wire, now_ms)).collect();
+/// Every engine source's row from the shards' parts, grouped by worker (its DP ranks together,
+/// in rank order) and the groups sorted by their worst row: the odd workers first, then the
+/// healthy in id order.
+pub fn merge(parts: &[OverviewPart]) -> Vec<Row> {
+    let wire = fleet_wire(parts.iter().flat_map(|p| &p.rows).filter_map(|(_, w)| w.as_ref()));
+    let cells: std::collections::HashMap<u32, &IndexCells> = parts.iter().flat_map(|p| &p.index).map(|(i, c)| (*i, c)).collect();
+    let mut rows: Vec<Row> = parts
+        .iter()
+        .flat_map(|p| &p.rows)
+        .map(|(row, layout)| {
+            let mut row = row.clone();
+            if let Some(c) = cells.get(&row.index) {
+                (row.router_sees, row.router_stale) = (c.router_sees, c.router_stale);
+                if c.blind {
+                    row.anomalies.push(Anomaly::RouterBlind);
+                }
+            }
+            if wire.is_some() && layout.is_some() && *layout != wire {
+                row.anomalies.push(Anomaly::OtherWireLayout);
+            }
+            row.anomalies.sort();
+            row
+        })
+        .collect();
     let mut worst: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     for r in &rows {
         let w = worst.entry(r.worker_id.clone()).or_default();
@@ -159,6 +218,11 @@ pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
         group(b).cmp(&group(a)).then_with(|| worker_order(&a.worker_id).cmp(&worker_order(&b.worker_id))).then(a.dp_rank.cmp(&b.dp_rank))
     });
     rows
+}
+
+/// Every engine source's row of one model: the fleet as one part.
+pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
+    merge(&[part(m, now_ms)])
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub enum FrameBody {
     Malformed { frames: Vec<Vec<u8>>, error: String },
     /// An event-plane message: `[subject, envelope]`, or the frames as recorded.
     Plane { frames: Vec<Vec<u8>> },
+    /// Another shard's engine payload, kept by the shard that owns the router's index
+    /// ([`super::shard`]) so that a re-classification indexes it again; nothing else reads it.
+    IndexOnly { payload: Vec<u8> },
 }
 
 /// A frame kept for the inspector, for re-classification and for download.
@@ -56,6 +59,7 @@ impl RetainedFrame {
             FrameBody::Message { topic, payload } => topic.len() + payload.len(),
             FrameBody::Malformed { frames, error } => frames.iter().map(Vec::len).sum::<usize>() + error.len(),
             FrameBody::Plane { frames } => frames.iter().map(Vec::len).sum::<usize>(),
+            FrameBody::IndexOnly { payload } => payload.len(),
         };
         FRAME_OVERHEAD_BYTES + body
     }
@@ -63,7 +67,7 @@ impl RetainedFrame {
     pub fn payload(&self) -> Option<&[u8]> {
         match &self.body {
             FrameBody::Message { payload, .. } => Some(payload),
-            FrameBody::Malformed { .. } | FrameBody::Plane { .. } => None,
+            FrameBody::Malformed { .. } | FrameBody::Plane { .. } | FrameBody::IndexOnly { .. } => None,
         }
     }
 }

@@ -64,6 +64,7 @@ fn run(hello: &proto::Message, messages: &[proto::Message], block_size: u32, sha
     for message in messages {
         m.apply_message(message.clone(), 0.0);
     }
+    m.refresh_index();
     m.take_dirty();
     m
 }
@@ -92,6 +93,7 @@ fn run_shards(hello: &proto::Message, messages: &[proto::Message], block_size: u
     }
     agree(&mut shards);
     for m in &mut shards {
+        m.refresh_index();
         m.take_dirty();
     }
     shards
@@ -134,18 +136,27 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
                 (own.frames, own.payload_bytes, &own.seq, own.decode_errors),
                 (src.frames, src.payload_bytes, &src.seq, src.decode_errors)
             );
-            let row = overview::rows(m, 0.0).into_iter().find(|r| r.index == src.index);
-            assert_eq!(row.as_ref(), whole_rows.iter().find(|r| r.index == src.index), "{}'s overview row, {count} shards", src.key);
+            for side in [Side::A, Side::B] {
+                let index = |m: &Model| m.index().counts(side, src.index).cloned();
+                assert_eq!(index(&shards[0]), index(&whole), "{}'s blocks in {side:?}'s index, {count} shards", src.key);
+                if m.shard().index != 0 {
+                    assert_eq!(index(m), None, "one shard models the index");
+                }
+            }
             if let (Some(router), Some(mine)) = (whole.router(), m.router()) {
                 let theirs = router.source_report(router.report(), src.index).map(|r| &r.router);
                 assert_eq!(mine.source_report(mine.report(), src.index).map(|r| &r.router), theirs, "{}'s relay", src.key);
             }
         }
+        let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
+        assert_eq!(overview::merge(&parts), whole_rows, "the overview's rows, in order, of {count} shards");
         for side in [Side::A, Side::B] {
             let key = |e: &IndexerExit| (e.position, e.source, e.seq, e.label);
+            let restarts = |m: &Model| m.index().report(side).map(|r| (r.indexer_exits, r.first_exit.clone()));
             for m in &shards {
                 assert_eq!(m.indexer_exit(side).map(key), whole.indexer_exit(side).map(key), "{side:?}'s exit, {count} shards");
             }
+            assert_eq!(restarts(&shards[0]), restarts(&whole), "{side:?}'s index restarts, {count} shards");
         }
         fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
         for (index, m) in shards.iter().enumerate() {
@@ -199,4 +210,76 @@ fn shards_of_a_fleet_with_an_event_plane_hold_what_one_model_holds() {
     assert!(report.sources.iter().any(|s| s.router.missing > 0), "worker 3's relay lost envelopes");
     assert!(report.sources.iter().filter(|s| s.router.received > 0).count() >= 11, "the others' arrived");
     shards_hold_what_one_model_holds(&hello, &messages, 16);
+}
+
+/// A fleet of synthetic workers in which `faulty` twice stores a block at another block size,
+/// fatal under both default policies: the router's index restarts empty there, and again in
+/// its crashloop, while the other workers go on storing.
+fn fleet_with_a_faulty_worker(workers: u32, rounds: u64, faulty: u32) -> (proto::Message, Vec<proto::Message>) {
+    use kvscope_encode::{Batch, Hash, Stored, release};
+    let hello = hello_of(engines(workers), 16);
+    let mut batches = kvscope_encode::synthetic::fleet(workers, rounds).expect("a synthetic fleet");
+    for b in batches.iter_mut().filter(|b| b.worker == faulty && (b.seq == rounds / 3 || b.seq == 2 * rounds / 3)) {
+        let store = Stored::new([Hash::U64(0xbad0 + b.seq)], 32).tokens(0..32).medium(Some("GPU"));
+        let batch = Batch { ts: 1.0, events: vec![store.into()], dp_rank: Some(0) };
+        b.payload = kvscope_encode::encode_batch_lossy(&release::VLLM_0_33.layout, &batch).expect("a batch");
+    }
+    batches.sort_by_key(|b| (b.seq, b.worker));
+    let messages = batches
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| {
+            proto::Message::Frame(proto::Frame {
+                source: b.worker,
+                seq: b.seq,
+                recv_time_nanos: 1_000_000_000 + i as u64 * 1_000_000,
+                replayed: false,
+                topic: b"kv-events".to_vec(),
+                payload: b.payload,
+            })
+        })
+        .collect();
+    (hello, messages)
+}
+
+#[test]
+fn shards_restart_the_router_s_index_wherever_one_worker_s_batch_stops_it() {
+    // A worker of the second of two shards and of the third of three.
+    let faulty = (0..64u32).find(|w| Shard::of(&w.to_string(), 2) == 1 && Shard::of(&w.to_string(), 3) == 2).expect("such a worker");
+    let workers = 12.max(faulty + 1);
+    let (hello, messages) = fleet_with_a_faulty_worker(workers, 30, faulty);
+    let whole = run(&hello, &messages, 16, Shard::ALL);
+    for side in [Side::A, Side::B] {
+        let report = whole.index().report(side).expect("a report");
+        assert!(report.indexer_exits >= 2, "{side:?}: the index exits at each bad store: {}", report.indexer_exits);
+        let held: Vec<u64> = report.sources.iter().map(|s| s.counts.blocks.router_blocks).collect();
+        assert!(held.iter().filter(|n| **n > 0).count() >= 6, "{side:?}: the others stored again since: {held:?}");
+    }
+    shards_hold_what_one_model_holds(&hello, &messages, 16);
+}
+
+#[test]
+fn the_shard_that_owns_the_index_indexes_every_worker_again_after_a_reclassification() {
+    let faulty = (0..64u32).find(|w| Shard::of(&w.to_string(), 2) == 1).expect("a worker of the second shard");
+    let (hello, messages) = fleet_with_a_faulty_worker(12.max(faulty + 1), 30, faulty);
+    let swapped = |m: &Model| Config { policy_a: m.config().policy_b.clone(), policy_b: m.config().policy_a.clone(), ..m.config().clone() };
+    let mut whole = run(&hello, &messages, 16, Shard::ALL);
+    whole.reconfigure(swapped(&whole));
+    whole.refresh_index();
+    let mut shards = run_shards(&hello, &messages, 16, 2, 5);
+    for m in &mut shards {
+        m.reconfigure(swapped(m));
+        m.refresh_index();
+    }
+    let owner = &shards[0];
+    assert_eq!(owner.config().policy_a, "fixed", "the policies changed sides");
+    for src in whole.engine_sources() {
+        for side in [Side::A, Side::B] {
+            let index = |m: &Model| m.index().counts(side, src.index).cloned();
+            assert!(index(&whole).is_some_and(|c| c.blocks.engine_blocks > 0), "{} holds blocks", src.key);
+            assert_eq!(index(owner), index(&whole), "{}'s blocks in {side:?}'s index after the re-classification", src.key);
+        }
+    }
+    let restarts = |m: &Model| m.index().report(Side::B).map(|r| r.indexer_exits);
+    assert_eq!(restarts(owner), restarts(&whole));
 }
