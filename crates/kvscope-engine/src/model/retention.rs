@@ -236,7 +236,8 @@ impl Model {
                 if self.frame_index.get(&(old.source, old.seq)) == Some(&old.id) {
                     self.frame_index.remove(&(old.source, old.seq));
                 }
-                self.evicted_frames += 1;
+                // Another shard's frame kept for the index: that shard counts it.
+                self.evicted_frames += u64::from(!matches!(old.body, FrameBody::IndexOnly { .. }));
             }
         }
         self.evict_events();
