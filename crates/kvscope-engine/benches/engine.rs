@@ -11,8 +11,13 @@
 //!   the router's index under both policies), without an event plane;
 //! - `engine_router`: the same with one event-plane source in the hello, so the relay's
 //!   prediction and the reconciliation run too, as `kvscope demo` runs by default;
+//! - `index_truth`, `index_a`, `index_a_b`: the router's index model alone (every frame decoded
+//!   into a `Decoded`, the engines' truth with its tokens hashes, then no policy's index, policy
+//!   A's, both): what a shard that models an index pays for the whole fleet;
 //! - `engine_router_2_shards`: the same stream through two shards' engines on two threads
-//!   (`kvscope_engine::model::shard`), each reading every message and applying its own workers';
+//!   (`kvscope_engine::model::shard`), each reading every message, applying its own workers'
+//!   and modelling one policy's index of every worker; `engine_router_shard_0_of_2` and
+//!   `..._1_of_2`: each alone, on one thread;
 //! - `summarize`: one summary of the loaded engine, as a flush makes it (10 a second at most).
 //!
 //! ```text
@@ -30,7 +35,9 @@ use kvscope_engine::engine::Engine;
 use kvscope_engine::model::shard::Shard;
 use kvscope_engine_protocol::ViewQuery;
 use kvscope_engine_protocol::settings::Settings;
+use kvscope_index::{IndexConfig, IndexModel};
 use kvscope_normalize::{Normalizer, Policy};
+use kvscope_router::TokensHashes;
 use streams::{Count, Stream, fleet16, kimi};
 
 fn loaded(stream: &Stream, messages: &[Vec<u8>], event_plane: bool) -> Engine {
@@ -69,6 +76,21 @@ fn engine_costs(c: &mut Criterion) {
                 black_box(count.0)
             })
         });
+        for (name, policies) in
+            [("index_truth", &[][..]), ("index_a", &[Policy::LEGACY][..]), ("index_a_b", &[Policy::LEGACY, Policy::FIXED][..])]
+        {
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    let mut m = IndexModel::new(IndexConfig::sides(stream.block_size, policies));
+                    let ids: Vec<_> = (0..stream.workers).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+                    for (source, seq, payload) in &stream.frames {
+                        let d = kvscope_wire::Decoded::new(payload);
+                        let _ = m.push_decoded(ids[*source as usize], *seq, payload, &d, &mut TokensHashes::default(), false);
+                    }
+                    black_box(m.approx_bytes())
+                })
+            });
+        }
         g.bench_function("normalize", |b| {
             b.iter(|| {
                 let mut n = Normalizer::new(stream.block_size, Policy::FIXED);
@@ -96,6 +118,11 @@ fn engine_costs(c: &mut Criterion) {
                 })
             })
         });
+        for index in 0..2 {
+            g.bench_function(format!("engine_router_shard_{index}_of_2"), |b| {
+                b.iter(|| black_box(loaded_shard(&stream, &messages, true, Shard { index, count: 2 }).model().position()))
+            });
+        }
         g.bench_function("summarize", |b| {
             b.iter_batched(
                 || {

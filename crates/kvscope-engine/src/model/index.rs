@@ -1,6 +1,9 @@
 //! The router's index in the page: Dynamo 1.6.1's index modelled under policy A and under
 //! policy B (kvscope-index), fed the engine frames the rest of the model sees, beside what the
 //! engines hold. Reports are built at most once a flush, and only when a view asks.
+//!
+//! With several shards, each policy's index is modelled whole by one of them
+//! ([`super::shard::index_sides`]): one indexer holds the fleet, so it cannot be split by worker.
 
 use kvscope_index::{IndexConfig, IndexCounts, IndexModel, IndexReport, IndexSide, IndexSourceId, Missing, WorkerKey, worker_number};
 use kvscope_normalize::{Policy, StorageTier};
@@ -10,17 +13,16 @@ use kvscope_wire::Decoded;
 
 use kvscope_engine_protocol::settings::Side;
 
-/// Both policies' indexes.
+/// The indexes of the policies this shard models (both with one shard).
 #[derive(Debug)]
 pub struct RouterIndexes {
     model: IndexModel,
-    /// Model source per page source (engine sources only).
+    /// Model source per page source (engine sources only, every shard's).
     ids: Vec<Option<IndexSourceId>>,
-    sides: [IndexSide; 2],
-    /// This shard models the index ([`super::Model::owns_index`]); another has none.
-    owner: bool,
-    /// The reports as of the last [`RouterIndexes::refresh`], per side.
-    reports: Option<[IndexReport; 2]>,
+    /// The model's side of each page side this shard models ([`super::shard::index_sides`]).
+    sides: [Option<IndexSide>; 2],
+    /// The reports as of the last [`RouterIndexes::refresh`], per page side.
+    reports: [Option<IndexReport>; 2],
     stale: bool,
     /// Flushes since the reports were built: a report walks every block, so it is rebuilt at
     /// most every [`REFRESH_EVERY`] flushes (about a second at the flush cadence).
@@ -31,17 +33,23 @@ pub struct RouterIndexes {
 const REFRESH_EVERY: u32 = 10;
 
 impl RouterIndexes {
-    /// Every engine source's index, in the shard that owns it (`owner`); none in another.
-    pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32, owner: bool) -> RouterIndexes {
-        let model = IndexModel::new(IndexConfig::sides(block_size, &policies));
+    /// The indexes of `policies` this shard models (`modelled`, per side), of every engine
+    /// source.
+    pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32, modelled: [bool; 2]) -> RouterIndexes {
+        let owned: Vec<Policy> = policies.iter().zip(modelled).filter(|(_, m)| *m).map(|(p, _)| *p).collect();
+        let model = IndexModel::new(IndexConfig::sides(block_size, &owned));
         // A policy named twice is one index.
-        let side = |p: Policy| model.side(p).unwrap_or(IndexSide(0));
-        let sides = [side(policies[0]), side(policies[1])];
-        let mut indexes = RouterIndexes { model, ids: Vec::new(), sides, owner, reports: None, stale: owner, flushes_since: 0 };
+        let sides = [0, 1].map(|i| modelled[i].then(|| model.side(policies[i])).flatten());
+        let mut indexes = RouterIndexes { model, ids: Vec::new(), sides, reports: [None, None], stale: true, flushes_since: 0 };
         for s in sources {
             indexes.add_source(s);
         }
         indexes
+    }
+
+    /// Whether this shard models any index.
+    pub fn models_any(&self) -> bool {
+        self.sides.iter().any(Option::is_some)
     }
 
     /// One more source; an engine's blocks are indexed from its next frame.
@@ -50,7 +58,7 @@ impl RouterIndexes {
         if self.ids.len() <= i {
             self.ids.resize(i + 1, None);
         }
-        if self.owner && s.kind == proto::SourceKind::Engine && self.ids[i].is_none() {
+        if self.models_any() && s.kind == proto::SourceKind::Engine && self.ids[i].is_none() {
             self.ids[i] = Some(self.model.add_source(&s.key, &s.worker_id, s.dp_rank));
             self.stale = true;
         }
@@ -73,7 +81,7 @@ impl RouterIndexes {
             return false;
         }
         self.flushes_since += 1;
-        if self.reports.is_some() && self.flushes_since < REFRESH_EVERY {
+        if self.reports.iter().any(Option::is_some) && self.flushes_since < REFRESH_EVERY {
             return true;
         }
         self.refresh_now();
@@ -82,18 +90,14 @@ impl RouterIndexes {
 
     /// Rebuilds the reports now.
     pub fn refresh_now(&mut self) {
-        if !self.owner {
-            return;
-        }
-        let [a, b] = self.sides;
-        self.reports = Some([self.model.report_of(a), self.model.report_of(b)]);
+        self.reports = self.sides.map(|side| side.map(|s| self.model.report_of(s)));
         self.stale = false;
         self.flushes_since = 0;
     }
 
-    /// The last refreshed report of a side.
+    /// The last refreshed report of a side, if this shard models it.
     pub fn report(&self, side: Side) -> Option<&IndexReport> {
-        self.reports.as_ref().map(|r| &r[side as usize])
+        self.reports[side as usize].as_ref()
     }
 
     /// A page source's counts under a side, as of the last refresh.
@@ -108,26 +112,28 @@ impl RouterIndexes {
     }
 
     /// What the side's router holds of these blocks of an event, in one line: "holds 1 of 2
-    /// blocks; 0123456789abcdef: the index dropped its whole store: …".
-    pub fn event_line(&self, side: Side, worker_id: &str, dp_rank: u32, tier: StorageTier, hashes: &[u64]) -> String {
+    /// blocks; 0123456789abcdef: the index dropped its whole store: …" (if this shard models
+    /// the side).
+    pub fn event_line(&self, side: Side, worker_id: &str, dp_rank: u32, tier: StorageTier, hashes: &[u64]) -> Option<String> {
+        self.sides[side as usize]?;
         let held = hashes.iter().filter(|&&h| self.holds(side, worker_id, dp_rank, tier, h)).count();
         let mut line = format!("the router's index holds {held} of the event's {} blocks on {tier}", hashes.len());
         // The first block it lacks that the engine still holds says why (the rest follow it).
         if let Some((h, why)) = hashes.iter().find_map(|&h| Some((h, self.why_missing(side, worker_id, dp_rank, tier, h)?))) {
             line.push_str(&format!("; {h:016x}: {}", why.sentence()));
         }
-        line
+        Some(line)
     }
 
     /// Why the side's router lacks this block of a source, when it lacks one the engine holds.
     pub fn why_missing(&self, side: Side, worker_id: &str, dp_rank: u32, tier: StorageTier, hash: u64) -> Option<Missing> {
         let w: WorkerKey = (worker_number(worker_id), dp_rank);
-        self.model.why_missing(self.sides[side as usize], w, tier, hash)
+        self.model.why_missing(self.sides[side as usize]?, w, tier, hash)
     }
 
     /// Whether the side's router holds this block of a source.
     pub fn holds(&self, side: Side, worker_id: &str, dp_rank: u32, tier: StorageTier, hash: u64) -> bool {
-        self.model.holds(self.sides[side as usize], (worker_number(worker_id), dp_rank), tier, hash)
+        self.sides[side as usize].is_some_and(|s| self.model.holds(s, (worker_number(worker_id), dp_rank), tier, hash))
     }
 
     pub fn approx_bytes(&self) -> usize {

@@ -402,7 +402,8 @@ pub struct Model {
 impl Model {
     pub fn new(config: Config) -> Model {
         let (runs, config_error) = make_runs(&config);
-        let index = index::RouterIndexes::new(&[], [runs[0].policy(), runs[1].policy()], config.block_size, config.shard.index == 0);
+        let policies = [runs[0].policy(), runs[1].policy()];
+        let index = index::RouterIndexes::new(&[], policies, config.block_size, shard::index_sides(config.shard));
         let first_event_id = shard::first_event_id(config.shard);
         Model {
             index,
@@ -493,12 +494,10 @@ impl Model {
         self.config.shard
     }
 
-    /// Whether this shard models the router's index, of every engine source: shard 0. The index
-    /// cannot be split by worker as the rest can: Dynamo's radix tree is one tree for the whole
-    /// fleet, keyed by tokens hash, so where one worker's store lands depends on what other
-    /// workers stored under the same prefix, and a fatal verdict anywhere empties all of it.
-    pub fn owns_index(&self) -> bool {
-        self.config.shard.index == 0
+    /// Whether this shard models a policy's index of the router, of every engine source
+    /// ([`shard::index_sides`]).
+    pub fn models_index(&self) -> bool {
+        self.index.models_any()
     }
 
     /// True when `source` is another shard's engine source: its frames are counted past.
@@ -637,7 +636,7 @@ impl Model {
             false => router::RouterSide::for_sources(sources, relay_policy, block_size, shard),
         };
         let policies = [self.runs[0].policy(), self.runs[1].policy()];
-        self.index = index::RouterIndexes::new(sources, policies, self.config.block_size, self.owns_index());
+        self.index = index::RouterIndexes::new(sources, policies, self.config.block_size, shard::index_sides(self.config.shard));
     }
 
     /// A source the server found after its hello (`--discover`), or one that now reads
@@ -911,11 +910,11 @@ impl Model {
         }
     }
 
-    /// Another shard's engine frame. The shard that owns the router's index indexes it (one
-    /// indexer holds the whole fleet: see [`Model::owns_index`]) and keeps its bytes, under
-    /// the retention bound, for a re-classification; any other only counts it past.
+    /// Another shard's engine frame. A shard that models an index of the router indexes it
+    /// (one indexer holds the whole fleet: see [`shard::index_sides`]) and keeps its bytes,
+    /// under the retention bound, for a re-classification; any other only counts it past.
     fn index_foreign(&mut self, source: u32, seq: u64, recv_time_nanos: u64, replayed: bool, payload: Vec<u8>) {
-        if !self.owns_index() || payload.len() > self.config.max_frame_bytes {
+        if !self.models_index() || payload.len() > self.config.max_frame_bytes {
             // Too large: the source's own shard refuses it before decoding, and so does the index.
             return self.count_foreign(recv_time_nanos, Some(payload.len()));
         }

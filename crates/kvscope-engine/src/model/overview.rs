@@ -87,49 +87,45 @@ fn fleet_wire<'a>(layouts: impl Iterator<Item = &'a EventEncoding>) -> Option<Ev
     }
 }
 
-/// What the router's index says of one engine source, from the shard that models the index
-/// ([`Model::owns_index`]).
+/// What one policy's index of the router says of one engine source, from the shard that
+/// models that index ([`super::shard::index_sides`]).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct IndexCells {
-    router_sees: [Option<f32>; 2],
-    router_stale: [u64; 2],
-    /// A running indexer (under A or B) sees less than half of the source's cached prefix.
+pub struct IndexCell {
+    router_sees: Option<f32>,
+    router_stale: u64,
+    /// A running indexer sees less than half of the source's cached prefix.
     blind: bool,
 }
 
-fn index_cells(m: &Model, source: u32) -> IndexCells {
-    let index = [m.index().counts(Side::A, source), m.index().counts(Side::B, source)];
-    let router_sees = index.map(|c| c.filter(|c| c.engine_prefix_tokens > 0).map(|c| c.visible_share() as f32));
+fn index_cell(m: &Model, side: Side, source: u32) -> Option<IndexCell> {
+    let report = m.index().report(side)?;
+    let counts = m.index().counts(side, source);
+    let router_sees = counts.filter(|c| c.engine_prefix_tokens > 0).map(|c| c.visible_share() as f32);
     // An indexer that exited on a fatal verdict sees nothing anywhere: that is the fatal
     // anomaly's story, told once. Blind is a running indexer missing most of a source.
-    let running = [Side::A, Side::B].map(|s| m.index().report(s).is_some_and(|r| r.indexer_exits == 0));
-    IndexCells {
+    let running = report.indexer_exits == 0;
+    Some(IndexCell {
         router_sees,
-        router_stale: index.map(|c| c.map_or(0, |c| c.blocks.router_only.values().sum())),
-        blind: router_sees.iter().zip(running).any(|(s, up)| up && s.is_some_and(|s| s < 0.5)),
-    }
+        router_stale: counts.map_or(0, |c| c.blocks.router_only.values().sum()),
+        blind: running && router_sees.is_some_and(|s| s < 0.5),
+    })
 }
 
 /// One shard's part of the overview ([`super::shard`]): its engine sources' rows as far as
-/// they are its own to say, each with its wire layout; and, from the shard that models the
-/// router's index, every engine source's [`IndexCells`]. [`merge`] makes the rows.
+/// they are its own to say, each with its wire layout; and, per policy whose index it models,
+/// every engine source's [`IndexCell`]. [`merge`] makes the rows.
 #[derive(Clone, Debug, Default)]
 pub struct OverviewPart {
     rows: Vec<(Row, Option<EventEncoding>)>,
-    index: Vec<(u32, IndexCells)>,
+    index: Vec<(u32, Side, IndexCell)>,
 }
 
 /// This model's part of the overview.
 pub fn part(m: &Model, now_ms: f64) -> OverviewPart {
-    let index = match m.owns_index() {
-        true => m
-            .sources()
-            .iter()
-            .filter(|s| s.kind == kvscope_protocol::SourceKind::Engine)
-            .map(|s| (s.index, index_cells(m, s.index)))
-            .collect(),
-        false => Vec::new(),
-    };
+    let engines = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::Engine);
+    let index = engines
+        .flat_map(|s| [Side::A, Side::B].into_iter().filter_map(move |side| Some((s.index, side, index_cell(m, side, s.index)?))))
+        .collect();
     OverviewPart { rows: m.engine_sources().map(|s| (own_row(m, s, now_ms), s.wire.shown())).collect(), index }
 }
 
@@ -189,17 +185,22 @@ fn worker_order(id: &str) -> (u64, &str) {
 /// healthy in id order.
 pub fn merge(parts: &[OverviewPart]) -> Vec<Row> {
     let wire = fleet_wire(parts.iter().flat_map(|p| &p.rows).filter_map(|(_, w)| w.as_ref()));
-    let cells: std::collections::HashMap<u32, &IndexCells> = parts.iter().flat_map(|p| &p.index).map(|(i, c)| (*i, c)).collect();
+    let cells: std::collections::HashMap<(u32, Side), &IndexCell> =
+        parts.iter().flat_map(|p| &p.index).map(|(i, side, c)| ((*i, *side), c)).collect();
     let mut rows: Vec<Row> = parts
         .iter()
         .flat_map(|p| &p.rows)
         .map(|(row, layout)| {
             let mut row = row.clone();
-            if let Some(c) = cells.get(&row.index) {
-                (row.router_sees, row.router_stale) = (c.router_sees, c.router_stale);
-                if c.blind {
-                    row.anomalies.push(Anomaly::RouterBlind);
+            let mut blind = false;
+            for side in [Side::A, Side::B] {
+                if let Some(c) = cells.get(&(row.index, side)) {
+                    (row.router_sees[side as usize], row.router_stale[side as usize]) = (c.router_sees, c.router_stale);
+                    blind |= c.blind;
                 }
+            }
+            if blind {
+                row.anomalies.push(Anomaly::RouterBlind);
             }
             if wire.is_some() && layout.is_some() && *layout != wire {
                 row.anomalies.push(Anomaly::OtherWireLayout);

@@ -41,6 +41,22 @@ pub fn of_event_id(id: u64) -> u32 {
     (id >> EVENT_ID_BITS) as u32
 }
 
+/// Which policies' indexes of the router `shard` models, per side, for every engine source:
+/// both with one shard; with more, shard 0 policy A's and shard 1 policy B's.
+///
+/// An index cannot be split by worker as the rest can. Dynamo's radix tree is one tree for the
+/// fleet, keyed by tokens hash: where a worker's store lands depends on what other workers
+/// stored under the same prefix, and a fatal verdict anywhere empties all of it. The two
+/// policies' indexes share nothing but the engines' truth, which each shard keeps for itself;
+/// they are most of a frame's cost (Kimi-K3: decode and both indexes 84% of the engine's time,
+/// 16 synthetic workers 73%), so one on each of two cores is where two shards gain.
+pub fn index_sides(shard: Shard) -> [bool; 2] {
+    match shard.count {
+        0 | 1 => [true, true],
+        _ => [shard.index == 0, shard.index == 1],
+    }
+}
+
 /// The fleet's exit among the shards' (each shard's first fatal event, or one it adopted): the
 /// earliest in the stream. Every shard then adopts it ([`super::Model::adopt_exit`]).
 pub fn earliest_exit<'a>(exits: impl IntoIterator<Item = &'a super::IndexerExit>) -> Option<&'a super::IndexerExit> {

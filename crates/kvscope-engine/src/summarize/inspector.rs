@@ -86,7 +86,9 @@ fn index_lines(m: &Model, d: &EventDetail) -> Vec<(Side, String)> {
     let rank = d.batch_dp_rank.unwrap_or(src.dp_rank);
     [Side::A, Side::B]
         .into_iter()
-        .map(|side| (side, format!("{}: {}", m.policy_name(side), m.index().event_line(side, &src.worker_id, rank, tier, &hashes))))
+        .filter_map(|side| {
+            Some((side, format!("{}: {}", m.policy_name(side), m.index().event_line(side, &src.worker_id, rank, tier, &hashes)?)))
+        })
         .collect()
 }
 
