@@ -13,7 +13,8 @@
 //!   prediction and the reconciliation run too, as `kvscope demo` runs by default;
 //! - `index_truth`, `index_a`, `index_a_b`: the router's index model alone (every frame decoded
 //!   into a `Decoded`, the engines' truth with its tokens hashes, then no policy's index, policy
-//!   A's, both): what a shard that models an index pays for the whole fleet;
+//!   A's, both): what a shard that models an index pays for the whole fleet; `index_a_b_prepared`:
+//!   both given every frame decoded and its tokens hashed beforehand;
 //! - `engine_router_2_shards`: the same stream through two shards' engines on two threads
 //!   (`kvscope_engine::model::shard`), each reading every message, applying its own workers'
 //!   and modelling one policy's index of every worker; `engine_router_shard_0_of_2` and
@@ -91,6 +92,28 @@ fn engine_costs(c: &mut Criterion) {
                 })
             });
         }
+        // Both indexes given each frame decoded and its tokens hashed elsewhere: what the shard
+        // that models them would pay if the other shards handed it their workers' frames so.
+        let mut prepared: Vec<(kvscope_wire::Decoded, TokensHashes)> = {
+            let mut m = IndexModel::new(IndexConfig::sides(stream.block_size, &[]));
+            let ids: Vec<_> = (0..stream.workers).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+            let prepare = |(source, seq, payload): &(u32, u64, Vec<u8>)| {
+                let (d, mut h) = (kvscope_wire::Decoded::new(payload), TokensHashes::default());
+                let _ = m.push_decoded(ids[*source as usize], *seq, payload, &d, &mut h, false);
+                (d, h)
+            };
+            stream.frames.iter().map(prepare).collect()
+        };
+        g.bench_function("index_a_b_prepared", |b| {
+            b.iter(|| {
+                let mut m = IndexModel::new(IndexConfig::sides(stream.block_size, &[Policy::LEGACY, Policy::FIXED]));
+                let ids: Vec<_> = (0..stream.workers).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+                for ((source, seq, payload), (d, h)) in stream.frames.iter().zip(prepared.iter_mut()) {
+                    let _ = m.push_decoded(ids[*source as usize], *seq, payload, d, h, false);
+                }
+                black_box(m.approx_bytes())
+            })
+        });
         g.bench_function("normalize", |b| {
             b.iter(|| {
                 let mut n = Normalizer::new(stream.block_size, Policy::FIXED);
