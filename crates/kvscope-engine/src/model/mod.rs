@@ -479,6 +479,11 @@ impl Model {
         self.sources.iter().filter(|s| s.own && s.kind == proto::SourceKind::Engine)
     }
 
+    /// Every shard's engine sources: the hello names them all to each shard.
+    pub fn fleet_engine_sources(&self) -> impl Iterator<Item = &Source> {
+        self.sources.iter().filter(|s| s.kind == proto::SourceKind::Engine)
+    }
+
     /// The event-plane sources this shard shows.
     pub fn plane_sources(&self) -> impl Iterator<Item = &Source> {
         self.sources.iter().filter(|s| s.own && s.kind == proto::SourceKind::EventPlane)

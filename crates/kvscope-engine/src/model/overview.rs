@@ -122,8 +122,8 @@ pub struct OverviewPart {
 
 /// This model's part of the overview.
 pub fn part(m: &Model, now_ms: f64) -> OverviewPart {
-    let engines = m.sources().iter().filter(|s| s.kind == kvscope_protocol::SourceKind::Engine);
-    let index = engines
+    let index = m
+        .fleet_engine_sources()
         .flat_map(|s| [Side::A, Side::B].into_iter().filter_map(move |side| Some((s.index, side, index_cell(m, side, s.index)?))))
         .collect();
     OverviewPart { rows: m.engine_sources().map(|s| (own_row(m, s, now_ms), s.wire.shown())).collect(), index }

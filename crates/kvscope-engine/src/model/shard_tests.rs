@@ -1,11 +1,13 @@
 //! Shards against one model: the same stream through K models, each reading its part of the
 //! fleet ([`super::shard`]), holds per source what one model reading everything holds.
 
+use kvscope_engine_protocol::Settings;
 use kvscope_protocol as proto;
 
 use super::shard::Shard;
 use super::tests::{config, hello_of, kimi_frames, source_info};
 use super::*;
+use crate::summarize;
 
 /// Dynamo's worker ids are numbers: the router's side reconciles such sources.
 fn engines(workers: u32) -> Vec<proto::SourceInfo> {
@@ -149,6 +151,13 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
         }
         let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
         assert_eq!(overview::merge(&parts), whole_rows, "the overview's rows, in order, of {count} shards");
+        let open: Vec<String> = whole.engine_sources().map(|s| s.key.clone()).step_by(2).collect();
+        for settings in [Settings::default(), Settings { open, ..Settings::default() }] {
+            let cards = summarize::cards::cards(&whole, &settings);
+            assert!(cards.hint || cards.cards.iter().any(|c| !c.index_lines.is_empty()), "cards with the index's lines");
+            let parts: Vec<summarize::cards::CardsPart> = shards.iter().map(|m| summarize::cards::part(m, &settings)).collect();
+            assert_eq!(summarize::cards::merge(&parts), cards, "the cards of {count} shards, opened {:?}", settings.open);
+        }
         for side in [Side::A, Side::B] {
             let key = |e: &IndexerExit| (e.position, e.source, e.seq, e.label);
             let restarts = |m: &Model| m.index().report(side).map(|r| (r.indexer_exits, r.first_exit.clone()));

@@ -15,11 +15,12 @@ use crate::model::{Model, Rows};
 pub const CARDS_FOR_ALL: usize = 8;
 
 /// The sources whose cards are shown, in source order: the opened ones, or every source of a
-/// small fleet; the worker filter applies either way. Event-plane sources are the router's side,
-/// listed apart ([`planes`]).
+/// small fleet; the worker filter applies either way. Every shard's engine sources, for the
+/// shards' parts ([`CardsPart`]). Event-plane sources are the router's side, listed apart
+/// ([`planes`]).
 pub fn carded_sources(m: &Model, open: &[String], filter: &str) -> Vec<u32> {
-    let engines = m.engine_sources().count();
-    m.engine_sources()
+    let engines = m.fleet_engine_sources().count();
+    m.fleet_engine_sources()
         .filter(|s| {
             (filter.is_empty() || s.key.contains(filter)) && (open.contains(&s.key) || (open.is_empty() && engines <= CARDS_FOR_ALL))
         })
@@ -27,9 +28,52 @@ pub fn carded_sources(m: &Model, open: &[String], filter: &str) -> Vec<u32> {
         .collect()
 }
 
+/// One shard's part of the cards ([`crate::model::shard`]): the cards of its own carded
+/// sources, without their index lines; and, per policy whose index it models, every carded
+/// source's line. [`merge`] puts them together.
+#[derive(Clone, Debug, Default)]
+pub struct CardsPart {
+    cards: Vec<Card>,
+    index_lines: Vec<(u32, Side, String)>,
+    hint: bool,
+}
+
+pub fn part(m: &Model, settings: &Settings) -> CardsPart {
+    let carded = carded_sources(m, &settings.open, &settings.worker_filter);
+    let own = |i: &u32| m.source(*i).is_some_and(|s| s.own);
+    CardsPart {
+        cards: carded.iter().filter(|i| own(i)).filter_map(|i| card(m, *i)).collect(),
+        index_lines: carded
+            .iter()
+            .flat_map(|i| [Side::A, Side::B].into_iter().filter_map(|side| Some((*i, side, index_line(m, side, *i)?))))
+            .collect(),
+        hint: settings.open.is_empty() && m.fleet_engine_sources().count() > CARDS_FOR_ALL,
+    }
+}
+
+/// The shards' cards, in source order, each with its index lines.
+pub fn merge(parts: &[CardsPart]) -> Cards {
+    let mut cards: Vec<Card> = parts.iter().flat_map(|p| p.cards.iter().cloned()).collect();
+    cards.sort_by_key(|c| c.index);
+    for card in &mut cards {
+        for side in [Side::A, Side::B] {
+            let line = parts.iter().flat_map(|p| &p.index_lines).find(|(i, s, _)| *i == card.index && *s == side);
+            card.index_lines.extend(line.map(|(_, s, l)| (*s, l.clone())));
+        }
+    }
+    Cards { cards, hint: parts.iter().any(|p| p.hint) }
+}
+
 pub fn cards(m: &Model, settings: &Settings) -> Cards {
-    let cards = carded_sources(m, &settings.open, &settings.worker_filter).into_iter().filter_map(|i| card(m, i)).collect();
-    Cards { cards, hint: settings.open.is_empty() && m.engine_sources().count() > CARDS_FOR_ALL }
+    merge(&[part(m, settings)])
+}
+
+/// What a policy's index of the router holds of a source and what that costs, if this shard
+/// models that index and it holds or lacks any of the source's blocks.
+fn index_line(m: &Model, side: Side, index: u32) -> Option<String> {
+    let c = m.index().counts(side, index)?;
+    (c.blocks.engine_blocks + c.blocks.router_blocks > 0)
+        .then(|| format!("{}: {}; {}", m.policy_name(side), c.blocks_words(thousands), c.cost_words(thousands)))
 }
 
 /// The rows of a card: fatal first, then skips, then applied per tier (always all four tiers,
@@ -129,16 +173,9 @@ fn card(m: &Model, index: u32) -> Option<Card> {
             Some((side, format!(" {}: an indexer stops at seq {seq}", m.policy_name(side))))
         })
         .collect();
-    let index_lines = [Side::A, Side::B]
-        .into_iter()
-        .filter_map(|side| {
-            let c = m.index().counts(side, index)?;
-            (c.blocks.engine_blocks + c.blocks.router_blocks > 0)
-                .then(|| (side, format!("{}: {}; {}", m.policy_name(side), c.blocks_words(thousands), c.cost_words(thousands))))
-        })
-        .collect();
     Some(Card {
-        index_lines,
+        // The index's shards say ([`merge`]).
+        index_lines: Vec::new(),
         index,
         key: src.key.clone(),
         worker: src.worker_id.clone(),

@@ -5,7 +5,7 @@
 //! [`Sent`] remembers what was last sent of each part, so a summary carries only what changed:
 //! at 512 sources the rows change every flush, the rules never.
 
-mod cards;
+pub mod cards;
 mod headline;
 mod inspector;
 mod pixels;
