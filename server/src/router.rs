@@ -216,7 +216,7 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                     ),
                 }
             }
-            models.ids.insert(e.source, models.model.add_source(&e.key, &e.worker_id, e.dp_rank));
+            models.ids.insert(e.source, models.model.add_source_at(&e.key, &e.worker_id, e.dp_rank, e.block_size));
         };
     for (source, (key, worker_id, dp_rank)) in config.engines.iter().enumerate() {
         let e = NewEngine { source, key: key.clone(), worker_id: worker_id.clone(), dp_rank: *dp_rank, block_size: config.block_size };

@@ -90,6 +90,8 @@ struct Source {
     key: String,
     worker_id: u64,
     dp_rank: u32,
+    /// Its model's block size: what its listeners judge its stores at.
+    block_size: u32,
     /// What the engine holds.
     engine: Predictor,
     last_seq: Option<u64>,
@@ -224,9 +226,9 @@ impl IndexModel {
         &self.truth
     }
 
-    fn listener(&self, policy: Policy, worker_id: u64, dp_rank: u32) -> Listener {
+    fn listener(policy: Policy, worker_id: u64, dp_rank: u32, block_size: u32) -> Listener {
         Listener {
-            predictor: Predictor::new(RelayConfig::listener(worker_id, dp_rank, self.config.block_size, policy)),
+            predictor: Predictor::new(RelayConfig::listener(worker_id, dp_rank, block_size, policy)),
             watermark: None,
             listened: false,
             joined_late: false,
@@ -234,21 +236,29 @@ impl IndexModel {
         }
     }
 
-    /// Adds an engine source (`key` as kvscope names it, `worker_id` as `--workers` does).
+    /// Adds an engine source (`key` as kvscope names it, `worker_id` as `--workers` does), at
+    /// the model's block size.
     pub fn add_source(&mut self, key: &str, worker_id: &str, dp_rank: u32) -> IndexSourceId {
+        self.add_source_at(key, worker_id, dp_rank, self.config.block_size)
+    }
+
+    /// Adds an engine source whose model has its own block size (a discovered engine's): its
+    /// indexer reads it at that size, as Dynamo runs a router per model.
+    pub fn add_source_at(&mut self, key: &str, worker_id: &str, dp_rank: u32, block_size: u32) -> IndexSourceId {
         let worker = worker_number(worker_id);
-        let engine = Predictor::new(RelayConfig::listener(worker, dp_rank, self.config.block_size, Policy::ENGINE));
+        let engine = Predictor::new(RelayConfig::listener(worker, dp_rank, block_size, Policy::ENGINE));
         self.sources.push(Source {
             key: key.to_owned(),
             worker_id: worker,
             dp_rank,
+            block_size,
             engine,
             last_seq: None,
             restarted: false,
             ranks: vec![dp_rank],
         });
         for i in 0..self.sides.len() {
-            let l = self.listener(self.sides[i].policy, worker, dp_rank);
+            let l = Self::listener(self.sides[i].policy, worker, dp_rank, block_size);
             self.sides[i].listeners.push(l);
         }
         IndexSourceId(self.sources.len() as u32 - 1)
@@ -384,7 +394,8 @@ impl IndexModel {
     /// normalizers, listeners that join late.
     fn exit(&mut self, side: usize, source: usize, seq: u64) {
         let key = self.sources[source].key.clone();
-        let fresh: Vec<Listener> = self.sources.iter().map(|s| self.listener(self.sides[side].policy, s.worker_id, s.dp_rank)).collect();
+        let policy = self.sides[side].policy;
+        let fresh: Vec<Listener> = self.sources.iter().map(|s| Self::listener(policy, s.worker_id, s.dp_rank, s.block_size)).collect();
         let s = &mut self.sides[side];
         s.exits += 1;
         s.first_exit.get_or_insert((key, seq));
@@ -565,7 +576,6 @@ impl IndexModel {
     /// scored with `scorer`.
     pub fn report_for(&self, side: IndexSide, index: &BlockSets, scorer: &DynamoIndex) -> IndexReport {
         let s = &self.sides[side.0];
-        let bs = u64::from(self.config.block_size);
         let owner = self.owners();
         let mut per_source: Vec<IndexCounts> = vec![IndexCounts::default(); self.sources.len()];
         let mut keys: Vec<(WorkerKey, StorageTier)> = self.truth.sets().map(|(k, _)| *k).chain(index.keys().copied()).collect();
@@ -590,6 +600,8 @@ impl IndexModel {
                 *t.router_only.entry(cause.label()).or_default() += 1;
             }
             let c = &mut per_source[src];
+            // A block holds its own model's block size of tokens.
+            let bs = u64::from(self.sources[src].block_size);
             if tier == StorageTier::Device {
                 c.engine_prefix_tokens += truth.len() as u64 * bs;
                 c.visible_prefix_tokens += visible_blocks(scorer, w, &truth) * bs;

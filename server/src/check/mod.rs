@@ -336,10 +336,10 @@ impl Lanes {
         if info.kind != proto::SourceKind::Engine {
             return None;
         }
-        let relay =
-            crate::router::relay_config(&info.worker_id, info.dp_rank, info.block_size.unwrap_or(opts.block_size), opts.relay_policy);
+        let block_size = info.block_size.unwrap_or(opts.block_size);
+        let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, block_size, opts.relay_policy);
         let router = reconciler.zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
-        Some(Lanes { router, index: index.add_source(&info.key, &info.worker_id, info.dp_rank) })
+        Some(Lanes { router, index: index.add_source_at(&info.key, &info.worker_id, info.dp_rank, block_size) })
     }
 }
 

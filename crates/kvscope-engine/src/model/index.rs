@@ -34,7 +34,7 @@ const REFRESH_EVERY: u32 = 10;
 
 impl RouterIndexes {
     /// The indexes of `policies` this shard models (`modelled`, per side), of every engine
-    /// source.
+    /// source, each at its own block size or else at `block_size`.
     pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32, modelled: [bool; 2]) -> RouterIndexes {
         let owned: Vec<Policy> = policies.iter().zip(modelled).filter(|(_, m)| *m).map(|(p, _)| *p).collect();
         let model = IndexModel::new(IndexConfig::sides(block_size, &owned));
@@ -59,7 +59,8 @@ impl RouterIndexes {
             self.ids.resize(i + 1, None);
         }
         if self.models_any() && s.kind == proto::SourceKind::Engine && self.ids[i].is_none() {
-            self.ids[i] = Some(self.model.add_source(&s.key, &s.worker_id, s.dp_rank));
+            let block_size = s.block_size.unwrap_or(self.model.config().block_size);
+            self.ids[i] = Some(self.model.add_source_at(&s.key, &s.worker_id, s.dp_rank, block_size));
             self.stale = true;
         }
     }

@@ -851,7 +851,8 @@ impl Model {
         if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::Discovery) {
             return self.apply_discovery_record(&record);
         }
-        if self.foreign_engine(record.source) {
+        // Another shard's frame is only counted past, unless this shard models an index.
+        if self.foreign_engine(record.source) && !self.models_index() {
             let payload_len = record.frames.get(2).map(|p| p.len());
             return self.count_foreign(record.recv_time_nanos, payload_len);
         }

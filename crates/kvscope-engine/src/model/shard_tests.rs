@@ -292,3 +292,43 @@ fn the_shards_that_model_the_indexes_index_every_worker_again_after_a_reclassifi
         assert_eq!(restarts(modelled), restarts(&whole));
     }
 }
+
+/// A capture shards the same way: every shard opens the whole file, applies its own workers'
+/// records and, where it models an index, every worker's.
+#[test]
+fn shards_of_an_opened_capture_hold_what_one_model_holds() {
+    let faulty = (0..64u32).find(|w| Shard::of(&w.to_string(), 2) == 1).expect("a worker of the second shard");
+    let (hello, messages) = fleet_with_a_faulty_worker(12.max(faulty + 1), 30, faulty);
+    let recorded = run(&hello, &messages, 16, Shard::ALL).to_kvcap(0);
+    let open = |shard: Shard| {
+        let mut reader = proto::capture::CaptureReader::new(std::io::Cursor::new(&recorded[..])).expect("a capture");
+        let mut m = Model::new(Config { shard, ..config(16) });
+        m.begin_capture("fleet.kvcap", &reader.header().clone());
+        while let Some(r) = reader.next_record().expect("a record") {
+            m.apply_record(r, 0.0);
+        }
+        m
+    };
+    let mut whole = open(Shard::ALL);
+    whole.refresh_index();
+    let rows = overview::rows(&whole, 0.0);
+    for count in [2, 3] {
+        let mut shards: Vec<Model> = (0..count).map(|index| open(Shard { index, count })).collect();
+        for side in [Side::A, Side::B] {
+            let Some(exit) = shard::earliest_exit(shards.iter().filter_map(|m| m.indexer_exit(side))).cloned() else { continue };
+            shards.iter_mut().for_each(|m| m.adopt_exit(side, &exit));
+        }
+        shards.iter_mut().for_each(Model::refresh_index);
+        for side in [Side::A, Side::B] {
+            let modelled = shards.iter().find(|m| m.index().report(side).is_some()).expect("a shard models the index");
+            for src in whole.engine_sources() {
+                let index = |m: &Model| m.index().counts(side, src.index).cloned();
+                assert!(index(&whole).is_some_and(|c| c.blocks.engine_blocks > 0), "{} holds blocks", src.key);
+                assert_eq!(index(modelled), index(&whole), "{}'s blocks in {side:?}'s index, {count} shards", src.key);
+            }
+        }
+        let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
+        assert_eq!(overview::merge(&parts), rows, "the overview's rows of {count} shards");
+        fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, usize::MAX);
+    }
+}

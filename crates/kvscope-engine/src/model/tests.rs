@@ -613,11 +613,21 @@ fn a_source_at_its_own_block_size_is_classified_at_it() {
         at_1536.apply_message(f.clone(), 0.0);
         own.apply_message(f, 0.0);
     }
+    at_1536.refresh_index();
+    own.refresh_index();
     for i in 0..3 {
         for side in [Side::A, Side::B] {
             let (a, b) = (at_1536.source(i).unwrap().counts(side), own.source(i).unwrap().counts(side));
             assert!(a.events > 0);
             assert_eq!((a.events, &a.by_class, &a.first_fatal), (b.events, &b.by_class, &b.first_fatal), "source {i}");
+            // The router's index model reads it at that size too.
+            let index = |m: &Model| m.index().counts(side, i).cloned();
+            assert!(index(&at_1536).is_some_and(|c| c.blocks.engine_blocks > 0), "source {i} holds blocks");
+            assert_eq!(index(&own), index(&at_1536), "source {i}'s blocks in {side:?}'s index");
         }
+    }
+    for side in [Side::A, Side::B] {
+        let exits = |m: &Model| m.index().report(side).map(|r| r.indexer_exits);
+        assert_eq!(exits(&own), exits(&at_1536), "{side:?}'s index exits where the classification says");
     }
 }
