@@ -113,7 +113,7 @@ impl Shortfalls {
         s
     }
 
-    fn merge(&mut self, o: &Shortfalls) {
+    pub fn merge(&mut self, o: &Shortfalls) {
         self.analysed += o.analysed;
         self.lost_in_gaps += o.lost_in_gaps;
         self.errors += o.errors;

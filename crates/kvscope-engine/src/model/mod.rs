@@ -593,9 +593,15 @@ impl Model {
     /// Time span of the timeline (retained marks, and the buckets of evicted ones), in ms since
     /// the first frame.
     pub fn time_span_ms(&self) -> (f64, f64) {
+        timeline_span(self.marked_span_ms())
+    }
+
+    /// The first and last mark's times (retained, or in the buckets of evicted ones), in ms
+    /// since the first frame; `None` before any. Shards' spans merge by min and max.
+    pub fn marked_span_ms(&self) -> Option<(f64, f64)> {
         let start = self.lanes.iter().filter_map(Lane::first_time_ms).fold(f64::INFINITY, f64::min);
         let end = self.lanes.iter().filter_map(|l| l.time_ms.last().copied()).fold(0.0, f64::max);
-        if start.is_finite() { (start, end.max(start + 1.0)) } else { (0.0, 1_000.0) }
+        start.is_finite().then_some((start, end))
     }
 
     /// Unix time in nanoseconds of the timeline's origin.
@@ -1058,6 +1064,15 @@ impl Model {
         let global = std::mem::take(&mut self.dirty) || index_behind;
         let changed = self.sources.iter_mut().filter_map(|s| std::mem::take(&mut s.dirty).then_some(s.index)).collect();
         (global, changed)
+    }
+}
+
+/// The timeline's span from its marks' ([`Model::marked_span_ms`]): at least a millisecond
+/// wide, and the first second before any mark.
+pub fn timeline_span(marked: Option<(f64, f64)>) -> (f64, f64) {
+    match marked {
+        Some((start, end)) => (start, end.max(start + 1.0)),
+        None => (0.0, 1_000.0),
     }
 }
 

@@ -151,6 +151,8 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
         }
         let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
         assert_eq!(overview::merge(&parts), whole_rows, "the overview's rows, in order, of {count} shards");
+        let quality: Vec<summarize::QualityPart> = shards.iter().map(summarize::quality_part).collect();
+        assert_eq!(summarize::quality_of(&quality), summarize::quality(&whole), "the data-quality strip of {count} shards");
         let open: Vec<String> = whole.engine_sources().map(|s| s.key.clone()).step_by(2).collect();
         for settings in [Settings::default(), Settings { open, ..Settings::default() }] {
             let cards = summarize::cards::cards(&whole, &settings);
@@ -223,7 +225,7 @@ fn shards_of_a_fleet_with_an_event_plane_hold_what_one_model_holds() {
 
 /// A fleet of synthetic workers in which `faulty` twice stores a block at another block size,
 /// fatal under both default policies: the router's index restarts empty there, and again in
-/// its crashloop, while the other workers go on storing.
+/// its crashloop, while the other workers go on storing. Worker 2's batch 5 is lost (a gap).
 fn fleet_with_a_faulty_worker(workers: u32, rounds: u64, faulty: u32) -> (proto::Message, Vec<proto::Message>) {
     use kvscope_encode::{Batch, Hash, Stored, release};
     let hello = hello_of(engines(workers), 16);
@@ -233,6 +235,7 @@ fn fleet_with_a_faulty_worker(workers: u32, rounds: u64, faulty: u32) -> (proto:
         let batch = Batch { ts: 1.0, events: vec![store.into()], dp_rank: Some(0) };
         b.payload = kvscope_encode::encode_batch_lossy(&release::VLLM_0_33.layout, &batch).expect("a batch");
     }
+    batches.retain(|b| (b.worker, b.seq) != (2, 5));
     batches.sort_by_key(|b| (b.seq, b.worker));
     let messages = batches
         .into_iter()
@@ -264,6 +267,8 @@ fn shards_restart_the_router_s_index_wherever_one_worker_s_batch_stops_it() {
         let held: Vec<u64> = report.sources.iter().map(|s| s.counts.blocks.router_blocks).collect();
         assert!(held.iter().filter(|n| **n > 0).count() >= 6, "{side:?}: the others stored again since: {held:?}");
     }
+    let quality = crate::summarize::quality(&whole);
+    assert_eq!(quality.sources.as_deref(), Some("sources affected: 2:0"), "the lost batch");
     shards_hold_what_one_model_holds(&hello, &messages, 16);
 }
 

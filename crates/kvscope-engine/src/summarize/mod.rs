@@ -220,30 +220,62 @@ pub fn memory_text(m: &MemoryUse) -> String {
     s
 }
 
-/// The data-quality strip: each shortfall with its count and unit; "complete" only when there
-/// is none.
-pub fn quality(m: &Model) -> Quality {
-    let c = m.fleet_completeness();
-    let span = m.t0_nanos().map(|t0| {
-        let (a, b) = m.time_span_ms();
+/// One shard's part of the data-quality strip ([`crate::model::shard`]): its shortfalls, the
+/// stretch of the stream its timeline covers, and its own sources that are short.
+#[derive(Clone, Debug, Default)]
+pub struct QualityPart {
+    shortfalls: crate::model::fleet::Shortfalls,
+    /// The timeline's origin (the stream's first frame: the same in every shard) and the
+    /// stretch after it, in ms.
+    span: Option<(u64, Option<(f64, f64)>)>,
+    history_evicted_frames: u64,
+    short: Vec<(u32, String)>,
+}
+
+pub fn quality_part(m: &Model) -> QualityPart {
+    let short = m.short_sources().into_iter().filter_map(|key| Some((m.source_by_key(&key)?.index, key))).collect();
+    QualityPart {
+        shortfalls: crate::model::fleet::Shortfalls::of(m),
+        span: m.t0_nanos().map(|t0| (t0, m.marked_span_ms())),
+        history_evicted_frames: m.history_evicted_frames,
+        short,
+    }
+}
+
+/// The data-quality strip of the shards' parts: each shortfall with its count and unit;
+/// "complete" only when there is none.
+pub fn quality_of(parts: &[QualityPart]) -> Quality {
+    let mut shortfalls = crate::model::fleet::Shortfalls::default();
+    parts.iter().for_each(|p| shortfalls.merge(&p.shortfalls));
+    let marked = |(a, b): (f64, f64), (c, d): (f64, f64)| (a.min(c), b.max(d));
+    let span = parts.iter().filter_map(|p| p.span).reduce(|(t, x), (u, y)| (t.min(u), x.zip(y).map(|(x, y)| marked(x, y)).or(x).or(y)));
+    let history_evicted = parts.iter().map(|p| p.history_evicted_frames).max().unwrap_or(0);
+    let span = span.map(|(t0, marked)| {
+        let (a, b) = crate::model::timeline_span(marked);
         let from = t0 + (a.max(0.0) * 1e6) as u64;
         let mut span = format!("covers {} from {}", human_duration_ms(b - a), clock(from));
-        if m.history_evicted_frames > 0 {
+        if history_evicted > 0 {
             // Before the window, not a hole in it (model/completeness.rs).
             span.push_str(&format!(
                 ": the window starts there, {} earlier frames had left the server's history before this page joined",
-                thousands(m.history_evicted_frames)
+                thousands(history_evicted)
             ));
         }
         span
     });
-    let short = m.short_sources();
+    let mut short: Vec<&(u32, String)> = parts.iter().flat_map(|p| &p.short).collect();
+    short.sort();
     let sources = match short.len() {
         0 => None,
-        n if n <= 12 => Some(format!("sources affected: {}", short.join(", "))),
+        n if n <= 12 => Some(format!("sources affected: {}", short.iter().map(|(_, key)| key.as_str()).collect::<Vec<_>>().join(", "))),
         n => Some(format!("{n} sources affected")),
     };
-    Quality { completeness: c, span, sources }
+    Quality { completeness: shortfalls.completeness(), span, sources }
+}
+
+/// The data-quality strip of one model: the fleet as one part.
+pub fn quality(m: &Model) -> Quality {
+    quality_of(&[quality_part(m)])
 }
 
 /// One part of the page as last sent: its bytes, to tell whether a new one differs.
