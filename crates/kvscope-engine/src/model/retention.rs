@@ -182,6 +182,25 @@ pub struct MemoryUse {
     pub tree_bound_reached: bool,
 }
 
+impl MemoryUse {
+    /// Another engine worker's (a shard's) memory beside this one's: the page holds both.
+    pub fn add(&mut self, o: &MemoryUse) {
+        self.retained_bytes += o.retained_bytes;
+        self.bound_bytes += o.bound_bytes;
+        self.retained_frames += o.retained_frames;
+        self.evicted_frames += o.evicted_frames;
+        self.bound_reached |= o.bound_reached;
+        self.retained_events += o.retained_events;
+        self.event_bound += o.event_bound;
+        self.event_bytes += o.event_bytes;
+        self.evicted_events += o.evicted_events;
+        self.event_bound_reached |= o.event_bound_reached;
+        self.tree_blocks += o.tree_blocks;
+        self.tree_bytes += o.tree_bytes;
+        self.tree_bound_reached |= o.tree_bound_reached;
+    }
+}
+
 impl Model {
     pub fn memory(&self) -> MemoryUse {
         MemoryUse {

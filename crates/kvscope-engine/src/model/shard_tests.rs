@@ -151,6 +151,16 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
         }
         let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
         assert_eq!(overview::merge(&parts), whole_rows, "the overview's rows, in order, of {count} shards");
+        // The fleet bar, but for memory: each shard holds its own, and those that model an
+        // index hold every worker's frames too.
+        let edges = summarize::EdgeState::default();
+        let bars: Vec<summarize::BarPart> = shards.iter().map(|m| summarize::bar_part(m, false, 0.0)).collect();
+        let without_memory = |b: kvscope_engine_protocol::view::Bar| kvscope_engine_protocol::view::Bar { memory: String::new(), ..b };
+        assert_eq!(
+            without_memory(summarize::bar_of(&bars, &edges)),
+            without_memory(summarize::bar(&whole, &edges, 0.0)),
+            "the bar of {count} shards"
+        );
         let quality: Vec<summarize::QualityPart> = shards.iter().map(summarize::quality_part).collect();
         assert_eq!(summarize::quality_of(&quality), summarize::quality(&whole), "the data-quality strip of {count} shards");
         let open: Vec<String> = whole.engine_sources().map(|s| s.key.clone()).step_by(2).collect();

@@ -87,8 +87,31 @@ pub fn policy_rules(policy: &str) -> Vec<&'static kvscope_normalize::Rule> {
         .unwrap_or_default()
 }
 
-/// The fleet bar's figures.
-pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
+/// One shard's part of the fleet bar ([`crate::model::shard`]): its own sources' figures and
+/// its model's; what the socket, the intake and the page say is the [`EdgeState`]'s.
+#[derive(Clone, Debug, Default)]
+pub struct BarPart {
+    origin: String,
+    /// Where the data comes from: a server (live, a rate) or a capture (a span and a count).
+    live_server: bool,
+    capture: bool,
+    live: usize,
+    total: usize,
+    planes: usize,
+    left: usize,
+    events: u64,
+    marked: Option<(f64, f64)>,
+    events_per_second: f64,
+    memory: MemoryUse,
+    catching_up: Option<(u64, u64)>,
+    lagged_frames: u64,
+    recording: Option<(String, bool)>,
+    discovery: Option<(String, bool)>,
+    behind: Option<crate::model::live::Behind>,
+}
+
+/// This model's part of the fleet bar (`waiting`: the intake holds messages not yet applied).
+pub fn bar_part(m: &Model, waiting: bool, now_ms: f64) -> BarPart {
     let origin = match &m.origin {
         Origin::Empty => "waiting for the server's hello".to_owned(),
         Origin::Server { mode, detail, .. } => format!("{mode}: {detail}"),
@@ -97,11 +120,8 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
             None => format!("capture {name}"),
         },
     };
-    // Workers are the engine sources; event planes are counted apart. Live means analysed here:
-    // a socket that is open but whose events were not analysed is not live.
-    let total = m.engine_sources().count();
-    let planes = m.plane_sources().count();
-    let planes = if planes > 0 { format!(" · {planes} event planes") } else { String::new() };
+    // Live means analysed here: a socket that is open but whose events were not analysed is
+    // not live.
     let live = m
         .engine_sources()
         .filter(|s| s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Live) && s.counts(Side::A).events > 0)
@@ -109,48 +129,80 @@ pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
     // Sources that left the discovery store keep their rows; the bar says how many.
     let left =
         m.sources().iter().filter(|s| s.own && s.status.as_ref().is_some_and(|st| st.state == kvscope_protocol::ConnState::Left)).count();
+    BarPart {
+        origin,
+        live_server: matches!(m.origin, Origin::Server { .. }),
+        capture: matches!(m.origin, Origin::Capture { .. }),
+        live,
+        total: m.engine_sources().count(),
+        planes: m.plane_sources().count(),
+        left,
+        events: m.engine_sources().map(|s| s.counts(Side::A).events).sum(),
+        marked: m.marked_span_ms(),
+        events_per_second: m.events_per_second(now_ms),
+        memory: m.memory(),
+        catching_up: m.catching_up(),
+        lagged_frames: m.lagged_frames,
+        recording: m.recording.as_ref().map(|r| (r.summary(), r.state == kvscope_protocol::RecordingState::Failed)),
+        discovery: m.discovery.as_ref().map(|d| (d.summary(), d.failing())),
+        behind: m.live.behind(waiting, now_ms),
+    }
+}
+
+/// The fleet bar's figures from the shards' parts (every shard reads the same hello, history
+/// and notices: those figures are any one's) and the engine's edges.
+pub fn bar_of(parts: &[BarPart], edges: &EdgeState) -> Bar {
+    let first = parts.first().cloned().unwrap_or_default();
+    let sum = |f: fn(&BarPart) -> usize| parts.iter().map(f).sum::<usize>();
+    // Workers are the engine sources; event planes are counted apart.
+    let (live, total, planes, left) = (sum(|p| p.live), sum(|p| p.total), sum(|p| p.planes), sum(|p| p.left));
+    let planes = if planes > 0 { format!(" · {planes} event planes") } else { String::new() };
     let left = if left > 0 { format!(" · {left} left") } else { String::new() };
-    let sources = if matches!(m.origin, Origin::Server { .. }) {
-        format!("{live} of {total} workers live{planes}{left}")
-    } else {
-        format!("{total} workers{planes}{left}")
-    };
+    let sources =
+        if first.live_server { format!("{live} of {total} workers live{planes}{left}") } else { format!("{total} workers{planes}{left}") };
     // A capture has a span and a count, not a rate.
-    let rate = match m.origin {
-        Origin::Capture { .. } => {
-            let events: u64 = m.engine_sources().map(|s| s.counts(Side::A).events).sum();
-            let (a, b) = m.time_span_ms();
-            format!("{} events over {}", thousands(events), human_duration_ms(b - a))
-        }
-        _ => format!("{} events/s", thousands(m.events_per_second(now_ms).round() as u64)),
+    let rate = if first.capture {
+        let events: u64 = parts.iter().map(|p| p.events).sum();
+        let marked = parts.iter().filter_map(|p| p.marked).reduce(|(a, b), (c, d)| (a.min(c), b.max(d)));
+        let (a, b) = crate::model::timeline_span(marked);
+        format!("{} events over {}", thousands(events), human_duration_ms(b - a))
+    } else {
+        format!("{} events/s", thousands(parts.iter().map(|p| p.events_per_second).sum::<f64>().round() as u64))
     };
-    let memory = m.memory();
-    let behind = m.live.behind(edges.intake.queued_messages > 0, now_ms);
+    let mut memory = MemoryUse::default();
+    parts.iter().for_each(|p| memory.add(&p.memory));
+    // The page is as far behind as its furthest shard, and catches up at that one's pace.
+    let behind = parts.iter().filter_map(|p| p.behind).max_by(|a, b| a.lag_ms.total_cmp(&b.lag_ms));
     Bar {
         badge: conn_badge(&edges.conn, behind),
-        origin,
+        origin: first.origin,
         sources,
         rate,
         memory: memory_text(&memory),
         memory_bound_reached: memory.bound_reached || memory.event_bound_reached,
         engine_wasm_bytes: edges.wasm_bytes,
-        catching_up: m.catching_up(),
+        catching_up: first.catching_up,
         intake: intake_text(&edges.intake).map(|text| IntakeLine {
             text,
             queued_bytes: edges.intake.queued_bytes as u64,
             dropped_messages: edges.intake.dropped_messages,
         }),
         pace: edges.pace.clone(),
-        lagged: (m.lagged_frames > 0).then(|| {
+        lagged: (first.lagged_frames > 0).then(|| {
             format!(
                 "this page lost {} frames (it read too slowly); the server's --client-queue-bytes raises the bound",
-                thousands(m.lagged_frames)
+                thousands(first.lagged_frames)
             )
         }),
-        recording: m.recording.as_ref().map(|r| (r.summary(), r.state == kvscope_protocol::RecordingState::Failed)),
-        discovery: m.discovery.as_ref().map(|d| (d.summary(), d.failing())),
+        recording: first.recording,
+        discovery: first.discovery,
         capture: edges.capture.clone(),
     }
+}
+
+/// The fleet bar's figures of one model: the fleet as one part.
+pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
+    bar_of(&[bar_part(m, edges.intake.queued_messages > 0, now_ms)], edges)
 }
 
 /// The connection badge: the socket's state, unless it is open and the page is behind live;
