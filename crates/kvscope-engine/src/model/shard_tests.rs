@@ -161,6 +161,8 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
             without_memory(summarize::bar(&whole, &edges, 0.0)),
             "the bar of {count} shards"
         );
+        let logs: Vec<summarize::LogsPart> = shards.iter().map(summarize::logs_part).collect();
+        assert_eq!(summarize::logs_of(&logs), summarize::logs(&whole), "the indexers' logs of {count} shards");
         let quality: Vec<summarize::QualityPart> = shards.iter().map(summarize::quality_part).collect();
         assert_eq!(summarize::quality_of(&quality), summarize::quality(&whole), "the data-quality strip of {count} shards");
         let open: Vec<String> = whole.engine_sources().map(|s| s.key.clone()).step_by(2).collect();

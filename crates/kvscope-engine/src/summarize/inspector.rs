@@ -179,13 +179,33 @@ fn hashes(h: &[kvscope_wire::BlockHash]) -> String {
     if h.len() > 8 { format!("{} (+{} more)", shown.join(" "), h.len() - 8) } else { shown.join(" ") }
 }
 
-/// The lines an indexer following each policy would print.
-pub fn logs(m: &Model) -> Logs {
+/// One shard's part of the log ([`crate::model::shard`]): the lines of its own sources, per
+/// policy.
+#[derive(Clone, Debug, Default)]
+pub struct LogsPart {
+    lines: [Vec<crate::model::LogLine>; 2],
+}
+
+pub fn logs_part(m: &Model) -> LogsPart {
+    LogsPart { lines: [m.log(Side::A), m.log(Side::B)] }
+}
+
+/// The lines an indexer following each policy would print, source by source, from the shards'
+/// parts.
+pub fn logs_of(parts: &[LogsPart]) -> Logs {
     let side = |side: Side| {
-        m.log(side)
+        let mut lines: Vec<&crate::model::LogLine> = parts.iter().flat_map(|p| &p.lines[side as usize]).collect();
+        // Stable: each source's lines stay in their order.
+        lines.sort_by_key(|l| l.source);
+        lines
             .into_iter()
-            .map(|l| LogLine { summary: l.seq == u64::MAX, text: l.text, fatal: l.fatal, after_exit: l.after_exit })
+            .map(|l| LogLine { summary: l.seq == u64::MAX, text: l.text.clone(), fatal: l.fatal, after_exit: l.after_exit })
             .collect()
     };
     Logs { lines: [side(Side::A), side(Side::B)] }
+}
+
+/// The lines an indexer following each policy would print.
+pub fn logs(m: &Model) -> Logs {
+    logs_of(&[logs_part(m)])
 }
