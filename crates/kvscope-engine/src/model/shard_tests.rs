@@ -182,6 +182,7 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
             assert_eq!(restarts(modelled), restarts(&whole), "{side:?}'s index restarts, {count} shards");
         }
         fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
+        inspector_index_lines_are_asked_of_the_index_s_shards(&whole, &shards);
         for (index, m) in shards.iter().enumerate() {
             let ids = m.first_event_id..m.next_event_id;
             assert!(ids.clone().all(|id| shard::of_event_id(id) == index as u32), "shard {index}'s ids {ids:?} name it");
@@ -192,6 +193,27 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
 /// An event by what names it in any model: its source, frame and place in the batch.
 fn event_name(m: &Model, id: u64) -> Option<(u32, u64, u32)> {
     m.event_loc(id).map(|r| (r.source, r.seq, r.index))
+}
+
+/// An event's index lines in the inspector: the shard that reads its source asks, each shard
+/// that models an index answers, and together they say what one model says.
+fn inspector_index_lines_are_asked_of_the_index_s_shards(whole: &Model, shards: &[Model]) {
+    let mut asked = 0;
+    for id in (whole.first_event_id..whole.next_event_id).step_by(37) {
+        let Some(name) = event_name(whole, id) else { continue };
+        let Some(expected) = whole.event_detail(id).and_then(|d| summarize::index_query(whole, &d)) else { continue };
+        let expected = summarize::event_index_lines(whole, &expected);
+        let (reader, mine) = shards
+            .iter()
+            .find_map(|m| Some((m, (m.first_event_id..m.next_event_id).find(|i| event_name(m, *i) == Some(name))?)))
+            .expect("a shard reads the event");
+        let query = reader.event_detail(mine).and_then(|d| summarize::index_query(reader, &d)).expect("the same question");
+        let mut lines: Vec<(Side, String)> = shards.iter().flat_map(|m| summarize::event_index_lines(m, &query)).collect();
+        lines.sort_by_key(|(side, _)| *side as u8);
+        assert_eq!(lines, expected, "event {name:?}'s index lines");
+        asked += usize::from(!expected.is_empty());
+    }
+    assert!(asked > 0, "some events asked the index");
 }
 
 /// The shards' facts, merged, are the whole model's; their event ids name the same events.

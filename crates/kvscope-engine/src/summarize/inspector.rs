@@ -57,7 +57,7 @@ fn detail_view(m: &Model, d: &EventDetail) -> Inspector {
     let ask = matches!(d.bytes_from, BytesFrom::Gone(FetchState::NotAsked))
         .then(|| if capture { "Read the raw bytes from the capture file" } else { "Fetch the raw bytes from the server" }.to_owned());
     Inspector {
-        index_lines: index_lines(m, d),
+        index_lines: index_query(m, d).map(|q| event_index_lines(m, &q)).unwrap_or_default(),
         id: d.id,
         verdicts,
         router: None,
@@ -67,27 +67,41 @@ fn detail_view(m: &Model, d: &EventDetail) -> Inspector {
     }
 }
 
-/// Per side, what the router's index holds of the event's blocks and why not (stores and
-/// removals; the tier as the engine means it, its medium case-insensitively).
-fn index_lines(m: &Model, d: &EventDetail) -> Vec<(Side, String)> {
-    let Some(src) = m.source_by_key(&d.source_key) else { return Vec::new() };
+/// What an event asks of the router's indexes: its worker and rank, tier and blocks. The
+/// shard that reads the event's source makes it; each shard that models an index answers it
+/// ([`event_index_lines`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexQuery {
+    worker_id: String,
+    dp_rank: u32,
+    tier: kvscope_normalize::StorageTier,
+    hashes: Vec<u64>,
+}
+
+/// The index question of a store or a removal (the tier as the engine means it, its medium
+/// case-insensitively); `None` for any other event.
+pub fn index_query(m: &Model, d: &EventDetail) -> Option<IndexQuery> {
+    let src = m.source_by_key(&d.source_key)?;
     let (hashes, medium) = match &d.event {
         Some(KvEvent::BlockStored(s)) => (s.block_hashes.iter().map(|h| h.0).collect::<Vec<_>>(), s.medium.as_deref()),
         Some(KvEvent::BlockRemoved(r)) => (r.block_hashes.iter().map(|h| h.0).collect(), r.medium.as_deref()),
-        _ => return Vec::new(),
+        _ => return None,
     };
     let tier = match medium.filter(|m| !m.is_empty()) {
         None => kvscope_normalize::StorageTier::Device,
-        Some(m) => match kvscope_normalize::StorageTier::from_kv_medium(m, &kvscope_normalize::Policy::ENGINE) {
-            Some(t) => t,
-            None => return Vec::new(),
-        },
+        Some(m) => kvscope_normalize::StorageTier::from_kv_medium(m, &kvscope_normalize::Policy::ENGINE)?,
     };
-    let rank = d.batch_dp_rank.unwrap_or(src.dp_rank);
+    Some(IndexQuery { worker_id: src.worker_id.clone(), dp_rank: d.batch_dp_rank.unwrap_or(src.dp_rank), tier, hashes })
+}
+
+/// Per side this model has an index of, what the router's index holds of the event's blocks
+/// and why not.
+pub fn event_index_lines(m: &Model, q: &IndexQuery) -> Vec<(Side, String)> {
     [Side::A, Side::B]
         .into_iter()
         .filter_map(|side| {
-            Some((side, format!("{}: {}", m.policy_name(side), m.index().event_line(side, &src.worker_id, rank, tier, &hashes)?)))
+            let line = m.index().event_line(side, &q.worker_id, q.dp_rank, q.tier, &q.hashes)?;
+            Some((side, format!("{}: {line}", m.policy_name(side))))
         })
         .collect()
 }
