@@ -36,7 +36,7 @@ use kvscope_engine::engine::Engine;
 use kvscope_engine::model::shard::Shard;
 use kvscope_engine_protocol::ViewQuery;
 use kvscope_engine_protocol::settings::Settings;
-use kvscope_index::{IndexConfig, IndexModel};
+use kvscope_index::{IndexConfig, IndexModel, IndexSourceId};
 use kvscope_normalize::{Normalizer, Policy};
 use kvscope_router::TokensHashes;
 use streams::{Count, Stream, fleet16, kimi};
@@ -52,6 +52,14 @@ fn loaded_shard(stream: &Stream, messages: &[Vec<u8>], event_plane: bool, shard:
         e.apply_server_message(m, 0.0);
     }
     e
+}
+
+/// The router's index model alone under `policies` (none: the engines' truth only), with a
+/// source per worker of the stream.
+fn index_model(stream: &Stream, policies: &[Policy]) -> (IndexModel, Vec<IndexSourceId>) {
+    let mut m = IndexModel::new(IndexConfig::sides(stream.block_size, policies));
+    let ids = (0..stream.workers).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+    (m, ids)
 }
 
 fn engine_costs(c: &mut Criterion) {
@@ -82,8 +90,7 @@ fn engine_costs(c: &mut Criterion) {
         {
             g.bench_function(name, |b| {
                 b.iter(|| {
-                    let mut m = IndexModel::new(IndexConfig::sides(stream.block_size, policies));
-                    let ids: Vec<_> = (0..stream.workers).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+                    let (mut m, ids) = index_model(&stream, policies);
                     for (source, seq, payload) in &stream.frames {
                         let d = kvscope_wire::Decoded::new(payload);
                         let _ = m.push_decoded(ids[*source as usize], *seq, payload, &d, &mut TokensHashes::default(), false);
@@ -95,8 +102,7 @@ fn engine_costs(c: &mut Criterion) {
         // Both indexes given each frame decoded and its tokens hashed elsewhere: what the shard
         // that models them would pay if the other shards handed it their workers' frames so.
         let mut prepared: Vec<(kvscope_wire::Decoded, TokensHashes)> = {
-            let mut m = IndexModel::new(IndexConfig::sides(stream.block_size, &[]));
-            let ids: Vec<_> = (0..stream.workers).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+            let (mut m, ids) = index_model(&stream, &[]);
             let prepare = |(source, seq, payload): &(u32, u64, Vec<u8>)| {
                 let (d, mut h) = (kvscope_wire::Decoded::new(payload), TokensHashes::default());
                 let _ = m.push_decoded(ids[*source as usize], *seq, payload, &d, &mut h, false);
@@ -106,8 +112,7 @@ fn engine_costs(c: &mut Criterion) {
         };
         g.bench_function("index_a_b_prepared", |b| {
             b.iter(|| {
-                let mut m = IndexModel::new(IndexConfig::sides(stream.block_size, &[Policy::LEGACY, Policy::FIXED]));
-                let ids: Vec<_> = (0..stream.workers).map(|i| m.add_source(&format!("{i}:0"), &i.to_string(), 0)).collect();
+                let (mut m, ids) = index_model(&stream, &[Policy::LEGACY, Policy::FIXED]);
                 for ((source, seq, payload), (d, h)) in stream.frames.iter().zip(prepared.iter_mut()) {
                     let _ = m.push_decoded(ids[*source as usize], *seq, payload, d, h, false);
                 }

@@ -54,8 +54,8 @@ impl Model {
         super::fleet::Shortfalls::of(self).completeness()
     }
 
-    /// Engine sources whose data is not complete, as `worker:rank`.
-    pub fn short_sources(&self) -> Vec<String> {
-        self.engine_sources().filter(|s| !self.completeness(s.index).is_complete()).map(|s| s.key.clone()).collect()
+    /// Engine sources whose data is not complete: their index and key (`worker:rank`).
+    pub fn short_sources(&self) -> Vec<(u32, String)> {
+        self.engine_sources().filter(|s| !self.completeness(s.index).is_complete()).map(|s| (s.index, s.key.clone())).collect()
     }
 }

@@ -472,7 +472,6 @@ impl Model {
         self.index.refresh_now();
     }
 
-    /// The engine sources (event-plane sources are the router's side, not workers).
     /// The engine sources this shard reads (event-plane sources are the router's side, not
     /// workers).
     pub fn engine_sources(&self) -> impl Iterator<Item = &Source> {
@@ -926,16 +925,15 @@ impl Model {
     /// (one indexer holds the whole fleet: see [`shard::index_sides`]) and keeps its bytes,
     /// under the retention bound, for a re-classification; any other only counts it past.
     fn index_foreign(&mut self, source: u32, seq: u64, recv_time_nanos: u64, replayed: bool, payload: Vec<u8>) {
+        // A payload past the bound is refused before decoding by the source's own shard, and so
+        // by the index too.
         if !self.models_index() || payload.len() > self.config.max_frame_bytes {
-            // Too large: the source's own shard refuses it before decoding, and so does the index.
             return self.count_foreign(recv_time_nanos, Some(payload.len()));
         }
         self.t0_nanos.get_or_insert(recv_time_nanos);
+        let decoded = kvscope_wire::Decoded::new(&payload);
+        self.index.push(source, seq, &payload, &decoded, &mut kvscope_router::TokensHashes::default(), replayed);
         let frame = self.new_frame(source, seq, recv_time_nanos, replayed, FrameBody::IndexOnly { payload });
-        if let FrameBody::IndexOnly { payload } = &frame.body {
-            let decoded = kvscope_wire::Decoded::new(payload);
-            self.index.push(source, seq, payload, &decoded, &mut kvscope_router::TokensHashes::default(), replayed);
-        }
         self.retain(frame);
     }
 

@@ -30,8 +30,9 @@ pub enum FrameBody {
     Malformed { frames: Vec<Vec<u8>>, error: String },
     /// An event-plane message: `[subject, envelope]`, or the frames as recorded.
     Plane { frames: Vec<Vec<u8>> },
-    /// Another shard's engine payload, kept by the shard that owns the router's index
-    /// ([`super::shard`]) so that a re-classification indexes it again; nothing else reads it.
+    /// Another shard's engine payload, kept by a shard that models an index of the router
+    /// ([`super::shard::index_sides`]) so that a re-classification indexes it again; nothing
+    /// else reads it.
     IndexOnly { payload: Vec<u8> },
 }
 

@@ -47,9 +47,9 @@ pub fn of_event_id(id: u64) -> u32 {
 /// An index cannot be split by worker as the rest can. Dynamo's radix tree is one tree for the
 /// fleet, keyed by tokens hash: where a worker's store lands depends on what other workers
 /// stored under the same prefix, and a fatal verdict anywhere empties all of it. The two
-/// policies' indexes share nothing but the engines' truth, which each shard keeps for itself;
-/// they are most of a frame's cost (Kimi-K3: decode and both indexes 84% of the engine's time,
-/// 16 synthetic workers 73%), so one on each of two cores is where two shards gain.
+/// policies' indexes share nothing but the engines' truth, which each shard keeps for itself.
+/// A shard that models one decodes and hashes every worker's frames for it: that, not the
+/// index, is most of its cost (the engine's README, "Shards", has the figures).
 pub fn index_sides(shard: Shard) -> [bool; 2] {
     match shard.count {
         0 | 1 => [true, true],

@@ -132,7 +132,7 @@ fn frames_lost_to_lag_are_charged_to_their_source() {
     assert_eq!(m.completeness(0), Completeness::Complete);
     assert_eq!(m.completeness(2), Completeness::Incomplete(vec![Shortfall::LostToLag { frames: 7 }]));
     assert_eq!(m.fleet_completeness(), Completeness::Incomplete(vec![Shortfall::LostToLag { frames: 7 }]));
-    assert_eq!(m.short_sources(), ["2:0"]);
+    assert_eq!(m.short_sources(), [(2, "2:0".to_owned())]);
 }
 
 #[test]

@@ -285,12 +285,11 @@ pub struct QualityPart {
 }
 
 pub fn quality_part(m: &Model) -> QualityPart {
-    let short = m.short_sources().into_iter().filter_map(|key| Some((m.source_by_key(&key)?.index, key))).collect();
     QualityPart {
         shortfalls: crate::model::fleet::Shortfalls::of(m),
         span: m.t0_nanos().map(|t0| (t0, m.marked_span_ms())),
         history_evicted_frames: m.history_evicted_frames,
-        short,
+        short: m.short_sources(),
     }
 }
 
