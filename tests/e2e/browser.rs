@@ -502,8 +502,14 @@ async fn the_fleet_overview_lists_the_misbehaving_workers_first() {
     .await;
     let restarts = b.js("return Number(document.querySelector('[data-testid=\"worker-card\"] [data-testid=\"restarts\"]').textContent.replace(/[^0-9]/g, ''))").await;
     assert!(restarts.as_u64().unwrap_or(0) >= 1, "the card says it restarted: {restarts}");
-    let tree = b.js("return document.querySelector('[data-testid=\"tier-tree\"] select').value").await;
-    assert_eq!(tree.as_str(), Some("13:0"), "the trees show the opened source");
+    // The page applies a summary's parts over the next animation frames: the trees may come a
+    // frame after the card and the lane.
+    b.wait_for(
+        "return document.querySelector('[data-testid=\"tier-tree\"] select').value === '13:0'",
+        Duration::from_secs(10),
+        "the trees showing the opened source, 13:0",
+    )
+    .await;
     b.screenshot("fleet-opened-13").await;
     b.assert_no_errors().await;
     b.close().await;

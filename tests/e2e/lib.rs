@@ -58,7 +58,7 @@ pub fn missing_prerequisite() -> Option<String> {
         return Some("no dist/index.html: run scripts/build-web.sh".into());
     }
     if kvscope_bin().is_none() {
-        return Some("no kvscope binary: run cargo build --release -p kvscope (after scripts/build-web.sh)".into());
+        return Some("no kvscope binary: run cargo build -p kvscope (after scripts/build-web.sh)".into());
     }
     None
 }
