@@ -49,6 +49,14 @@ pub struct CheckOptions {
     pub stream: StreamOptions,
 }
 
+impl CheckOptions {
+    /// The block size a source is classified, relayed and indexed at: its model's own (a
+    /// discovered engine's), else `--block-size`.
+    fn block_size_of(&self, info: &proto::SourceInfo) -> u32 {
+        info.block_size.unwrap_or(self.block_size)
+    }
+}
+
 /// Keeps the engine batches a pipeline relays (seq, payload, replayed, and the classifier's
 /// decode), for the reconciler and the index model: drained after each record, so the decode is
 /// held only that long and the batch is decoded once.
@@ -247,7 +255,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
             return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
         };
         let reconciled = router.as_ref().zip(lanes.router).and_then(|(r, id)| r.sources.get(id.0 as usize));
-        let mut source = source_report(info, p.counters(), classifier, reconciled);
+        let mut source = source_report(info, opts.block_size_of(info), p.counters(), classifier, reconciled);
         source.index = index.sources.get(lanes.index.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
         // The last real dump's view of this source, with the differences that concern it.
         if let Some(last) = router_indexes_last(&pipelines) {
@@ -304,7 +312,7 @@ impl Fed {
         let options = opts.stream;
         match info.kind {
             proto::SourceKind::Engine => {
-                let block_size = info.block_size.unwrap_or(opts.block_size);
+                let block_size = opts.block_size_of(info);
                 let classifier = Classifier::new(&info.worker_id, info.dp_rank, block_size, &[opts.policy], None);
                 let pipeline = Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options);
                 Fed::Stream(Box::new(AnyPipeline::Engine(pipeline)))
@@ -336,7 +344,7 @@ impl Lanes {
         if info.kind != proto::SourceKind::Engine {
             return None;
         }
-        let block_size = info.block_size.unwrap_or(opts.block_size);
+        let block_size = opts.block_size_of(info);
         let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, block_size, opts.relay_policy);
         let router = reconciler.zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
         Some(Lanes { router, index: index.add_source_at(&info.key, &info.worker_id, info.dp_rank, block_size) })
@@ -362,6 +370,7 @@ impl RealIndex {
 /// One engine source's part of the report, from its stream counters and its normalizer.
 fn source_report(
     info: &proto::SourceInfo,
+    block_size: u32,
     sc: &proto::SourceCounters,
     classifier: &Classifier,
     reconciled: Option<&kvscope_router::SourceReport>,
@@ -374,6 +383,7 @@ fn source_report(
         worker_id: info.worker_id.clone(),
         dp_rank: info.dp_rank,
         key: info.key.clone(),
+        block_size,
         counts: SourceCounts {
             frames: sc.frames,
             events: c.total_events(),

@@ -77,6 +77,8 @@ pub struct SourceReport {
     pub worker_id: String,
     pub dp_rank: u32,
     pub key: String,
+    /// The block size it is read at: its model's own (a discovered engine's), else `--block-size`.
+    pub block_size: u32,
     #[serde(flatten)]
     pub counts: SourceCounts,
     pub fatal: FatalSummary,

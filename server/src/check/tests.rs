@@ -157,6 +157,28 @@ fn vllm_0_33_corpus_stream_under_fixed() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A discovered engine of another model is read at its own block size: the Kimi-K3 stream of
+/// one worker, its source at 1536 and the check at `--block-size 16`, is indexed and reported as
+/// a check at 1536 reads it.
+#[test]
+fn a_source_at_its_own_block_size_is_indexed_and_reported_at_it() {
+    let stream = kvscope_corpus::kimi_k3_stream(0);
+    let records: Vec<Record> = stream.iter().map(|m| (0, engine_frames(m.seq, m.payload))).collect();
+    let dir = scratch("own-block-size");
+    let plain = write_capture(&dir, "plain", &[engine(0, "w0", 0)], &records);
+    let mut own = engine(0, "w0", 0);
+    own.info.block_size = Some(1536);
+    let own = write_capture(&dir, "own", &[own], &records);
+    let at_own = check(&own, &options(16, Policy::FIXED)).unwrap();
+    let at_flag = check(&plain, &options(1536, Policy::FIXED)).unwrap();
+    let at_16 = check(&plain, &options(16, Policy::FIXED)).unwrap();
+    assert_eq!([at_own.sources[0].block_size, at_flag.sources[0].block_size, at_16.sources[0].block_size], [1536, 1536, 16]);
+    assert_eq!(at_own.sources[0].index, at_flag.sources[0].index);
+    assert!(at_own.sources[0].index.engine_prefix_tokens > 0, "{:?}", at_own.sources[0].index);
+    assert_ne!(at_16.sources[0].index, at_flag.sources[0].index, "the block size the index reads at shows");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// A capture with a real index read in it: the `four` stream and, after it, the `/dump` Dynamo
 /// 1.6.1's standalone indexer answered for that stream (tests/fixtures/dynamo-indexer). The
 /// report's real index equals the model's: 16 host blocks, no device block.
