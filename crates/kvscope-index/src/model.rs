@@ -616,7 +616,7 @@ impl IndexModel {
             .zip(per_source)
             .map(|(src, counts)| {
                 totals.merge(&counts);
-                SourceIndex { key: src.key.clone(), block_size: src.block_size, counts }
+                SourceIndex { key: src.key.clone(), counts }
             })
             .collect();
         IndexReport {
@@ -924,8 +924,6 @@ pub fn percent(share: f64) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SourceIndex {
     pub key: String,
-    /// The block size its indexer reads it at: its own model's, or the report's default.
-    pub block_size: u32,
     pub counts: IndexCounts,
 }
 
@@ -940,8 +938,8 @@ pub struct ExitAt {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct IndexReport {
     pub policy: &'static str,
-    /// The indexers' `--block-size`: each source's own, when its model has another, is in
-    /// [`SourceIndex::block_size`].
+    /// The indexers' `--block-size`: the default. A source of another model is read, and its
+    /// prefix tokens counted, at its own ([`IndexModel::add_source_at`]).
     pub block_size: u32,
     pub sources: Vec<SourceIndex>,
     pub totals: IndexCounts,
