@@ -140,6 +140,12 @@ pub struct SourceInfo {
 }
 
 impl SourceInfo {
+    /// The block size the source is classified, relayed and indexed at: its model's own, else
+    /// `default` (the page's or `--block-size`).
+    pub fn block_size_or(&self, default: u32) -> u32 {
+        self.block_size.unwrap_or(default)
+    }
+
     /// An engine source at `index`, keyed [`engine_key`].
     pub fn engine(index: u32, worker_id: &str, dp_rank: u32, endpoint: &str, replay_endpoint: Option<String>) -> SourceInfo {
         SourceInfo {

@@ -49,14 +49,6 @@ pub struct CheckOptions {
     pub stream: StreamOptions,
 }
 
-impl CheckOptions {
-    /// The block size a source is classified, relayed and indexed at: its model's own (a
-    /// discovered engine's), else `--block-size`.
-    fn block_size_of(&self, info: &proto::SourceInfo) -> u32 {
-        info.block_size.unwrap_or(self.block_size)
-    }
-}
-
 /// Keeps the engine batches a pipeline relays (seq, payload, replayed, and the classifier's
 /// decode), for the reconciler and the index model: drained after each record, so the decode is
 /// held only that long and the batch is decoded once.
@@ -255,7 +247,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
             return Err(format!("{}: source {}: its pipeline was built without a classifier", path.display(), info.key));
         };
         let reconciled = router.as_ref().zip(lanes.router).and_then(|(r, id)| r.sources.get(id.0 as usize));
-        let mut source = source_report(info, opts.block_size_of(info), p.counters(), classifier, reconciled);
+        let mut source = source_report(info, info.block_size_or(opts.block_size), p.counters(), classifier, reconciled);
         source.index = index.sources.get(lanes.index.0 as usize).map(|s| s.counts.clone()).unwrap_or_default();
         // The last real dump's view of this source, with the differences that concern it.
         if let Some(last) = router_indexes_last(&pipelines) {
@@ -312,7 +304,7 @@ impl Fed {
         let options = opts.stream;
         match info.kind {
             proto::SourceKind::Engine => {
-                let block_size = opts.block_size_of(info);
+                let block_size = info.block_size_or(opts.block_size);
                 let classifier = Classifier::new(&info.worker_id, info.dp_rank, block_size, &[opts.policy], None);
                 let pipeline = Pipeline::new(info, Some(classifier), None, Relayed::default()).with_options(options);
                 Fed::Stream(Box::new(AnyPipeline::Engine(pipeline)))
@@ -344,7 +336,7 @@ impl Lanes {
         if info.kind != proto::SourceKind::Engine {
             return None;
         }
-        let block_size = opts.block_size_of(info);
+        let block_size = info.block_size_or(opts.block_size);
         let relay = crate::router::relay_config(&info.worker_id, info.dp_rank, block_size, opts.relay_policy);
         let router = reconciler.zip(relay).map(|(r, relay)| r.add_source(&info.key, relay));
         Some(Lanes { router, index: index.add_source_at(&info.key, &info.worker_id, info.dp_rank, block_size) })

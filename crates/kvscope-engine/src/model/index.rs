@@ -59,7 +59,7 @@ impl RouterIndexes {
             self.ids.resize(i + 1, None);
         }
         if self.models_any() && s.kind == proto::SourceKind::Engine && self.ids[i].is_none() {
-            let block_size = s.block_size.unwrap_or(self.model.config().block_size);
+            let block_size = s.block_size_or(self.model.config().block_size);
             self.ids[i] = Some(self.model.add_source_at(&s.key, &s.worker_id, s.dp_rank, block_size));
             self.stale = true;
         }

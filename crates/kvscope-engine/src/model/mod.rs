@@ -1065,6 +1065,11 @@ impl Model {
     }
 }
 
+/// The stretch the marks of several shards cover together ([`Model::marked_span_ms`] each).
+pub fn marked_union(spans: impl IntoIterator<Item = (f64, f64)>) -> Option<(f64, f64)> {
+    spans.into_iter().reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+}
+
 /// The timeline's span from its marks' ([`Model::marked_span_ms`]): at least a millisecond
 /// wide, and the first second before any mark.
 pub fn timeline_span(marked: Option<(f64, f64)>) -> (f64, f64) {

@@ -121,7 +121,7 @@ impl RouterSide {
         if s.kind == proto::SourceKind::Engine
             && self.shard.takes(&s.worker_id)
             && self.ids[i].is_none()
-            && let Some(relay) = RelayConfig::for_source(&s.worker_id, s.dp_rank, s.block_size.unwrap_or(block_size), self.policy)
+            && let Some(relay) = RelayConfig::for_source(&s.worker_id, s.dp_rank, s.block_size_or(block_size), self.policy)
         {
             self.ids[i] = Some(self.reconciler.add_source(&s.key, relay));
             self.stale = true;

@@ -163,8 +163,7 @@ pub fn bar_of(parts: &[BarPart], edges: &EdgeState) -> Bar {
     // A capture has a span and a count, not a rate.
     let rate = if first.capture {
         let events: u64 = parts.iter().map(|p| p.events).sum();
-        let marked = parts.iter().filter_map(|p| p.marked).reduce(|(a, b), (c, d)| (a.min(c), b.max(d)));
-        let (a, b) = crate::model::timeline_span(marked);
+        let (a, b) = crate::model::timeline_span(crate::model::marked_union(parts.iter().filter_map(|p| p.marked)));
         format!("{} events over {}", thousands(events), human_duration_ms(b - a))
     } else {
         format!("{} events/s", thousands(parts.iter().map(|p| p.events_per_second).sum::<f64>().round() as u64))
@@ -298,10 +297,10 @@ pub fn quality_part(m: &Model) -> QualityPart {
 pub fn quality_of(parts: &[QualityPart]) -> Quality {
     let mut shortfalls = crate::model::fleet::Shortfalls::default();
     parts.iter().for_each(|p| shortfalls.merge(&p.shortfalls));
-    let marked = |(a, b): (f64, f64), (c, d): (f64, f64)| (a.min(c), b.max(d));
-    let span = parts.iter().filter_map(|p| p.span).reduce(|(t, x), (u, y)| (t.min(u), x.zip(y).map(|(x, y)| marked(x, y)).or(x).or(y)));
+    let t0 = parts.iter().filter_map(|p| p.span).map(|(t0, _)| t0).min();
+    let marked = crate::model::marked_union(parts.iter().filter_map(|p| p.span?.1));
     let history_evicted = parts.iter().map(|p| p.history_evicted_frames).max().unwrap_or(0);
-    let span = span.map(|(t0, marked)| {
+    let span = t0.map(|t0| {
         let (a, b) = crate::model::timeline_span(marked);
         let from = t0 + (a.max(0.0) * 1e6) as u64;
         let mut span = format!("covers {} from {}", human_duration_ms(b - a), clock(from));
