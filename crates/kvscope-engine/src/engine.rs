@@ -6,6 +6,7 @@ use kvscope_engine_protocol::view::{Overview, Selection};
 use kvscope_engine_protocol::{ExportKind, Settings, Severity, Side, Summary, ViewQuery};
 use kvscope_protocol as proto;
 
+use crate::coordinator::{self, ShardReport};
 use crate::model::shard::Shard;
 use crate::model::{Config, Model};
 use crate::summarize::{self, EdgeState, InspectorCache, Sent, TimelineImage};
@@ -262,8 +263,10 @@ impl Engine {
         self.resolve_selection();
         let m = &self.model;
         let q = &self.query;
-        let rows = crate::model::overview::rows(m, now_ms);
-        let order: Vec<u32> = rows.iter().map(|r| r.index).collect();
+        // One engine is a fleet of one shard: its report and the merge are the coordinator's.
+        let report = ShardReport::of(m, &q.settings, self.edges.intake.queued_messages > 0, now_ms);
+        let fleet = coordinator::merge(std::slice::from_ref(&report), &self.edges);
+        let order: Vec<u32> = fleet.rows.iter().map(|r| r.index).collect();
         let (timeline, image) = summarize::timeline(m, q, &order);
         let inspector = self.inspector.get(m, self.selection, self.epoch);
         let selection = Selection { id: self.selection, event: self.selection.and_then(|id| m.event_ref(id)) };
@@ -271,15 +274,15 @@ impl Engine {
         let summary = Summary {
             seq: self.seq + 1,
             meta: sent.changed("meta", summarize::meta(m)),
-            bar: sent.changed("bar", summarize::bar(m, &self.edges, now_ms)),
-            quality: sent.changed("quality", summarize::quality(m)),
-            headline: sent.changed("headline", summarize::headline(m)),
-            overview: sent.changed("overview", Overview { rows }),
-            cards: sent.changed("cards", summarize::cards(m, &q.settings)),
+            bar: sent.changed("bar", fleet.bar),
+            quality: sent.changed("quality", fleet.quality),
+            headline: sent.changed("headline", fleet.headline),
+            overview: sent.changed("overview", Overview { rows: fleet.rows }),
+            cards: sent.changed("cards", fleet.cards),
             planes: sent.changed("planes", summarize::planes(m)),
             timeline: sent.changed("timeline", timeline),
             inspector: sent.changed("inspector", inspector),
-            logs: sent.changed("logs", summarize::logs(m)),
+            logs: sent.changed("logs", fleet.logs),
             trees: sent.changed("trees", summarize::trees(m, &q.settings, q.drill)),
             selection: sent.changed("selection", selection),
             answers: Vec::new(),

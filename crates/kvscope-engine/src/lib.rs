@@ -21,10 +21,13 @@
 //! - [`engine`]: the model, the view query, the selection, what was last sent.
 //! - [`model`]: the state, applied message by message.
 //! - [`summarize`]: one function per part of the page, and the timeline's pixels.
+//! - [`coordinator`]: the fleet-wide parts from every engine worker's report, when the fleet is
+//!   spread over several ([`model::shard`]).
 //! - [`conn`], [`capture`], [`history`], [`scope`]: the edges (socket, files, `/frame`, timers).
 
 pub mod capture;
 pub mod conn;
+pub mod coordinator;
 pub mod engine;
 pub mod history;
 pub mod host;

@@ -26,7 +26,7 @@ use crate::FastMap;
 use kvscope_normalize::{Outcome, Policy, StorageTier, VerdictLabel};
 use kvscope_router::{EventData, PredictPass, Predicted, Prediction, Predictor, RelayConfig, RouterEvent, TokensHashes};
 use kvscope_wire::{BatchHeader, DecodeError, Decoded, EventSink, KvEvent};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use crate::cause::{Missing, OrphanRoot, Stale};
@@ -818,7 +818,7 @@ fn published(e: &RouterEvent, h: u64) -> bool {
 }
 
 /// One tier's comparison.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TierCounts {
     /// Blocks the engine holds.
     pub engine_blocks: u64,
@@ -846,7 +846,7 @@ impl TierCounts {
 }
 
 /// A source's (or the fleet's) index against its engine: `check --json`'s `"index"` object.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexCounts {
     #[serde(flatten)]
     pub blocks: TierCounts,
@@ -858,7 +858,20 @@ pub struct IndexCounts {
     /// Device-tier tokens the router would score that the engine no longer holds.
     pub phantom_tokens: u64,
     /// The same counts per tier (`device`, `host_pinned`, `disk`, `external`).
+    #[serde(deserialize_with = "tiers_by_label")]
     pub tiers: BTreeMap<&'static str, TierCounts>,
+}
+
+/// Tiers keyed by their [`StorageTier::label`]; a name that is no tier is an error.
+fn tiers_by_label<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<&'static str, TierCounts>, D::Error> {
+    let by_name: BTreeMap<String, TierCounts> = Deserialize::deserialize(d)?;
+    by_name
+        .into_iter()
+        .map(|(name, counts)| match StorageTier::from_label(&name) {
+            Some(tier) => Ok((tier.label(), counts)),
+            None => Err(serde::de::Error::custom(format!("{name:?} is no storage tier (device, host_pinned, disk, external)"))),
+        })
+        .collect()
 }
 
 impl IndexCounts {

@@ -76,3 +76,17 @@ fn an_indexer_that_joined_late_holds_what_it_saw_from_some_batch_on() {
     assert!(joins.iter().any(|k| (6..=10).contains(k)), "no join point in 6..=10 gives the recorded dump; these do: {joins:?}");
     assert_ne!(want, dump("mixed"));
 }
+
+/// Counts cross between the page's engine workers: they read back, and a tier that is none
+/// is an error that names it.
+#[test]
+fn an_index_s_counts_read_back_and_a_tier_that_is_none_is_named() {
+    let totals = model(&stream("mixed"), 0).report().totals;
+    assert!(totals.tiers.len() >= 2, "{totals:?}");
+    let json = serde_json::to_string(&totals).unwrap();
+    assert_eq!(serde_json::from_str::<kvscope_index::IndexCounts>(&json).unwrap(), totals);
+    let bogus = json.replace("\"host_pinned\":", "\"hbm\":");
+    assert_ne!(bogus, json);
+    let err = serde_json::from_str::<kvscope_index::IndexCounts>(&bogus).unwrap_err().to_string();
+    assert!(err.contains("\"hbm\" is no storage tier"), "{err}");
+}

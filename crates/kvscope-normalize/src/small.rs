@@ -102,6 +102,24 @@ impl fmt::Display for SmallStr {
     }
 }
 
+/// As its kept text and whether it was cut: what another engine worker needs to show it alike.
+impl serde::Serialize for SmallStr {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&(self.as_str(), self.is_cut()), serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SmallStr {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<SmallStr, D::Error> {
+        let (text, cut): (std::borrow::Cow<'de, str>, bool) = serde::Deserialize::deserialize(deserializer)?;
+        let mut s = SmallStr::new(&text);
+        if cut {
+            s.len_and_cut |= CUT;
+        }
+        Ok(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +142,13 @@ mod tests {
         assert!(!s.eq_str(&"é".repeat(11)), "a cut string equals nothing");
         assert_eq!(std::mem::size_of::<SmallStr>(), 24);
         assert!(format!("{s:?}").ends_with("\"…"));
+    }
+
+    #[test]
+    fn a_small_string_round_trips_through_serde_cut_or_not() {
+        for s in [SmallStr::new("cpu"), SmallStr::new(&"é".repeat(20)), SmallStr::EMPTY] {
+            let json = serde_json::to_string(&s).expect("serializes");
+            assert_eq!(serde_json::from_str::<SmallStr>(&json).expect("deserializes"), s, "{json}");
+        }
     }
 }

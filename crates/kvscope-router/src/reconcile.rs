@@ -53,7 +53,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use kvscope_normalize::VerdictLabel;
 use kvscope_wire::{DecodeError, Decoded};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::PlaneError;
 use crate::event::{EventData, RouterEvent, decode_router_events};
@@ -166,7 +166,7 @@ fn for_each_difference(expected: &RouterEvent, received: &RouterEvent, mut diffe
 }
 
 /// Mismatches per field (one mismatched event may count under several).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MismatchCounts {
     pub tier: u64,
     pub blocks: u64,
@@ -201,7 +201,7 @@ impl MismatchCounts {
 /// `received` = `matched + mismatched + unexpected` (+ pending and overflowed ones). Anything
 /// but `matched` non-zero means the router's view of this engine differs from what its relay
 /// should have published under the policy: look at the source's differences.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterCounts {
     /// Engine batches predicted.
     pub engine_batches: u64,
@@ -372,7 +372,7 @@ pub struct PublisherCounts {
 }
 
 /// RouterEvents for a `(worker_id, dp_rank)` no source has.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnknownWorker {
     pub worker_id: u64,
     pub dp_rank: u32,
@@ -384,7 +384,7 @@ pub struct UnknownWorker {
 /// whose batches name no rank (SGLang 0.5.23) looks like: the relay files a batch without a
 /// rank under rank 0, so every rank's blocks land on rank 0. A finding, not an error: each
 /// relay may still publish exactly what it should.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedKey {
     pub worker_id: u64,
     pub dp_rank: u32,

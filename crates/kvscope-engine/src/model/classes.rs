@@ -27,7 +27,7 @@ pub use kvscope_engine_protocol::label::Reason;
 /// The tier a verdict named, and the medium when it matched no tier and fell back to Device:
 /// shown as `device (medium "cpu" fell back)`, because that fallback is what hid the host tier
 /// before the fix. Ordered by how it is shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TierShown {
     pub tier: StorageTier,
     pub fell_back: Option<SmallStr>,
@@ -55,7 +55,7 @@ impl Ord for TierShown {
 }
 
 /// One interned class.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Class {
     pub kind: Outcome,
     /// This is the `data-reason` of the counters.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use kvscope_index::IndexCounts;
 use kvscope_normalize::{Outcome, VerdictLabel};
-use kvscope_router::{SharedKey, SourceReport, UnknownWorker};
+use kvscope_router::{RouterCounts, SharedKey, UnknownWorker};
 
 use super::Model;
 use super::classes::{Class, Reason, TierShown};
@@ -24,7 +24,7 @@ use super::summary::{Exit, PolicySummary};
 pub type LabelTiers = BTreeMap<VerdictLabel, (BTreeMap<TierShown, u64>, u64)>;
 
 /// One policy's verdicts over some sources, in the router's terms.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SideFacts {
     pub sources: usize,
     pub events: u64,
@@ -44,7 +44,7 @@ pub struct SideFacts {
 }
 
 /// What the fleet's verdicts miss, summed over sources ([`FleetFacts::completeness`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Shortfalls {
     /// Engine sources with at least one event analysed.
     pub analysed: usize,
@@ -61,7 +61,7 @@ pub struct Shortfalls {
 }
 
 /// One kind of disagreement between the policies.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DifferenceFacts {
     pub a: Option<Class>,
     pub b: Option<Class>,
@@ -72,17 +72,24 @@ pub struct DifferenceFacts {
 }
 
 /// The router's side over some sources.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RouterFacts {
     pub policy: String,
     /// Per engine source (by index), its reconciliation's counts (no differences listed).
-    pub sources: Vec<(u32, SourceReport)>,
+    pub sources: Vec<(u32, RelayedSource)>,
     pub shared_keys: Vec<SharedKey>,
     pub unknown_workers: Vec<UnknownWorker>,
 }
 
+/// One engine source's reconciliation, as the headline reads it: its name and counts.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RelayedSource {
+    pub source: String,
+    pub router: RouterCounts,
+}
+
 /// Everything the fleet-wide parts of the page are made from.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FleetFacts {
     /// The policy each side runs, by name.
     pub policies: [String; 2],
@@ -224,8 +231,7 @@ impl RouterFacts {
             .filter_map(|s| {
                 let r = router.source_report(report, s.index)?;
                 // The headline reads the counts; the differences' details stay with the card.
-                let counts = SourceReport { differences: Vec::new(), source: r.source.clone(), router: r.router.clone(), ..*r };
-                Some((s.index, counts))
+                Some((s.index, RelayedSource { source: r.source.clone(), router: r.router.clone() }))
             })
             .collect();
         Some(RouterFacts {

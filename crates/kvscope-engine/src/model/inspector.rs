@@ -84,7 +84,7 @@ impl BytesFrom {
 }
 
 /// One indexer log line.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LogLine {
     pub source: u32,
     /// `u64::MAX` for the "counted, not logged" summary lines.

@@ -29,7 +29,7 @@ pub struct LiveLag {
 }
 
 /// The page is behind live: by how much, and how fast it applies frames.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Behind {
     pub lag_ms: f64,
     pub frames_per_second: f64,

@@ -154,7 +154,7 @@ pub struct Difference {
 
 /// Where one router indexer, consuming every source's stream, stops under a fatal policy: the
 /// first fatal event fleet-wide, in arrival order.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexerExit {
     /// The exit's frame's place in the stream ([`Model::position`]): the same in every shard,
     /// so the earliest of the shards' exits is the fleet's.

@@ -89,7 +89,7 @@ fn fleet_wire<'a>(layouts: impl Iterator<Item = &'a EventEncoding>) -> Option<Ev
 
 /// What one policy's index of the router says of one engine source, from the shard that
 /// models that index ([`super::shard::index_sides`]).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexCell {
     router_sees: Option<f32>,
     router_stale: u64,
@@ -114,10 +114,47 @@ fn index_cell(m: &Model, side: Side, source: u32) -> Option<IndexCell> {
 /// One shard's part of the overview ([`super::shard`]): its engine sources' rows as far as
 /// they are its own to say, each with its wire layout; and, per policy whose index it models,
 /// every engine source's [`IndexCell`]. [`merge`] makes the rows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct OverviewPart {
-    rows: Vec<(Row, Option<EventEncoding>)>,
+    rows: Vec<OwnRow>,
     index: Vec<(u32, Side, IndexCell)>,
+}
+
+/// A source's row as its shard says it, and its wire layout, which the merge compares with
+/// the fleet's.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct OwnRow {
+    row: Row,
+    #[serde(with = "layout_between_workers")]
+    layout: Option<EventEncoding>,
+}
+
+/// kvscope-wire stays free of serde: between engine workers a layout goes as this enum.
+mod layout_between_workers {
+    use kvscope_wire::EventEncoding;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    enum Layout {
+        Map,
+        Array(u32),
+    }
+
+    pub fn serialize<S: Serializer>(layout: &Option<EventEncoding>, s: S) -> Result<S::Ok, S::Error> {
+        let layout = layout.map(|e| match e {
+            EventEncoding::Array { len } => Layout::Array(len),
+            EventEncoding::Map => Layout::Map,
+        });
+        layout.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<EventEncoding>, D::Error> {
+        let layout: Option<Layout> = Deserialize::deserialize(d)?;
+        Ok(layout.map(|l| match l {
+            Layout::Array(len) => EventEncoding::Array { len },
+            Layout::Map => EventEncoding::Map,
+        }))
+    }
 }
 
 /// This model's part of the overview.
@@ -126,7 +163,7 @@ pub fn part(m: &Model, now_ms: f64) -> OverviewPart {
         .fleet_engine_sources()
         .flat_map(|s| [Side::A, Side::B].into_iter().filter_map(move |side| Some((s.index, side, index_cell(m, side, s.index)?))))
         .collect();
-    OverviewPart { rows: m.engine_sources().map(|s| (own_row(m, s, now_ms), s.wire.shown())).collect(), index }
+    OverviewPart { rows: m.engine_sources().map(|s| OwnRow { row: own_row(m, s, now_ms), layout: s.wire.shown() }).collect(), index }
 }
 
 /// A source's row but for what needs the rest of the fleet: the index's cells, and whether
@@ -184,13 +221,13 @@ fn worker_order(id: &str) -> (u64, &str) {
 /// in rank order) and the groups sorted by their worst row: the odd workers first, then the
 /// healthy in id order.
 pub fn merge(parts: &[OverviewPart]) -> Vec<Row> {
-    let wire = fleet_wire(parts.iter().flat_map(|p| &p.rows).filter_map(|(_, w)| w.as_ref()));
+    let wire = fleet_wire(parts.iter().flat_map(|p| &p.rows).filter_map(|r| r.layout.as_ref()));
     let cells: std::collections::HashMap<(u32, Side), &IndexCell> =
         parts.iter().flat_map(|p| &p.index).map(|(i, side, c)| ((*i, *side), c)).collect();
     let mut rows: Vec<Row> = parts
         .iter()
         .flat_map(|p| &p.rows)
-        .map(|(row, layout)| {
+        .map(|OwnRow { row, layout }| {
             let mut row = row.clone();
             let mut blind = false;
             for side in [Side::A, Side::B] {

@@ -164,7 +164,7 @@ impl MediumTable {
 }
 
 /// Memory and bound figures for the fleet bar.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemoryUse {
     /// Raw frames: bytes kept, their bound, how many, how many dropped.
     pub retained_bytes: usize,

@@ -7,7 +7,7 @@ use kvscope_protocol as proto;
 use super::shard::Shard;
 use super::tests::{config, hello_of, kimi_frames, source_info};
 use super::*;
-use crate::summarize;
+use crate::{coordinator, summarize};
 
 /// Dynamo's worker ids are numbers: the router's side reconciles such sources.
 fn engines(workers: u32) -> Vec<proto::SourceInfo> {
@@ -149,28 +149,24 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
                 assert_eq!(mine.source_report(mine.report(), src.index).map(|r| &r.router), theirs, "{}'s relay", src.key);
             }
         }
-        let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
-        assert_eq!(overview::merge(&parts), whole_rows, "the overview's rows, in order, of {count} shards");
-        // The fleet bar, but for memory: each shard holds its own, and those that model an
-        // index hold every worker's frames too.
+        // What the page shows of the fleet, from the shards' reports as a coordinator reads
+        // them (bytes from each worker), against one engine's.
         let edges = summarize::EdgeState::default();
-        let bars: Vec<summarize::BarPart> = shards.iter().map(|m| summarize::bar_part(m, false, 0.0)).collect();
-        let without_memory = |b: kvscope_engine_protocol::view::Bar| kvscope_engine_protocol::view::Bar { memory: String::new(), ..b };
-        assert_eq!(
-            without_memory(summarize::bar_of(&bars, &edges)),
-            without_memory(summarize::bar(&whole, &edges, 0.0)),
-            "the bar of {count} shards"
-        );
-        let logs: Vec<summarize::LogsPart> = shards.iter().map(summarize::logs_part).collect();
-        assert_eq!(summarize::logs_of(&logs), summarize::logs(&whole), "the indexers' logs of {count} shards");
-        let quality: Vec<summarize::QualityPart> = shards.iter().map(summarize::quality_part).collect();
-        assert_eq!(summarize::quality_of(&quality), summarize::quality(&whole), "the data-quality strip of {count} shards");
         let open: Vec<String> = whole.engine_sources().map(|s| s.key.clone()).step_by(2).collect();
         for settings in [Settings::default(), Settings { open, ..Settings::default() }] {
-            let cards = summarize::cards::cards(&whole, &settings);
-            assert!(cards.hint || cards.cards.iter().any(|c| !c.index_lines.is_empty()), "cards with the index's lines");
-            let parts: Vec<summarize::cards::CardsPart> = shards.iter().map(|m| summarize::cards::part(m, &settings)).collect();
-            assert_eq!(summarize::cards::merge(&parts), cards, "the cards of {count} shards, opened {:?}", settings.open);
+            let fleet = coordinator::merge(&reports_through_bytes(&shards, &settings), &edges);
+            let one = coordinator::merge(&[coordinator::ShardReport::of(&whole, &settings, false, 0.0)], &edges);
+            assert_eq!(fleet.rows, whole_rows, "the overview's rows, in order, of {count} shards");
+            assert_eq!(one.rows, whole_rows, "one engine's report makes its own rows");
+            // The fleet bar, but for memory: each shard holds its own, and those that model an
+            // index hold every worker's frames too.
+            let without_memory =
+                |b: &kvscope_engine_protocol::view::Bar| kvscope_engine_protocol::view::Bar { memory: String::new(), ..b.clone() };
+            assert_eq!(without_memory(&fleet.bar), without_memory(&one.bar), "the bar of {count} shards");
+            assert_eq!(fleet.logs, one.logs, "the indexers' logs of {count} shards");
+            assert_eq!(fleet.quality, one.quality, "the data-quality strip of {count} shards");
+            assert!(one.cards.hint || one.cards.cards.iter().any(|c| !c.index_lines.is_empty()), "cards with the index's lines");
+            assert_eq!(fleet.cards, one.cards, "the cards of {count} shards, opened {:?}", settings.open);
         }
         for side in [Side::A, Side::B] {
             let key = |e: &IndexerExit| (e.position, e.source, e.seq, e.label);
@@ -182,6 +178,11 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
             assert_eq!(restarts(modelled), restarts(&whole), "{side:?}'s index restarts, {count} shards");
         }
         fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
+        let exits = coordinator::fleet_exits(&reports_through_bytes(&shards, &Settings::default()));
+        for side in [Side::A, Side::B] {
+            let key = |e: &IndexerExit| (e.position, e.source, e.seq);
+            assert_eq!(exits[side as usize].as_ref().map(key), whole.indexer_exit(side).map(key), "the coordinator's {side:?} exit");
+        }
         inspector_index_lines_are_asked_of_the_index_s_shards(&whole, &shards);
         for (index, m) in shards.iter().enumerate() {
             let ids = m.first_event_id..m.next_event_id;
@@ -216,9 +217,17 @@ fn inspector_index_lines_are_asked_of_the_index_s_shards(whole: &Model, shards: 
     assert!(asked > 0, "some events asked the index");
 }
 
+/// Each shard's report, as the coordinator reads it from the bytes the shard's worker sends.
+fn reports_through_bytes(shards: &[Model], settings: &Settings) -> Vec<coordinator::ShardReport> {
+    shards
+        .iter()
+        .map(|m| coordinator::ShardReport::from_bytes(&coordinator::ShardReport::of(m, settings, false, 0.0).to_bytes()).expect("a report"))
+        .collect()
+}
+
 /// The shards' facts, merged, are the whole model's; their event ids name the same events.
 fn fleet_facts_merge_to_the_whole_fleet_s(whole: &Model, shards: &[Model], count: u32, every: usize) {
-    let parts: Vec<fleet::FleetFacts> = shards.iter().map(fleet::FleetFacts::of).collect();
+    let parts: Vec<fleet::FleetFacts> = reports_through_bytes(shards, &Settings::default()).into_iter().map(|r| r.fleet).collect();
     let (mut merged, mut expected) = (fleet::FleetFacts::merge(&parts), fleet::FleetFacts::of(whole));
     let in_shard = |id: u64| event_name(&shards[shard::of_event_id(id) as usize], id);
     for (m, e) in merged.differences.iter().zip(&expected.differences) {

@@ -20,7 +20,7 @@ use kvscope_engine_protocol::fmt::thousands;
 pub const CRASHLOOP_SOURCES_NAMED: usize = 8;
 
 /// Where the fleet's indexer exits under a fatal policy.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Exit {
     /// Its frame's place in the stream: the earliest of the shards' exits is the fleet's.
     pub position: u64,

@@ -31,7 +31,7 @@ pub fn carded_sources(m: &Model, open: &[String], filter: &str) -> Vec<u32> {
 /// One shard's part of the cards ([`crate::model::shard`]): the cards of its own carded
 /// sources, without their index lines; and, per policy whose index it models, every carded
 /// source's line. [`merge`] puts them together.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CardsPart {
     cards: Vec<Card>,
     index_lines: Vec<(u32, Side, String)>,

@@ -195,7 +195,7 @@ fn hashes(h: &[kvscope_wire::BlockHash]) -> String {
 
 /// One shard's part of the log ([`crate::model::shard`]): the lines of its own sources, per
 /// policy.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LogsPart {
     lines: [Vec<crate::model::LogLine>; 2],
 }

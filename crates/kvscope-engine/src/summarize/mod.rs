@@ -89,7 +89,7 @@ pub fn policy_rules(policy: &str) -> Vec<&'static kvscope_normalize::Rule> {
 
 /// One shard's part of the fleet bar ([`crate::model::shard`]): its own sources' figures and
 /// its model's; what the socket, the intake and the page say is the [`EdgeState`]'s.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct BarPart {
     origin: String,
     /// Where the data comes from: a server (live, a rate) or a capture (a span and a count).
@@ -273,7 +273,7 @@ pub fn memory_text(m: &MemoryUse) -> String {
 
 /// One shard's part of the data-quality strip ([`crate::model::shard`]): its shortfalls, the
 /// stretch of the stream its timeline covers, and its own sources that are short.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct QualityPart {
     shortfalls: crate::model::fleet::Shortfalls,
     /// The timeline's origin (the stream's first frame: the same in every shard) and the

@@ -1,0 +1,187 @@
+//! The fleet-wide parts of the page from every engine worker's report: the coordinator's half
+//! of a page that spreads the fleet over K engine workers ([`crate::model::shard`]), in plain
+//! Rust.
+//!
+//! At each flush a shard reports what it alone can say ([`ShardReport`]): its parts of the
+//! headline's facts, the overview, the cards, the fleet bar, the data-quality strip and the
+//! indexers' logs, and where it saw each policy's indexer exit. The coordinator [`merge`]s the
+//! reports into the parts the page shows, and hands every shard the fleet's exits
+//! ([`fleet_exits`], [`crate::model::Model::adopt_exit`]). One engine is a fleet of one shard and
+//! takes the same path ([`crate::engine::Engine::summarize`]), so every page exercises the merge.
+//!
+//! A report crosses between workers as bytes ([`ShardReport::to_bytes`], msgpack): each worker
+//! has its own wasm memory. What a report holds is what adds up across shards (counts, first
+//! events with their stream positions), never display text that would have to be parsed back.
+
+use kvscope_engine_protocol::view::{Bar, Cards, Headline, Logs, Quality};
+use kvscope_engine_protocol::{Settings, Side, overview::Row};
+use serde::{Deserialize, Serialize};
+
+use crate::model::fleet::FleetFacts;
+use crate::model::overview::{self, OverviewPart};
+use crate::model::shard::{self, Shard};
+use crate::model::{IndexerExit, Model};
+use crate::summarize::cards::{self, CardsPart};
+use crate::summarize::{self, BarPart, EdgeState, LogsPart, QualityPart};
+
+/// What one shard tells the coordinator at a flush.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShardReport {
+    /// Which shard, of how many.
+    pub shard: (u32, u32),
+    pub fleet: FleetFacts,
+    pub overview: OverviewPart,
+    pub cards: CardsPart,
+    pub bar: BarPart,
+    pub quality: QualityPart,
+    pub logs: LogsPart,
+    /// Where this shard saw each policy's indexer exit (its own first fatal, or one it adopted).
+    pub exits: [Option<IndexerExit>; 2],
+}
+
+/// A report's bytes did not decode: the shard and the coordinator were built apart, or the
+/// bytes were cut.
+#[derive(Debug)]
+pub struct ReportError(String);
+
+impl std::fmt::Display for ReportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "an engine worker's report does not decode ({}): reload the page, every worker is built with it", self.0)
+    }
+}
+
+impl std::error::Error for ReportError {}
+
+impl ShardReport {
+    /// This model's report (`waiting`: its intake holds messages not yet applied).
+    pub fn of(m: &Model, settings: &Settings, waiting: bool, now_ms: f64) -> ShardReport {
+        let Shard { index, count } = m.shard();
+        ShardReport {
+            shard: (index, count),
+            fleet: FleetFacts::of(m),
+            overview: overview::part(m, now_ms),
+            cards: cards::part(m, settings),
+            bar: summarize::bar_part(m, waiting, now_ms),
+            quality: summarize::quality_part(m),
+            logs: summarize::logs_part(m),
+            exits: [m.indexer_exit(Side::A).cloned(), m.indexer_exit(Side::B).cloned()],
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Named fields: a part that skips a default field still reads back. Every part
+        // serializes (the round-trip test): were one not to, the empty bytes fail to decode
+        // on the coordinator's side, which says so.
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<ShardReport, ReportError> {
+        rmp_serde::from_slice(bytes).map_err(|e| ReportError(e.to_string()))
+    }
+}
+
+/// The fleet-wide parts of the page, from every shard's report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetParts {
+    pub bar: Bar,
+    pub quality: Quality,
+    pub headline: Headline,
+    /// The overview's rows, in the order the page lists them (and the timeline stacks lanes).
+    pub rows: Vec<Row>,
+    pub cards: Cards,
+    pub logs: Logs,
+}
+
+/// The page's fleet-wide parts from the shards' reports and the engine's edges (the socket, the
+/// capture, the intake, the pace: the coordinator's own).
+pub fn merge(reports: &[ShardReport], edges: &EdgeState) -> FleetParts {
+    let facts: Vec<FleetFacts> = reports.iter().map(|r| r.fleet.clone()).collect();
+    let bars: Vec<BarPart> = reports.iter().map(|r| r.bar.clone()).collect();
+    let quality: Vec<QualityPart> = reports.iter().map(|r| r.quality.clone()).collect();
+    let overview: Vec<OverviewPart> = reports.iter().map(|r| r.overview.clone()).collect();
+    let cards: Vec<CardsPart> = reports.iter().map(|r| r.cards.clone()).collect();
+    let logs: Vec<LogsPart> = reports.iter().map(|r| r.logs.clone()).collect();
+    FleetParts {
+        bar: summarize::bar_of(&bars, edges),
+        quality: summarize::quality_of(&quality),
+        headline: summarize::headline_of(&FleetFacts::merge(&facts)),
+        rows: overview::merge(&overview),
+        cards: cards::merge(&cards),
+        logs: summarize::logs_of(&logs),
+    }
+}
+
+/// The exit of each policy's indexer fleet-wide: the earliest in the stream of the shards'.
+/// Each shard adopts it, so that its events after it count as never indexed.
+pub fn fleet_exits(reports: &[ShardReport]) -> [Option<IndexerExit>; 2] {
+    [Side::A, Side::B].map(|side| shard::earliest_exit(reports.iter().filter_map(|r| r.exits[side as usize].as_ref())).cloned())
+}
+
+/// Whether the reports are one of each of `count` shards: a coordinator merges nothing less
+/// (a part missing would show a fleet without some of its workers).
+pub fn complete(reports: &[ShardReport], count: u32) -> bool {
+    let mut seen: Vec<u32> = reports.iter().filter(|r| r.shard.1 == count).map(|r| r.shard.0).collect();
+    seen.sort_unstable();
+    seen == (0..count).collect::<Vec<_>>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tests::{config, hello, kimi_frames};
+
+    fn shards(count: u32) -> Vec<Model> {
+        (0..count)
+            .map(|index| {
+                let mut m = Model::new(crate::model::Config { shard: Shard { index, count }, ..config(1536) });
+                m.apply_message(hello(3, 1536), 0.0);
+                for f in kimi_frames() {
+                    m.apply_message(f, 0.0);
+                }
+                m
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fleet_s_exit_is_the_earliest_any_shard_saw_and_every_shard_adopts_it() {
+        let mut models = shards(3);
+        let reports: Vec<ShardReport> = models.iter().map(|m| ShardReport::of(m, &Settings::default(), false, 0.0)).collect();
+        let seen: Vec<u64> = reports.iter().filter_map(|r| r.exits[0].as_ref()).map(|e| e.position).collect();
+        assert!(!seen.is_empty(), "legacy's indexer exits on the incident");
+        let exits = fleet_exits(&reports);
+        assert_eq!(exits[0].as_ref().map(|e| e.position), seen.iter().min().copied(), "the earliest");
+        for m in &mut models {
+            for side in [Side::A, Side::B] {
+                if let Some(exit) = &exits[side as usize] {
+                    m.adopt_exit(side, exit);
+                }
+            }
+        }
+        let agreed: Vec<Option<u64>> = models.iter().map(|m| m.indexer_exit(Side::A).map(|e| e.position)).collect();
+        assert!(agreed.iter().all(|p| *p == exits[0].as_ref().map(|e| e.position)), "{agreed:?}");
+    }
+
+    #[test]
+    fn a_report_reads_back_from_its_bytes_and_cut_bytes_say_so() {
+        for m in shards(2) {
+            let report = ShardReport::of(&m, &Settings::default(), true, 0.0);
+            let bytes = report.to_bytes();
+            assert_eq!(ShardReport::from_bytes(&bytes).expect("reads back"), report);
+            let cut = ShardReport::from_bytes(&bytes[..bytes.len() / 2]).expect_err("half a report");
+            assert!(cut.to_string().starts_with("an engine worker's report does not decode ("), "{cut}");
+        }
+    }
+
+    #[test]
+    fn a_merge_waits_for_one_report_of_each_shard() {
+        let reports: Vec<ShardReport> = shards(3).iter().map(|m| ShardReport::of(m, &Settings::default(), false, 0.0)).collect();
+        assert!(complete(&reports, 3));
+        assert!(!complete(&reports[..2], 3), "one missing");
+        assert!(!complete(&[reports[0].clone(), reports[0].clone(), reports[2].clone()], 3), "one twice");
+        assert!(!complete(&reports, 2), "of another split");
+        let one = ShardReport::of(&shards(1)[0], &Settings::default(), false, 0.0);
+        assert_eq!(one.shard, (0, 1));
+        assert!(complete(&[one], 1));
+    }
+}
