@@ -4,17 +4,20 @@
 //!
 //! At each flush a shard reports what it alone can say ([`ShardReport`]): its parts of the
 //! headline's facts, the overview, the cards, the fleet bar, the data-quality strip and the
-//! indexers' logs, and where it saw each policy's indexer exit. The coordinator [`merge`]s the
-//! reports into the parts the page shows, and hands every shard the fleet's exits
-//! ([`fleet_exits`], [`crate::model::Model::adopt_exit`]). One engine is a fleet of one shard and
+//! indexers' logs, its timeline's marked span and legend, and where it saw each policy's
+//! indexer exit. The coordinator [`merge`]s the reports into the parts the page shows, and hands
+//! every shard the fleet's exits ([`fleet_exits`], [`crate::model::Model::adopt_exit`]). The
+//! timeline takes a second step: the coordinator lays it out for the fleet
+//! ([`timeline_layout`]: which lanes, the window), each shard paints its own lanes in their
+//! bands of the canvas, and [`timeline`] puts the bands together under the exits and the axis. One engine is a fleet of one shard and
 //! takes the same path ([`crate::engine::Engine::summarize`]), so every page exercises the merge.
 //!
 //! A report crosses between workers as bytes ([`ShardReport::to_bytes`], msgpack): each worker
 //! has its own wasm memory. What a report holds is what adds up across shards (counts, first
 //! events with their stream positions), never display text that would have to be parsed back.
 
-use kvscope_engine_protocol::view::{Bar, Cards, Headline, Logs, Quality};
-use kvscope_engine_protocol::{Settings, Side, overview::Row};
+use kvscope_engine_protocol::view::{Bar, Cards, Headline, Logs, Quality, Timeline};
+use kvscope_engine_protocol::{Settings, Side, ViewQuery, overview::Row};
 use serde::{Deserialize, Serialize};
 
 use crate::model::fleet::FleetFacts;
@@ -22,7 +25,8 @@ use crate::model::overview::{self, OverviewPart};
 use crate::model::shard::{self, Shard};
 use crate::model::{IndexerExit, Model};
 use crate::summarize::cards::{self, CardsPart};
-use crate::summarize::{self, BarPart, EdgeState, LogsPart, QualityPart};
+use crate::summarize::timeline::{self, LanesPart, Layout, TimelineFacts};
+use crate::summarize::{self, BarPart, EdgeState, LogsPart, QualityPart, TimelineImage};
 
 /// What one shard tells the coordinator at a flush.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -37,6 +41,9 @@ pub struct ShardReport {
     pub logs: LogsPart,
     /// Where this shard saw each policy's indexer exit (its own first fatal, or one it adopted).
     pub exits: [Option<IndexerExit>; 2],
+    /// The first and last mark of its lanes, in ms since the stream's first frame.
+    pub marked: Option<(f64, f64)>,
+    pub timeline: TimelineFacts,
 }
 
 /// A report's bytes did not decode: the shard and the coordinator were built apart, or the
@@ -65,6 +72,8 @@ impl ShardReport {
             quality: summarize::quality_part(m),
             logs: summarize::logs_part(m),
             exits: [m.indexer_exit(Side::A).cloned(), m.indexer_exit(Side::B).cloned()],
+            marked: m.marked_span_ms(),
+            timeline: timeline::facts(m),
         }
     }
 
@@ -115,6 +124,33 @@ pub fn merge(reports: &[ShardReport], edges: &EdgeState) -> FleetParts {
 /// Each shard adopts it, so that its events after it count as never indexed.
 pub fn fleet_exits(reports: &[ShardReport]) -> [Option<IndexerExit>; 2] {
     [Side::A, Side::B].map(|side| shard::earliest_exit(reports.iter().filter_map(|r| r.exits[side as usize].as_ref())).cloned())
+}
+
+/// How the fleet's timeline is laid out: the lanes shown (from the merged overview's `rows`),
+/// the window over every shard's marks, the canvas. Each shard then paints its own lanes
+/// ([`timeline::lanes_part`]).
+pub fn timeline_layout(reports: &[ShardReport], rows: &[Row], query: &ViewQuery) -> Layout {
+    let marked = crate::model::marked_union(reports.iter().filter_map(|r| r.marked));
+    let has_router = reports.iter().any(|r| r.fleet.router.is_some());
+    timeline::layout(rows, marked, has_router, query)
+}
+
+/// The fleet's timeline and its pixels, from the layout, the reports and every shard's lanes.
+pub fn timeline(
+    layout: &Layout,
+    reports: &[ShardReport],
+    lanes: &[LanesPart],
+    rows: &[Row],
+    settings: &Settings,
+) -> (Timeline, Option<TimelineImage>) {
+    let facts: Vec<TimelineFacts> = reports.iter().map(|r| r.timeline.clone()).collect();
+    let t0_nanos = reports.iter().filter_map(|r| r.fleet.t0_nanos).min();
+    let policies = reports.first().map(|r| r.fleet.policies.clone()).unwrap_or_default();
+    let exits_ms = fleet_exits(reports).map(|e| {
+        let (e, t0) = (e?, t0_nanos?);
+        Some(e.recv_time_nanos.saturating_sub(t0) as f64 / 1e6)
+    });
+    timeline::assemble(layout, &facts, lanes, timeline::FleetTimeline { rows, policies: &policies, t0_nanos, exits_ms }, settings)
 }
 
 /// Whether the reports are one of each of `count` shards: a coordinator merges nothing less

@@ -266,8 +266,10 @@ impl Engine {
         // One engine is a fleet of one shard: its report and the merge are the coordinator's.
         let report = ShardReport::of(m, &q.settings, self.edges.intake.queued_messages > 0, now_ms);
         let fleet = coordinator::merge(std::slice::from_ref(&report), &self.edges);
-        let order: Vec<u32> = fleet.rows.iter().map(|r| r.index).collect();
-        let (timeline, image) = summarize::timeline(m, q, &order);
+        let reports = std::slice::from_ref(&report);
+        let layout = coordinator::timeline_layout(reports, &fleet.rows, q);
+        let lanes = summarize::timeline::lanes_part(m, &layout);
+        let (timeline, image) = coordinator::timeline(&layout, reports, std::slice::from_ref(&lanes), &fleet.rows, &q.settings);
         let inspector = self.inspector.get(m, self.selection, self.epoch);
         let selection = Selection { id: self.selection, event: self.selection.and_then(|id| m.event_ref(id)) };
         let sent = &mut self.sent;

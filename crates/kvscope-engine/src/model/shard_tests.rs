@@ -178,6 +178,7 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
             assert_eq!(restarts(modelled), restarts(&whole), "{side:?}'s index restarts, {count} shards");
         }
         fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
+        the_timeline_of_the_shards_is_one_model_s(&whole, &shards, count);
         let exits = coordinator::fleet_exits(&reports_through_bytes(&shards, &Settings::default()));
         for side in [Side::A, Side::B] {
             let key = |e: &IndexerExit| (e.position, e.source, e.seq);
@@ -215,6 +216,55 @@ fn inspector_index_lines_are_asked_of_the_index_s_shards(whole: &Model, shards: 
         asked += usize::from(!expected.is_empty());
     }
     assert!(asked > 0, "some events asked the index");
+}
+
+/// The timeline of the shards (laid out by the coordinator, each shard's lanes painted in its
+/// worker and sent as bytes) is one model's, pixel for pixel, in every view tried.
+fn the_timeline_of_the_shards_is_one_model_s(whole: &Model, shards: &[Model], count: u32) {
+    use crate::summarize::timeline::{LanesPart, lanes_part};
+    use kvscope_engine_protocol::ViewQuery;
+    let edges = summarize::EdgeState::default();
+    let marked = whole.marked_span_ms().expect("marks");
+    let middle = (marked.0 + (marked.1 - marked.0) / 3.0, marked.1 - (marked.1 - marked.0) / 4.0);
+    let open: Vec<String> = whole.engine_sources().map(|s| s.key.clone()).skip(1).step_by(2).collect();
+    let queries = [
+        ViewQuery { canvas_width: 600.0, device_pixel_ratio: 1.0, ..ViewQuery::default() },
+        ViewQuery { canvas_width: 480.0, device_pixel_ratio: 2.0, range: Some((middle.1, middle.0)), ..ViewQuery::default() },
+        ViewQuery {
+            canvas_width: 777.0,
+            device_pixel_ratio: 1.25,
+            settings: Settings { open, show_all: true, window_ms: Some(middle), ..Settings::default() },
+            ..ViewQuery::default()
+        },
+    ];
+    for q in queries {
+        let one = [coordinator::ShardReport::of(whole, &q.settings, false, 0.0)];
+        let rows = coordinator::merge(&one, &edges).rows;
+        let layout = coordinator::timeline_layout(&one, &rows, &q);
+        let (view, image) = coordinator::timeline(&layout, &one, &[lanes_part(whole, &layout)], &rows, &q.settings);
+        let reports = reports_through_bytes(shards, &q.settings);
+        let fleet = coordinator::merge(&reports, &edges);
+        let shards_layout = coordinator::timeline_layout(&reports, &fleet.rows, &q);
+        assert_eq!(shards_layout, layout, "{count} shards lay the timeline out as one model");
+        let lanes: Vec<LanesPart> = shards
+            .iter()
+            .map(|m| rmp_serde::from_slice(&rmp_serde::to_vec_named(&lanes_part(m, &shards_layout)).expect("bytes")).expect("lanes"))
+            .collect();
+        let painting = lanes.iter().filter(|l| **l != LanesPart::default()).count();
+        let owners = shards.iter().filter(|m| layout.lanes.iter().any(|i| m.source(*i).is_some_and(|s| s.own))).count();
+        assert_eq!(painting, owners, "each shard that reads a shown lane paints it");
+        let (shards_view, shards_image) = coordinator::timeline(&shards_layout, &reports, &lanes, &fleet.rows, &q.settings);
+        assert_eq!(shards_view, view, "the timeline of {count} shards at {}x", q.device_pixel_ratio);
+        let image = image.expect("pixels");
+        let colours: std::collections::HashSet<&[u8]> = image.rgba.chunks_exact(4).collect();
+        // An empty canvas has 4: the page, the rows' two shades, the ticks.
+        assert!(colours.len() > 4, "a timeline with marks: {} colours", colours.len());
+        assert!(shards_image.as_ref() == Some(&image), "the pixels of {count} shards at {}x", q.device_pixel_ratio);
+        if q.range.is_some() {
+            let counted = view.range.as_ref().map_or(0, |r| r.rows[0].iter().map(|(_, n, _)| n).sum::<u64>());
+            assert!(counted > 0, "the range counts events: {:?}", view.range);
+        }
+    }
 }
 
 /// Each shard's report, as the coordinator reads it from the bytes the shard's worker sends.

@@ -9,7 +9,7 @@ pub mod cards;
 mod headline;
 mod inspector;
 mod pixels;
-mod timeline;
+pub mod timeline;
 mod trees;
 
 use kvscope_engine_protocol::Side;
@@ -24,7 +24,7 @@ use crate::model::{MemoryUse, Model, Origin};
 pub use cards::{cards, planes};
 pub use headline::{headline, headline_of, router_lines};
 pub use inspector::{IndexQuery, InspectorCache, LogsPart, event_index_lines, fields, index_query, logs, logs_of, logs_part};
-pub use timeline::{TimelineImage, hover_text, pick_at, timeline};
+pub use timeline::{TimelineImage, hover_text, pick_at};
 pub use trees::trees;
 
 /// Wall-clock time of a Unix-nanosecond stamp, `HH:MM:SS.mmm UTC` (the server protocol crate's

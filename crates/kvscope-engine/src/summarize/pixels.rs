@@ -18,10 +18,13 @@ pub fn rgb(css: &str) -> [u8; 3] {
     }
 }
 
-/// Device pixels for an area given in CSS pixels.
+/// Device pixels for an area given in CSS pixels: the whole canvas, or a band of its rows
+/// ([`Pixels::band`]).
 pub struct Pixels {
     width: usize,
     height: usize,
+    /// The canvas row this buffer's first row is.
+    first_row: usize,
     /// Device pixels per CSS pixel.
     scale: f64,
     rgba: Vec<u8>,
@@ -38,7 +41,36 @@ impl Pixels {
         let scale = if device_pixel_ratio > 0.0 { device_pixel_ratio } else { 1.0 };
         let width = (css_width.max(0.0) * scale) as usize;
         let height = (css_height.max(0.0) * scale) as usize;
-        Pixels { width, height, scale, rgba: vec![0; width * height * 4] }
+        Pixels { width, height, first_row: 0, scale, rgba: vec![0; width * height * 4] }
+    }
+
+    /// The canvas's device rows from CSS `y0` to `y1` alone: what is painted in it lands on the
+    /// pixels it would on the whole canvas, and the rest is clipped. A lane painted in a band by
+    /// one engine worker and put on the canvas by another ([`Pixels::put_band`]) is the lane
+    /// painted on the canvas.
+    pub fn band(css_width: f64, (y0, y1): (f64, f64), device_pixel_ratio: f64) -> Pixels {
+        let scale = if device_pixel_ratio > 0.0 { device_pixel_ratio } else { 1.0 };
+        let width = (css_width.max(0.0) * scale) as usize;
+        let (first_row, end) = (device_row(y0, scale), device_row(y1, scale));
+        let height = end.saturating_sub(first_row);
+        Pixels { width, height, first_row, scale, rgba: vec![0; width * height * 4] }
+    }
+
+    /// The canvas row of this buffer's first row.
+    pub fn first_row(&self) -> usize {
+        self.first_row
+    }
+
+    /// Puts a band's pixels (`rgba`, whole rows from canvas row `first_row` on) on this
+    /// canvas; what falls outside it is dropped.
+    pub fn put_band(&mut self, first_row: usize, rgba: &[u8]) {
+        let row_bytes = self.width * 4;
+        if row_bytes == 0 || first_row >= self.height {
+            return;
+        }
+        let rows = (rgba.len() / row_bytes).min(self.height - first_row);
+        let at = first_row * row_bytes;
+        self.rgba[at..at + rows * row_bytes].copy_from_slice(&rgba[..rows * row_bytes]);
     }
 
     pub fn width(&self) -> usize {
@@ -59,17 +91,18 @@ impl Pixels {
         self.rgba
     }
 
-    /// Device pixels covered by a rectangle in CSS pixels: `(x0, x1, y0, y1)`, clipped; a
-    /// rectangle thinner than a device pixel still covers one, as `fillRect` would show it.
+    /// Device pixels of this buffer covered by a rectangle in the canvas's CSS pixels:
+    /// `(x0, x1, y0, y1)`, clipped; a rectangle thinner than a device pixel still covers one, as
+    /// `fillRect` would show it.
     fn device_rect(&self, x: f64, y: f64, w: f64, h: f64) -> Option<(usize, usize, usize, usize)> {
-        let span = |from: f64, len: f64, max: usize| {
+        let span = |from: f64, len: f64, min: usize, max: usize| {
             let a = (from * self.scale).round();
             let b = ((from + len) * self.scale).round().max(a + 1.0);
-            let clamp = |v: f64| (v.max(0.0) as usize).min(max);
+            let clamp = |v: f64| (v.max(0.0) as usize).clamp(min, max) - min;
             (clamp(a), clamp(b))
         };
-        let (x0, x1) = span(x, w, self.width);
-        let (y0, y1) = span(y, h, self.height);
+        let (x0, x1) = span(x, w, 0, self.width);
+        let (y0, y1) = span(y, h, self.first_row, self.first_row + self.height);
         (x0 < x1 && y0 < y1).then_some((x0, x1, y0, y1))
     }
 
@@ -94,7 +127,8 @@ impl Pixels {
         let period = ((spacing * self.scale).round() as usize).max(2);
         for row in y0..y1 {
             for col in x0..x1 {
-                if (col + row) % period == 0 {
+                // The canvas's row: a band hatches in phase with its neighbours.
+                if (col + self.first_row + row).is_multiple_of(period) {
                     let i = (row * self.width + col) * 4;
                     mix(&mut self.rgba[i..i + 4], colour, alpha);
                 }
@@ -114,6 +148,11 @@ impl Pixels {
             }
         }
     }
+}
+
+/// The device row a CSS `y` falls on, as [`Pixels`] rounds it.
+pub fn device_row(y: f64, scale: f64) -> usize {
+    (y * scale).round().max(0.0) as usize
 }
 
 /// One pixel with `colour` laid over it at `alpha`, opaque after.
@@ -167,5 +206,28 @@ mod tests {
         assert_eq!(at(&p, 15, 1), [255, 255, 255, 255], "so is 15 + 1: the line rises to the right");
         assert_eq!(at(&p, 9, 0), [200, 100, 0, 255]);
         assert_eq!(at(&p, 7, 1), [100, 50, 0, 255], "left of the hatched rectangle: untouched");
+    }
+
+    /// Paints the same rectangles on a canvas, and in bands of it put together.
+    #[test]
+    fn bands_put_together_are_the_canvas_painted_whole() {
+        let paint = |p: &mut Pixels| {
+            p.fill(0.0, 0.0, 10.0, 7.0, [1, 2, 3]);
+            for (i, y) in [0.3, 1.7, 2.45, 3.5, 5.2].into_iter().enumerate() {
+                p.fill(i as f64, y, 3.3, 1.4, [10 * i as u8, 7, 200]);
+            }
+            p.hatch([0.0, 0.0, 10.0, 7.0], 2.0, [255, 255, 255], 0.5);
+        };
+        for dpr in [1.0, 1.5, 2.0] {
+            let mut whole = Pixels::new(10.0, 7.0, dpr);
+            paint(&mut whole);
+            let mut put = Pixels::new(10.0, 7.0, dpr);
+            for band in [(0.0, 2.3), (2.3, 4.9), (4.9, 7.0)] {
+                let mut b = Pixels::band(10.0, band, dpr);
+                paint(&mut b);
+                put.put_band(b.first_row(), b.rgba());
+            }
+            assert_eq!(put.rgba(), whole.rgba(), "at {dpr}x");
+        }
     }
 }
