@@ -179,6 +179,7 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
         }
         fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
         the_timeline_of_the_shards_is_one_model_s(&whole, &shards, count);
+        the_trees_of_the_shards_are_one_model_s(&whole, &shards);
         let exits = coordinator::fleet_exits(&reports_through_bytes(&shards, &Settings::default()));
         for side in [Side::A, Side::B] {
             let key = |e: &IndexerExit| (e.position, e.source, e.seq);
@@ -265,6 +266,47 @@ fn the_timeline_of_the_shards_is_one_model_s(whole: &Model, shards: &[Model], co
             assert!(counted > 0, "the range counts events: {:?}", view.range);
         }
     }
+}
+
+/// A value as another worker reads it.
+fn through_bytes<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) -> T {
+    rmp_serde::from_slice(&rmp_serde::to_vec_named(value).expect("serializes")).expect("reads back")
+}
+
+/// Each source's trees, drawn by the shard that reads it, marked where the router lacks a block
+/// by the shard that models the trees' policy's index, with every shard's hits of a hash: one
+/// model's trees.
+fn the_trees_of_the_shards_are_one_model_s(whole: &Model, shards: &[Model]) {
+    use crate::summarize::trees::{assemble, lacks, search_hits, tree_part, trees};
+    let mut marked = 0;
+    for src in whole.engine_sources() {
+        let settings = Settings { tree: Some((src.key.clone(), "device".into())), ..Settings::default() };
+        let mut expected = trees(whole, &settings, None);
+        // A hash of this tree, searched in every tree.
+        let hash = expected.icicle.as_ref().and_then(|root| root.kids.first()).and_then(|k| k.hash).expect("a device block");
+        let settings = Settings { hash: format!("{hash:016x}"), ..settings };
+        expected = trees(whole, &settings, None);
+        let drawn: Vec<_> = shards.iter().filter_map(|m| tree_part(m, &settings, None)).map(|p| through_bytes(&p)).collect();
+        assert_eq!(drawn.len(), 1, "{}'s tree is drawn by the shard that reads it", src.key);
+        let part = drawn.into_iter().next().expect("a part");
+        let question = part.lacks_query().expect("a question for the index").clone();
+        let answers: Vec<(u64, String)> = shards.iter().flat_map(|m| through_bytes(&lacks(m, &question))).collect();
+        let hits = shards.iter().flat_map(|m| through_bytes(&search_hits(m, &settings.hash))).collect();
+        let mut got = assemble(part, &answers, hits, &settings.hash);
+        // Counters name their first events by id, which each shard numbers its own way.
+        let ids = |t: &mut kvscope_engine_protocol::view::Trees, m: &dyn Fn(u64) -> Option<(u32, u64, u32)>| {
+            t.counters.iter_mut().map(|c| c.first_event.take().and_then(m)).collect::<Vec<_>>()
+        };
+        let in_shard = |id: u64| event_name(&shards[shard::of_event_id(id) as usize], id);
+        assert_eq!(ids(&mut got, &in_shard), ids(&mut expected, &|id| event_name(whole, id)), "{}'s counters' events", src.key);
+        assert_eq!(got, expected, "{}'s trees", src.key);
+        assert!(matches!(got.search, kvscope_engine_protocol::view::HashSearch::Hits(_)), "the hash is found");
+        fn lacking(c: &kvscope_engine_protocol::view::IcicleCell) -> usize {
+            usize::from(c.router_lacks) + c.kids.iter().map(lacking).sum::<usize>()
+        }
+        marked += got.icicle.as_ref().map_or(0, lacking);
+    }
+    assert!(marked > 0, "some block the router lacks is marked");
 }
 
 /// Each shard's report, as the coordinator reads it from the bytes the shard's worker sends.

@@ -10,7 +10,7 @@ mod headline;
 mod inspector;
 mod pixels;
 pub mod timeline;
-mod trees;
+pub mod trees;
 
 use kvscope_engine_protocol::Side;
 use kvscope_engine_protocol::fmt::{human_bytes, human_duration_ms, thousands};
