@@ -270,7 +270,10 @@ impl Engine {
         let layout = coordinator::timeline_layout(reports, &fleet.rows, q);
         let lanes = summarize::timeline::lanes_part(m, &layout);
         let (timeline, image) = coordinator::timeline(&layout, reports, std::slice::from_ref(&lanes), &fleet.rows, &q.settings);
-        let inspector = self.inspector.get(m, self.selection, self.epoch);
+        let inspector = self.inspector.get(m, self.selection, self.epoch).map(|part| {
+            let lines = part.index_query.as_ref().map(|q| summarize::event_index_lines(m, q)).unwrap_or_default();
+            part.with_index_lines(lines)
+        });
         let selection = Selection { id: self.selection, event: self.selection.and_then(|id| m.event_ref(id)) };
         let sent = &mut self.sent;
         let summary = Summary {

@@ -198,23 +198,32 @@ fn event_name(m: &Model, id: u64) -> Option<(u32, u64, u32)> {
     m.event_loc(id).map(|r| (r.source, r.seq, r.index))
 }
 
-/// An event's index lines in the inspector: the shard that reads its source asks, each shard
-/// that models an index answers, and together they say what one model says.
+/// An event's inspector: the shard that reads its source builds it and asks, each shard that
+/// models an index answers with its lines, and together they say what one model says.
 fn inspector_index_lines_are_asked_of_the_index_s_shards(whole: &Model, shards: &[Model]) {
     let mut asked = 0;
     for id in (whole.first_event_id..whole.next_event_id).step_by(37) {
         let Some(name) = event_name(whole, id) else { continue };
-        let Some(expected) = whole.event_detail(id).and_then(|d| summarize::index_query(whole, &d)) else { continue };
-        let expected = summarize::event_index_lines(whole, &expected);
+        let Some(mut expected) = summarize::InspectorCache::default().get(whole, Some(id), 0).map(|part| {
+            let lines = part.index_query.as_ref().map(|q| summarize::event_index_lines(whole, q)).unwrap_or_default();
+            part.with_index_lines(lines)
+        }) else {
+            continue;
+        };
         let (reader, mine) = shards
             .iter()
             .find_map(|m| Some((m, (m.first_event_id..m.next_event_id).find(|i| event_name(m, *i) == Some(name))?)))
             .expect("a shard reads the event");
-        let query = reader.event_detail(mine).and_then(|d| summarize::index_query(reader, &d)).expect("the same question");
-        let mut lines: Vec<(Side, String)> = shards.iter().flat_map(|m| summarize::event_index_lines(m, &query)).collect();
-        lines.sort_by_key(|(side, _)| *side as u8);
-        assert_eq!(lines, expected, "event {name:?}'s index lines");
-        asked += usize::from(!expected.is_empty());
+        let part = summarize::InspectorCache::default().get(reader, Some(mine), 0).map(|p| through_bytes(&p)).expect("its inspector");
+        let lines: Vec<(Side, String)> = match &part.index_query {
+            Some(q) => shards.iter().flat_map(|m| through_bytes(&summarize::event_index_lines(m, q))).collect(),
+            None => Vec::new(),
+        };
+        let mut got = part.with_index_lines(lines);
+        assert_eq!(got.id, mine);
+        (got.id, expected.id) = (0, 0);
+        assert_eq!(got, expected, "event {name:?}'s inspector");
+        asked += usize::from(!expected.index_lines.is_empty());
     }
     assert!(asked > 0, "some events asked the index");
 }

@@ -14,13 +14,30 @@ use crate::model::{BytesFrom, EventDetail, FetchState, Model, Origin};
 #[derive(Debug, Default)]
 pub struct InspectorCache {
     key: Option<(u64, u64, BytesFrom)>,
-    view: Option<Inspector>,
+    view: Option<InspectorPart>,
+}
+
+/// The inspector as the shard that reads the event's source builds it: all but the index's
+/// lines, and the question for the shards that model an index ([`event_index_lines`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct InspectorPart {
+    pub inspector: Inspector,
+    pub index_query: Option<IndexQuery>,
+}
+
+impl InspectorPart {
+    /// The inspector with the index shards' lines (each side from the shard that models it).
+    pub fn with_index_lines(self, mut lines: Vec<(Side, String)>) -> Inspector {
+        lines.sort_by_key(|(side, _)| *side as u8);
+        Inspector { index_lines: lines, ..self.inspector }
+    }
 }
 
 impl InspectorCache {
-    /// The inspector for event `id` (`None`: nothing selected, or the event is gone), given the
-    /// classification's `epoch` (bumped by every re-classification and hello).
-    pub fn get(&mut self, m: &Model, id: Option<u64>, epoch: u64) -> Option<Inspector> {
+    /// The inspector for event `id` (`None`: nothing selected, or the event is not this
+    /// model's, or is gone), given the classification's `epoch` (bumped by every
+    /// re-classification and hello).
+    pub fn get(&mut self, m: &Model, id: Option<u64>, epoch: u64) -> Option<InspectorPart> {
         let Some((id, from)) = id.and_then(|id| Some((id, m.bytes_from(id)?))) else {
             self.key = None;
             self.view = None;
@@ -28,13 +45,13 @@ impl InspectorCache {
         };
         let key = (id, epoch, from);
         if self.key.as_ref() != Some(&key) {
-            self.view = m.event_detail(id).map(|d| detail_view(m, &d));
+            self.view = m.event_detail(id).map(|d| InspectorPart { inspector: detail_view(m, &d), index_query: index_query(m, &d) });
             self.key = Some(key);
         }
         // The router's side of the event changes as the reconciliation goes on: cheap, always new.
-        let mut view = self.view.clone()?;
-        view.router = router_lines(m, id);
-        Some(view)
+        let mut part = self.view.clone()?;
+        part.inspector.router = router_lines(m, id);
+        Some(part)
     }
 }
 
@@ -57,7 +74,7 @@ fn detail_view(m: &Model, d: &EventDetail) -> Inspector {
     let ask = matches!(d.bytes_from, BytesFrom::Gone(FetchState::NotAsked))
         .then(|| if capture { "Read the raw bytes from the capture file" } else { "Fetch the raw bytes from the server" }.to_owned());
     Inspector {
-        index_lines: index_query(m, d).map(|q| event_index_lines(m, &q)).unwrap_or_default(),
+        index_lines: Vec::new(),
         id: d.id,
         verdicts,
         router: None,
@@ -69,8 +86,8 @@ fn detail_view(m: &Model, d: &EventDetail) -> Inspector {
 
 /// What an event asks of the router's indexes: its worker and rank, tier and blocks. The
 /// shard that reads the event's source makes it; each shard that models an index answers it
-/// ([`event_index_lines`]).
-#[derive(Clone, Debug, PartialEq)]
+/// ([`event_index_lines`]), as the index stands at each summary.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexQuery {
     worker_id: String,
     dp_rank: u32,
