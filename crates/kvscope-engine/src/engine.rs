@@ -100,6 +100,16 @@ impl Engine {
         self.selection
     }
 
+    /// What the socket, the capture, the intake and the memory say now.
+    pub fn edges(&self) -> &EdgeState {
+        &self.edges
+    }
+
+    /// The inspector of event `id` as this model builds it (without the index's lines).
+    pub fn inspect(&mut self, id: Option<u64>) -> Option<summarize::InspectorPart> {
+        self.inspector.get(&self.model, id, self.epoch)
+    }
+
     /// The socket's state changed: the fleet bar says so at the next summary.
     pub fn set_conn(&mut self, state: kvscope_engine_protocol::view::ConnState) {
         self.edges.conn = state;

@@ -83,6 +83,23 @@ impl BytesFrom {
     }
 }
 
+/// Where an event sits in the fleet's stream, as every shard can tell from its record: its
+/// frame's receive time, source and seq, and its place in the batch. (Event ids are in stream
+/// order within a shard, not across shards.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct StreamOrder {
+    pub recv_time_nanos: u64,
+    pub source: u32,
+    pub seq: u64,
+    pub index: u32,
+}
+
+impl StreamOrder {
+    fn of(e: &EventRecord) -> StreamOrder {
+        StreamOrder { recv_time_nanos: e.recv_time_nanos, source: e.source, seq: e.seq, index: e.index }
+    }
+}
+
 /// One indexer log line.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LogLine {
@@ -301,6 +318,24 @@ impl Model {
         (skip..self.events.len())
             .find(|&i| self.classes.severity(self.events[i].class[side as usize]) >= min_severity)
             .map(|i| self.first_event_id + i as u64)
+    }
+
+    /// Where event `id` sits in the fleet's stream ([`StreamOrder`]), while its record is kept.
+    pub fn stream_order(&self, id: u64) -> Option<StreamOrder> {
+        self.event_loc(id).map(|e| StreamOrder::of(&e))
+    }
+
+    /// The first retained event after `after` in the fleet's stream marked under either policy
+    /// with at least `min_severity` (from the start when `after` is `None`), with its id: what
+    /// each shard answers when the page asks for the next fatal.
+    pub fn next_marked_in_stream(&self, after: Option<StreamOrder>, min_severity: Severity) -> Option<(StreamOrder, u64)> {
+        self.events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.class.iter().any(|c| self.classes.severity(*c) >= min_severity))
+            .map(|(i, e)| (StreamOrder::of(e), self.first_event_id + i as u64))
+            .filter(|(o, _)| after.is_none_or(|a| *o > a))
+            .min_by_key(|(o, _)| *o)
     }
 
     /// Everything the inspector shows for one event. The rule sentences come from running

@@ -52,7 +52,7 @@ use settings::Side;
 use timeline::Lane;
 use trees::Trees;
 
-pub use inspector::{BytesFrom, EventDetail, FetchState, FrameKey, LogLine};
+pub use inspector::{BytesFrom, EventDetail, FetchState, FrameKey, LogLine, StreamOrder};
 pub use retention::{CaptureSpan, EventRecord, FrameBody, MIN_BYTES_PER_EVENT, MediumTable, MemoryUse, RetainedFrame};
 
 /// The settings the classification depends on; changing any re-classifies retained history.
@@ -1080,7 +1080,7 @@ pub fn timeline_span(marked: Option<(f64, f64)>) -> (f64, f64) {
 }
 
 #[cfg(test)]
-mod shard_tests;
+pub(crate) mod shard_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

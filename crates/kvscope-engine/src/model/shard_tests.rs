@@ -18,7 +18,7 @@ const SUBJECT: &[u8] = b"namespace.test.component.backend.endpoint.generate.kv-e
 
 /// A fleet of synthetic workers and one NATS plane carrying every worker's relay, as Dynamo
 /// 1.6.1's relay publishes it; worker 3's relay loses every fifth envelope.
-fn fleet_with_plane(workers: u32, rounds: u32) -> (proto::Message, Vec<proto::Message>) {
+pub(crate) fn fleet_with_plane(workers: u32, rounds: u32) -> (proto::Message, Vec<proto::Message>) {
     let plane = proto::SourceInfo::event_plane(workers, "nats://127.0.0.1:4222", Some("namespace.>".into()));
     let hello = hello_of(engines(workers).into_iter().chain([plane]).collect(), 16);
     let mut batches = kvscope_encode::synthetic::fleet(workers, u64::from(rounds)).expect("a synthetic fleet");

@@ -23,7 +23,9 @@ use crate::model::{MemoryUse, Model, Origin};
 
 pub use cards::{cards, planes};
 pub use headline::{headline, headline_of, router_lines};
-pub use inspector::{IndexQuery, InspectorCache, InspectorPart, LogsPart, event_index_lines, fields, index_query, logs, logs_of, logs_part};
+pub use inspector::{
+    IndexQuery, InspectorCache, InspectorPart, LogsPart, event_index_lines, fields, index_query, logs, logs_of, logs_part,
+};
 pub use timeline::{TimelineImage, hover_text, pick_at};
 pub use trees::trees;
 

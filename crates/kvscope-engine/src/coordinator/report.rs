@@ -1,22 +1,7 @@
-//! The fleet-wide parts of the page from every engine worker's report: the coordinator's half
-//! of a page that spreads the fleet over K engine workers ([`crate::model::shard`]), in plain
-//! Rust.
-//!
-//! At each flush a shard reports what it alone can say ([`ShardReport`]): its parts of the
-//! headline's facts, the overview, the cards, the fleet bar, the data-quality strip and the
-//! indexers' logs, its timeline's marked span and legend, and where it saw each policy's
-//! indexer exit. The coordinator [`merge`]s the reports into the parts the page shows, and hands
-//! every shard the fleet's exits ([`fleet_exits`], [`crate::model::Model::adopt_exit`]). The
-//! timeline takes a second step: the coordinator lays it out for the fleet
-//! ([`timeline_layout`]: which lanes, the window), each shard paints its own lanes in their
-//! bands of the canvas, and [`timeline`] puts the bands together under the exits and the axis. One engine is a fleet of one shard and
-//! takes the same path ([`crate::engine::Engine::summarize`]), so every page exercises the merge.
-//!
-//! A report crosses between workers as bytes ([`ShardReport::to_bytes`], msgpack): each worker
-//! has its own wasm memory. What a report holds is what adds up across shards (counts, first
-//! events with their stream positions), never display text that would have to be parsed back.
+//! A shard's report at a flush, and the fleet-wide parts of the page merged from every
+//! shard's.
 
-use kvscope_engine_protocol::view::{Bar, Cards, Headline, Logs, Quality, Timeline};
+use kvscope_engine_protocol::view::{Bar, Cards, Headline, Logs, Meta, Planes, Quality, Timeline};
 use kvscope_engine_protocol::{Settings, Side, ViewQuery, overview::Row};
 use serde::{Deserialize, Serialize};
 
@@ -44,20 +29,28 @@ pub struct ShardReport {
     /// The first and last mark of its lanes, in ms since the stream's first frame.
     pub marked: Option<(f64, f64)>,
     pub timeline: TimelineFacts,
+    /// The sources it reads (the coordinator asks about a lane of the shard that reads it).
+    pub own_sources: Vec<u32>,
+    /// Policies, block size, sources, where the frames come from: the same in every shard.
+    pub meta: Meta,
+    /// The event-plane sources, shown by shard 0.
+    pub planes: Option<Planes>,
+    /// The event a shared link names (`ToShard::Report`'s `find`), if this shard reads it.
+    pub found: Option<u64>,
 }
 
-/// A report's bytes did not decode: the shard and the coordinator were built apart, or the
-/// bytes were cut.
+/// A message between engine workers did not decode: they were built apart (a cached script),
+/// or the bytes were cut.
 #[derive(Debug)]
-pub struct ReportError(String);
+pub struct MessageError(pub(super) String);
 
-impl std::fmt::Display for ReportError {
+impl std::fmt::Display for MessageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "an engine worker's report does not decode ({}): reload the page, every worker is built with it", self.0)
+        write!(f, "an engine worker's message does not decode ({}): reload the page, every worker is built with it", self.0)
     }
 }
 
-impl std::error::Error for ReportError {}
+impl std::error::Error for MessageError {}
 
 impl ShardReport {
     /// This model's report (`waiting`: its intake holds messages not yet applied).
@@ -74,24 +67,27 @@ impl ShardReport {
             exits: [m.indexer_exit(Side::A).cloned(), m.indexer_exit(Side::B).cloned()],
             marked: m.marked_span_ms(),
             timeline: timeline::facts(m),
+            own_sources: m.sources().iter().filter(|s| s.own).map(|s| s.index).collect(),
+            meta: summarize::meta(m),
+            planes: summarize::planes(m),
+            found: None,
         }
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        // Named fields: a part that skips a default field still reads back. Every part
-        // serializes (the round-trip test): were one not to, the empty bytes fail to decode
-        // on the coordinator's side, which says so.
-        rmp_serde::to_vec_named(self).unwrap_or_default()
+        super::protocol::encode(self)
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Result<ShardReport, ReportError> {
-        rmp_serde::from_slice(bytes).map_err(|e| ReportError(e.to_string()))
+    pub fn from_bytes(bytes: &[u8]) -> Result<ShardReport, MessageError> {
+        super::protocol::decode(bytes)
     }
 }
 
 /// The fleet-wide parts of the page, from every shard's report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetParts {
+    /// The fleet's facts the headline was made from (the first finding opens by itself).
+    pub facts: FleetFacts,
     pub bar: Bar,
     pub quality: Quality,
     pub headline: Headline,
@@ -110,10 +106,12 @@ pub fn merge(reports: &[ShardReport], edges: &EdgeState) -> FleetParts {
     let overview: Vec<OverviewPart> = reports.iter().map(|r| r.overview.clone()).collect();
     let cards: Vec<CardsPart> = reports.iter().map(|r| r.cards.clone()).collect();
     let logs: Vec<LogsPart> = reports.iter().map(|r| r.logs.clone()).collect();
+    let facts = FleetFacts::merge(&facts);
     FleetParts {
+        headline: summarize::headline_of(&facts),
+        facts,
         bar: summarize::bar_of(&bars, edges),
         quality: summarize::quality_of(&quality),
-        headline: summarize::headline_of(&FleetFacts::merge(&facts)),
         rows: overview::merge(&overview),
         cards: cards::merge(&cards),
         logs: summarize::logs_of(&logs),
@@ -205,7 +203,7 @@ mod tests {
             let bytes = report.to_bytes();
             assert_eq!(ShardReport::from_bytes(&bytes).expect("reads back"), report);
             let cut = ShardReport::from_bytes(&bytes[..bytes.len() / 2]).expect_err("half a report");
-            assert!(cut.to_string().starts_with("an engine worker's report does not decode ("), "{cut}");
+            assert!(cut.to_string().starts_with("an engine worker's message does not decode ("), "{cut}");
         }
     }
 
