@@ -491,9 +491,14 @@ impl Browser {
         self.client.issue_cmd(Cdp { cmd, params }).await.unwrap_or_else(|e| panic!("CDP {cmd}: {e}"))
     }
 
-    /// Opens `url` and waits until every stage of the page is mounted.
+    /// Opens `url` and waits until every stage of the page is mounted. With
+    /// `KVSCOPE_E2E_ENGINES=K` set, the page spreads its engine over K workers (`?engines=K`).
     pub async fn open(&self, url: &str) {
-        self.client.goto(url).await.expect("navigate");
+        let url = match std::env::var("KVSCOPE_E2E_ENGINES") {
+            Ok(k) if !k.is_empty() => format!("{url}{}engines={k}", if url.contains('?') { '&' } else { '?' }),
+            _ => url.to_owned(),
+        };
+        self.client.goto(&url).await.expect("navigate");
         // The page mounts in stages (`views::app::staged_mount`); the tier tree is in the last.
         self.wait_for("return !!document.querySelector('[data-testid=\"tier-tree\"]')", Duration::from_secs(30), "the app to mount").await;
     }

@@ -6,13 +6,12 @@
 
 use std::rc::Rc;
 
+use leptos::prelude::WithUntracked;
+
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::contexts::{EngineLink, Fleet, crashed};
-
-/// Where Trunk puts the worker's loader (workers keep their names: the page must know it).
-pub const WORKER_URL: &str = "./kvscope-engine_loader.js";
 
 /// The engine in a dedicated Web Worker.
 pub struct WorkerLink {
@@ -32,7 +31,10 @@ impl WorkerLink {
     /// Starts the worker; its messages go to `fleet`. `None` (and the page says why) when the
     /// browser cannot start it.
     pub fn start(fleet: Fleet) -> Option<Rc<WorkerLink>> {
-        let worker = match web_sys::Worker::new(WORKER_URL) {
+        // The worker reads how many engine workers to run from its name, before any message.
+        let options = web_sys::WorkerOptions::new();
+        options.set_name(&kvscope_engine_protocol::engine_worker_name(fleet.settings.with_untracked(|s| s.engines())));
+        let worker = match web_sys::Worker::new_with_options(kvscope_engine_protocol::ENGINE_WORKER_URL, &options) {
             Ok(w) => w,
             Err(e) => {
                 crashed(&format!("the engine worker could not start: {}", text(&e)));

@@ -24,7 +24,10 @@ pub mod settings;
 pub mod severity;
 pub mod view;
 
-pub use message::{DecodeError, ENGINE_PROTOCOL_VERSION, ExportKind, FromEngine, ToEngine, ViewQuery, decode, encode};
+pub use message::{
+    DecodeError, ENGINE_PROTOCOL_VERSION, ENGINE_WORKER_URL, ExportKind, FromEngine, ToEngine, ViewQuery, decode, encode,
+    engine_worker_name, engines_of_worker_name,
+};
 pub use settings::{EventRef, Settings, Side};
 pub use severity::Severity;
 pub use view::Summary;

@@ -9,7 +9,22 @@ use crate::severity::Severity;
 use crate::view::Summary;
 
 /// Bumped whenever a message or a view struct changes shape.
-pub const ENGINE_PROTOCOL_VERSION: u32 = 6;
+pub const ENGINE_PROTOCOL_VERSION: u32 = 7;
+
+/// Where Trunk puts the engine worker's loader (workers keep their names): the page starts it
+/// there, and the page's engine worker starts the other engine workers from the same script.
+pub const ENGINE_WORKER_URL: &str = "./kvscope-engine_loader.js";
+
+/// The name the page gives its engine worker: how many engine workers to run (the worker
+/// reads it before any message, [`engines_of_worker_name`]).
+pub fn engine_worker_name(engines: u32) -> String {
+    format!("kvscope-engine engines={engines}")
+}
+
+/// The engine workers a worker name asks for (1 for a name that says none).
+pub fn engines_of_worker_name(name: &str) -> u32 {
+    name.strip_prefix("kvscope-engine engines=").and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
+}
 
 /// What the page shows and asks about: the engine summarises the model for this.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]

@@ -106,6 +106,9 @@ pub struct Settings {
     pub ws: Option<String>,
     /// Do not connect at all (captures only).
     pub offline: bool,
+    /// Engine workers the fleet is spread over (`?engines=`): each reads its shard of the
+    /// workers, on a core of its own. Read when the page starts.
+    pub engines: Option<u32>,
 }
 
 pub const DEFAULT_POLICY_A: &str = "legacy";
@@ -117,6 +120,10 @@ pub const DEFAULT_RETAIN_EVENTS: usize = 5_000_000;
 pub const DEFAULT_INTAKE_MIB: u32 = 256;
 /// As the server's `--max-frame-bytes` default.
 pub const DEFAULT_MAX_FRAME_MIB: u32 = 16;
+/// Engine workers by default (`?engines=`).
+pub const DEFAULT_ENGINES: u32 = 1;
+/// At most this many engine workers: each holds its own retention bounds.
+pub const MAX_ENGINES: u32 = 16;
 
 impl Settings {
     /// Opens a source from the overview (its card, lane and trees), or closes it when open.
@@ -143,6 +150,11 @@ impl Settings {
 
     pub fn max_frame_bytes(&self) -> usize {
         self.max_frame_mib.unwrap_or(DEFAULT_MAX_FRAME_MIB) as usize * 1024 * 1024
+    }
+
+    /// How many engine workers to run.
+    pub fn engines(&self) -> u32 {
+        self.engines.unwrap_or(DEFAULT_ENGINES).clamp(1, MAX_ENGINES)
     }
 
     pub fn lanes_side(&self) -> Side {
@@ -185,6 +197,7 @@ impl Settings {
                 "ws" if !v.is_empty() => s.ws = Some(v),
                 "show" => s.show_all = v == "all",
                 "offline" => s.offline = v != "0",
+                "engines" => s.engines = v.parse().ok().filter(|&n| n > 0),
                 _ => {}
             }
         }
@@ -258,6 +271,9 @@ impl Settings {
         if self.offline {
             put("offline", "1");
         }
+        if let Some(v) = self.engines {
+            put("engines", &v.to_string());
+        }
         q
     }
 }
@@ -326,6 +342,7 @@ mod tests {
             ws: Some("ws://127.0.0.1:9/ws?token=a&b".into()),
             offline: true,
             show_all: true,
+            engines: Some(2),
         };
         let q = s.to_query();
         assert_eq!(Settings::from_query(&format!("?{q}")), s, "{q}");
@@ -334,8 +351,9 @@ mod tests {
     #[test]
     fn defaults_leave_the_query_empty_and_bad_values_fall_back() {
         assert_eq!(Settings::default().to_query(), "");
-        let s = Settings::from_query("bs=abc&lanes=x&ev=nope&mem=0&events=0&t=5-1&zzz=1");
+        let s = Settings::from_query("bs=abc&lanes=x&ev=nope&mem=0&events=0&t=5-1&zzz=1&engines=0");
         assert_eq!(s, Settings::default());
+        assert_eq!(Settings::from_query("engines=99").engines(), MAX_ENGINES, "at most {MAX_ENGINES} engine workers");
     }
 
     #[test]

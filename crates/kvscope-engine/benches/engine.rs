@@ -32,6 +32,7 @@ mod streams;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
+use kvscope_engine::coordinator::InProcess;
 use kvscope_engine::engine::Engine;
 use kvscope_engine::model::shard::Shard;
 use kvscope_engine_protocol::ViewQuery;
@@ -154,8 +155,12 @@ fn engine_costs(c: &mut Criterion) {
         g.bench_function("summarize", |b| {
             b.iter_batched(
                 || {
-                    let mut e = loaded(&stream, &messages, true);
-                    e.set_view(ViewQuery { canvas_width: 1200.0, device_pixel_ratio: 1.0, ..e.query().clone() });
+                    let mut e = InProcess::one(Settings::default());
+                    e.apply_server_message(&stream.hello(true), 0.0);
+                    for m in &messages {
+                        e.apply_server_message(m, 0.0);
+                    }
+                    e.set_view(ViewQuery { canvas_width: 1200.0, device_pixel_ratio: 1.0, ..e.coordinator.query().clone() });
                     e
                 },
                 |mut e| black_box(e.summarize(1_000.0, true).map(|(s, _)| s.seq)),

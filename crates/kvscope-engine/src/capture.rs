@@ -102,7 +102,7 @@ async fn open_bytes(host: &Host, name: String, bytes: Vec<u8>) {
     };
     let inferred = infer_block_size(&bytes, 10_000);
     let header = reader.header().clone();
-    host.with_engine(|e| e.begin_capture(&name, &header, inferred));
+    host.begin_capture(&name, &header, inferred);
     loop {
         let deadline = now_ms() + SLICE_MS;
         let mut finished = false;

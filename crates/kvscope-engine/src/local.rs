@@ -6,12 +6,11 @@
 
 use std::rc::Rc;
 
-use kvscope_engine_protocol::FromEngine;
 use wasm_bindgen::JsValue;
 
 use crate::host::Host;
 
-/// An engine running in this thread.
+/// An engine running in this thread (one engine worker's worth: no shards).
 #[derive(Clone, Debug)]
 pub struct LocalEngine {
     host: Rc<Host>,
@@ -22,12 +21,14 @@ impl LocalEngine {
     /// beside it), each in a task of its own.
     pub fn start(to_page: impl Fn(Vec<u8>, JsValue) + 'static) -> LocalEngine {
         let to_page = Rc::new(to_page);
-        let host = Host::start(Box::new(move |message: &FromEngine, extra: Option<JsValue>| {
-            let bytes = kvscope_engine_protocol::encode(message);
-            let to_page = to_page.clone();
-            let extra = extra.unwrap_or(JsValue::NULL);
-            wasm_bindgen_futures::spawn_local(async move { to_page(bytes, extra) });
-        }));
+        let host = Host::start(
+            Box::new(move |bytes: Vec<u8>, extra: Option<JsValue>| {
+                let to_page = to_page.clone();
+                let extra = extra.unwrap_or(JsValue::NULL);
+                wasm_bindgen_futures::spawn_local(async move { to_page(bytes, extra) });
+            }),
+            1,
+        );
         LocalEngine { host }
     }
 

@@ -1,31 +1,102 @@
-//! The engine in the dashboard's Web Worker: the bin's `main` calls [`run`].
+//! The engine in the dashboard's Web Workers: the bin's `main` calls [`run`].
 //!
-//! Messages both ways are a two-element array: the encoded message's `ArrayBuffer`, and what
-//! rides beside it (a capture's `File` from the page, the timeline's pixels to it) or `null`.
-//! Buffers are transferred, never copied across.
+//! The page starts one engine worker, named for how many to run
+//! (`kvscope_engine_protocol::engine_worker_name`); that one coordinates and starts the others
+//! from the same script ([`start_shard`]), each named for its shard. Messages both ways are a
+//! two-element array: the encoded message's `ArrayBuffer`, and what rides beside it (a
+//! capture's `File`, the timeline's pixels) or `null`. Buffers are transferred, never copied
+//! across.
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use kvscope_engine_protocol::FromEngine;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::host::Host;
+use crate::coordinator::protocol::{self, FromShardWorker, ToShardWorker};
+use crate::host::{Host, Remote};
 
-/// Starts the engine in this worker and tells the page it is ready.
+/// A shard's worker is named this, then its number.
+const SHARD_NAME: &str = "kvscope-engine shard ";
+
+/// Starts the engine in this worker: the page's (the coordinator and shard 0), or a shard's.
 pub fn run() {
     let Ok(scope) = js_sys::global().dyn_into::<web_sys::DedicatedWorkerGlobalScope>() else {
         web_sys::console::error_1(&"kvscope-engine runs in a dedicated worker, and this is none".into());
         return;
     };
-    install_panic_hook();
+    let name = scope.name();
+    let shard = name.strip_prefix(SHARD_NAME).is_some();
+    install_panic_hook(shard);
+    if shard {
+        return run_shard(scope);
+    }
     let out = scope.clone();
-    let host = Host::start(Box::new(move |message: &FromEngine, extra: Option<JsValue>| post(&out, message, extra)));
+    let engines = kvscope_engine_protocol::engines_of_worker_name(&name);
+    let host = Host::start(Box::new(move |bytes: Vec<u8>, extra: Option<JsValue>| post(&out, &bytes, extra)), engines);
+    listen(&scope, move |bytes, extra| host.handle(&bytes, extra));
+}
+
+/// A shard's worker: its host starts with the coordinator's first message, which says which
+/// shard it is.
+fn run_shard(scope: web_sys::DedicatedWorkerGlobalScope) {
+    let out = scope.clone();
+    let host: RefCell<Option<Rc<Host>>> = RefCell::new(None);
+    listen(&scope, move |bytes, extra| {
+        if let Some(h) = host.borrow().as_ref() {
+            return h.handle(&bytes, extra);
+        }
+        if let Ok(ToShardWorker::Start { index, count }) = protocol::decode::<ToShardWorker>(&bytes) {
+            let out = out.clone();
+            let post = Box::new(move |bytes: Vec<u8>, extra: Option<JsValue>| post(&out, &bytes, extra));
+            *host.borrow_mut() = Some(Host::start_shard(index, count, post));
+        }
+    });
+    post(&scope, &protocol::encode(&FromShardWorker::Ready), None);
+}
+
+fn listen(scope: &web_sys::DedicatedWorkerGlobalScope, on: impl Fn(Vec<u8>, JsValue) + 'static) {
     let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
         let (bytes, extra) = unpack(&ev.data());
-        host.handle(&bytes, extra);
+        on(bytes, extra);
     });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     // The worker lives as long as the page: so does its handler.
     on_message.forget();
+}
+
+/// Starts engine worker `index` of `count` from this worker's own script; its messages go to
+/// `on_message`. What is posted to it before it runs waits in its queue.
+pub fn start_shard(index: u32, count: u32, on_message: Box<dyn Fn(Vec<u8>)>) -> Result<Remote, String> {
+    let options = web_sys::WorkerOptions::new();
+    options.set_name(&format!("{SHARD_NAME}{index}"));
+    let worker =
+        web_sys::Worker::new_with_options(kvscope_engine_protocol::ENGINE_WORKER_URL, &options).map_err(|e| crate::scope::js_text(&e))?;
+    let on_message = Rc::new(on_message);
+    let on_answer = {
+        let on_message = on_message.clone();
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| on_message(unpack(&ev.data()).0))
+    };
+    worker.set_onmessage(Some(on_answer.as_ref().unchecked_ref()));
+    // A script that fails to load, a trap: its shard is gone, and the page must say so.
+    let on_error = Closure::<dyn FnMut(web_sys::ErrorEvent)>::new(move |ev: web_sys::ErrorEvent| {
+        ev.prevent_default();
+        on_message(protocol::encode(&FromShardWorker::Crashed(format!("it stopped: {}", ev.message()))));
+    });
+    worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    // The workers live as long as the page: so do their handlers.
+    on_answer.forget();
+    on_error.forget();
+    let remote = worker.clone();
+    let send = move |bytes: Vec<u8>, extra: Option<JsValue>| {
+        let (data, transfer) = pack(&bytes, extra);
+        if let Err(e) = remote.post_message_with_transfer(&data, &transfer) {
+            web_sys::console::error_1(&e);
+        }
+    };
+    send(protocol::encode(&ToShardWorker::Start { index, count }), None);
+    Ok(Box::new(send))
 }
 
 /// `[message, extra]` into the message's bytes and the extra value.
@@ -46,21 +117,26 @@ pub fn pack(bytes: &[u8], extra: Option<JsValue>) -> (js_sys::Array, js_sys::Arr
     (js_sys::Array::of2(&buffer, &extra), transfer)
 }
 
-fn post(scope: &web_sys::DedicatedWorkerGlobalScope, message: &FromEngine, extra: Option<JsValue>) {
-    let (data, transfer) = pack(&kvscope_engine_protocol::encode(message), extra);
+fn post(scope: &web_sys::DedicatedWorkerGlobalScope, bytes: &[u8], extra: Option<JsValue>) {
+    let (data, transfer) = pack(bytes, extra);
     if let Err(e) = scope.post_message_with_transfer(&data, &transfer) {
         web_sys::console::error_1(&e);
     }
 }
 
-/// Tells the page when the engine panicked: the wasm instance is dead after it, and a page
-/// still showing "connected" would lie.
-fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
+/// Tells the page (or, in a shard's worker, the coordinator) when the engine panicked: the wasm
+/// instance is dead after it, and a page still showing "connected" would lie.
+fn install_panic_hook(shard: bool) {
+    std::panic::set_hook(Box::new(move |info| {
         let text = format!("kvscope's engine panicked: {info}");
         web_sys::console::error_1(&text.clone().into());
         if let Ok(scope) = js_sys::global().dyn_into::<web_sys::DedicatedWorkerGlobalScope>() {
-            post(&scope, &FromEngine::Crashed(text), None);
+            let bytes = if shard {
+                protocol::encode(&FromShardWorker::Crashed(text))
+            } else {
+                kvscope_engine_protocol::encode(&FromEngine::Crashed(text))
+            };
+            post(&scope, &bytes, None);
         }
     }));
 }

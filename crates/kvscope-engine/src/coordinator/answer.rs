@@ -17,12 +17,14 @@ impl Engine {
                 self.set_view(*q);
                 None
             }
-            ToShard::Report { find } => {
-                // The router's side and the index catch up with what was applied.
-                self.model_mut().take_dirty();
+            ToShard::Report { find, force } => {
+                // Also brings the router's side and the index up to what was applied.
+                let changed = self.take_changed();
+                if !(changed || force || find.is_some()) {
+                    return Some(FromShard::Unchanged);
+                }
                 let m = self.model();
-                let waiting = self.edges().intake.queued_messages > 0;
-                let mut report = ShardReport::of(m, &self.query().settings, waiting, now_ms);
+                let mut report = ShardReport::of(m, &self.query().settings, self.waiting(), now_ms);
                 report.found = find.and_then(|r| m.find_event(&r));
                 Some(FromShard::Report(Box::new(report)))
             }

@@ -18,10 +18,12 @@
 //! positions), never display text that would have to be parsed back.
 
 pub mod answer;
+mod in_process;
 pub mod protocol;
 mod report;
 mod rounds;
 
+pub use in_process::InProcess;
 pub use report::{FleetParts, MessageError, ShardReport, complete, fleet_exits, merge, timeline, timeline_layout};
 pub use rounds::{Coordinator, Out};
 #[cfg(test)]

@@ -17,8 +17,9 @@ use crate::summarize::{IndexQuery, InspectorPart};
 pub enum ToShard {
     /// What the page shows now: its settings decide each shard's classification.
     View(Box<ViewQuery>),
-    /// Report for a flush ([`FromShard::Report`]); and find the event a shared link names.
-    Report { find: Option<EventRef> },
+    /// Report for a flush ([`FromShard::Report`]), or say nothing changed since the last
+    /// (unless `force`); and find the event a shared link names.
+    Report { find: Option<EventRef>, force: bool },
     /// Paint your lanes of the layout, draw the trees if you read the shown source, build the
     /// inspector if the selected event is yours, and list your hits of the searched hash.
     Paint { layout: Box<Layout>, selected: Option<u64> },
@@ -39,11 +40,16 @@ pub enum ToShard {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum FromShard {
     Report(Box<ShardReport>),
+    /// Nothing changed since the last report.
+    Unchanged,
     Painted(Box<Painted>),
     Answered(Answers),
     Hover(String),
     Picked(Option<u64>),
-    Next { after: Option<(StreamOrder, u64)>, first: Option<(StreamOrder, u64)> },
+    Next {
+        after: Option<(StreamOrder, u64)>,
+        first: Option<(StreamOrder, u64)>,
+    },
 }
 
 /// A shard's part of the timeline, the trees and the inspector.
@@ -83,4 +89,43 @@ pub fn encode<T: Serialize>(message: &T) -> Vec<u8> {
 /// A message from another worker's bytes.
 pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, super::MessageError> {
     rmp_serde::from_slice(bytes).map_err(|e| super::MessageError(e.to_string()))
+}
+
+/// Everything the coordinator's worker sends a shard's worker: the rounds' messages, and what
+/// feeds its model (the server's messages as they arrive, a capture to open, a fetch to make).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ToShardWorker {
+    /// Which shard to be: first, before anything else.
+    Start {
+        index: u32,
+        count: u32,
+    },
+    Round(ToShard),
+    /// One server message, in the order the coordinator received it.
+    Server(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// The server's WebSocket URL: its `/frame` answers a fetch of an event's bytes.
+    ServerUrl(String),
+    /// Open the capture file that rides beside this message.
+    OpenCapture {
+        name: String,
+    },
+    /// Fetch event `id`'s raw bytes again (the page's inspector asked).
+    FetchBytes(u64),
+    /// Your part of a download ([`FromShardWorker::Exported`]).
+    Export(kvscope_engine_protocol::ExportKind),
+}
+
+/// Everything a shard's worker sends the coordinator's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum FromShardWorker {
+    /// The worker runs and takes messages.
+    Ready,
+    Round(FromShard),
+    /// Its model changed since it last reported (it applied messages, a capture went on, a
+    /// fetch came back): the coordinator flushes.
+    Changed,
+    /// Its part of a download.
+    Exported(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// Its engine panicked: the page must stop looking live.
+    Crashed(String),
 }

@@ -7,12 +7,13 @@
 
 use std::collections::HashMap;
 
-use kvscope_engine_protocol::view::{Overview, Selection};
+use kvscope_engine_protocol::view::{CaptureProgress, ConnState, Overview, Selection};
 use kvscope_engine_protocol::{EventRef, Severity, Side, Summary, ViewQuery};
 
 use super::protocol::{Answers, FromShard, Painted, ToShard};
 use super::{FleetParts, ShardReport};
 use crate::model::StreamOrder;
+use crate::model::intake::IntakeStatus;
 use crate::model::shard::{self, Shard};
 use crate::summarize::timeline::Layout;
 use crate::summarize::{EdgeState, Sent, TimelineImage, trees};
@@ -33,9 +34,10 @@ pub enum Out {
 enum Round {
     #[default]
     Idle,
+    /// Each shard's answer: its report, or `None` when it said nothing changed.
     Reports {
         force: bool,
-        got: Vec<Option<ShardReport>>,
+        got: Vec<Option<Option<ShardReport>>>,
     },
     Painting {
         force: bool,
@@ -72,6 +74,11 @@ pub struct Coordinator {
     edges: EdgeState,
     /// Which shard reads each source, from the last reports.
     readers: HashMap<u32, u32>,
+    /// Each shard's last report: a shard that says nothing changed is shown from it.
+    last_reports: Vec<Option<ShardReport>>,
+    /// What the coordinator itself shows changed (the view, the selection, the socket, the
+    /// capture): the next flush makes a summary though no shard changed.
+    changed: bool,
     round: Round,
     /// A flush came due during a round (forced or not): another when it ends.
     wanted: Option<bool>,
@@ -95,6 +102,8 @@ impl Coordinator {
             seq: 0,
             edges: EdgeState::default(),
             readers: HashMap::new(),
+            last_reports: vec![None; count.max(1) as usize],
+            changed: true,
             round: Round::Idle,
             wanted: None,
             next: None,
@@ -114,9 +123,28 @@ impl Coordinator {
         self.selection
     }
 
-    /// The socket, the capture, the intake, the pace: the fleet bar's edges.
-    pub fn set_edges(&mut self, edges: EdgeState) {
-        self.edges = edges;
+    /// The socket's state changed: the fleet bar says so at the next summary.
+    pub fn set_conn(&mut self, state: ConnState) {
+        self.edges.conn = state;
+        self.changed = true;
+    }
+
+    /// Opening a capture went on: the fleet bar says how far at the next summary.
+    pub fn set_capture(&mut self, progress: CaptureProgress) {
+        self.edges.capture = progress;
+        self.changed = true;
+    }
+
+    /// What the intake holds and the engine's memory: shown with the next summary, not a
+    /// reason for one.
+    pub fn note_resources(&mut self, intake: IntakeStatus, wasm_bytes: u64) {
+        self.edges.intake = intake;
+        self.edges.wasm_bytes = wasm_bytes;
+    }
+
+    /// How often summaries go now, for the fleet bar.
+    pub fn note_pace(&mut self, pace: &crate::pace::Pace) {
+        self.edges.pace = pace.note();
     }
 
     /// Whether a request of the page changed what it shows (the host flushes soon), once.
@@ -136,11 +164,13 @@ impl Coordinator {
         }
         let config = |q: &ViewQuery| crate::engine::config_from(&q.settings, None, Shard::ALL);
         if config(&query) != config(&self.query) {
-            self.refind = self.selected.take().map(|(r, _)| r);
+            if let Some((named, _)) = self.selected.take() {
+                self.refind = Some(named);
+            }
             self.selection = None;
         }
         self.query = query;
-        self.flush_wanted = true;
+        (self.changed, self.flush_wanted) = (true, true);
         self.to_all(&ToShard::View(Box::new(self.query.clone())))
     }
 
@@ -149,6 +179,7 @@ impl Coordinator {
         self.selection = None;
         self.selected = None;
         self.refind = None;
+        self.changed = true;
     }
 
     /// Opens an event in the inspector (`None` closes it).
@@ -158,7 +189,7 @@ impl Coordinator {
         self.refind = None;
         // An explicit choice: nothing opens by itself over it.
         self.opened_first = true;
-        self.flush_wanted = true;
+        (self.changed, self.flush_wanted) = (true, true);
     }
 
     /// Asks every shard for the next event marked at `min_severity` or more after the selected
@@ -197,7 +228,10 @@ impl Coordinator {
             (None, None) => self.refind.clone(),
             (Some(_), _) => None,
         };
-        self.to_all(&ToShard::Report { find })
+        // A forced summary, and a shard whose report the coordinator lacks, report changed or not.
+        (0..self.count)
+            .map(|i| Out::Shard(i, ToShard::Report { find: find.clone(), force: force || self.last_reports[i as usize].is_none() }))
+            .collect()
     }
 
     /// Whether a flush is under way.
@@ -210,7 +244,11 @@ impl Coordinator {
         let i = shard as usize;
         match (message, &mut self.round) {
             (FromShard::Report(r), Round::Reports { got, .. }) if i < got.len() => {
-                got[i] = Some(*r);
+                got[i] = Some(Some(*r));
+                if got.iter().all(Option::is_some) { self.after_reports() } else { Vec::new() }
+            }
+            (FromShard::Unchanged, Round::Reports { got, .. }) if i < got.len() => {
+                got[i] = Some(None);
                 if got.iter().all(Option::is_some) { self.after_reports() } else { Vec::new() }
             }
             (FromShard::Painted(p), Round::Painting { got, .. }) if i < got.len() => {
@@ -259,7 +297,18 @@ impl Coordinator {
 
     fn after_reports(&mut self) -> Vec<Out> {
         let Round::Reports { force, got } = std::mem::take(&mut self.round) else { return Vec::new() };
-        let reports: Vec<ShardReport> = got.into_iter().flatten().collect();
+        let any_new = got.iter().any(|r| matches!(r, Some(Some(_))));
+        for (last, new) in self.last_reports.iter_mut().zip(got) {
+            if let Some(Some(r)) = new {
+                *last = Some(r);
+            }
+        }
+        let changed = std::mem::take(&mut self.changed);
+        if !(any_new || force || changed) {
+            // Nothing changed anywhere: no summary.
+            return self.flush_again();
+        }
+        let reports: Vec<ShardReport> = self.last_reports.iter().flatten().cloned().collect();
         self.readers = reports.iter().enumerate().flat_map(|(i, r)| r.own_sources.iter().map(move |s| (*s, i as u32))).collect();
         let fleet = Box::new(super::merge(&reports, &self.edges));
         let mut out = Vec::new();
@@ -380,16 +429,22 @@ impl Coordinator {
             self.seq = summary.seq;
             out.push(Out::Summary(Box::new(summary), pixels));
         }
-        if let Some(force) = self.wanted.take() {
-            out.extend(self.flush(force));
-        }
+        out.extend(self.flush_again());
         out
+    }
+
+    /// The flush that came due during the round that just ended, if any.
+    fn flush_again(&mut self) -> Vec<Out> {
+        match self.wanted.take() {
+            Some(force) => self.flush(force),
+            None => Vec::new(),
+        }
     }
 
     /// The page (re)joined: the next summary carries every part.
     pub fn resend_all(&mut self) {
         self.sent.clear();
         self.last_pixels = None;
-        self.flush_wanted = true;
+        (self.changed, self.flush_wanted) = (true, true);
     }
 }

@@ -6,53 +6,51 @@ use kvscope_engine_protocol::{Settings, Severity, Side, Summary, ViewQuery};
 use kvscope_protocol as proto;
 
 use super::protocol::{self, FromShard, ToShard};
-use super::{Coordinator, Out};
-use crate::engine::Engine;
+use super::{InProcess, Out};
 use crate::model::shard::{self, Shard};
 use crate::model::tests::{hello, kimi_frames};
 use crate::summarize::TimelineImage;
 
-/// A coordinator and its shards in one thread.
-struct Fleet {
-    coordinator: Coordinator,
-    shards: Vec<Engine>,
-    hovers: Vec<String>,
+/// Every message between the coordinator and a shard as bytes, as between workers.
+fn as_bytes(out: Out) -> Out {
+    match out {
+        Out::Shard(i, message) => Out::Shard(i, protocol::decode::<ToShard>(&protocol::encode(&message)).expect("a message to a shard")),
+        other => other,
+    }
 }
+
+/// `count` engines behind a coordinator, every message as bytes (answers included).
+struct Fleet(InProcess);
 
 impl Fleet {
     fn new(count: u32, query: &ViewQuery) -> Fleet {
-        let shards = (0..count)
-            .map(|index| {
-                let mut e = Engine::shard(query.settings.clone(), Shard { index, count });
-                e.set_view(query.clone());
-                e
-            })
-            .collect();
-        Fleet { coordinator: Coordinator::new(count, query.clone()), shards, hovers: Vec::new() }
+        let mut f = InProcess::new(count, query.settings.clone());
+        f.set_view(query.clone());
+        Fleet(f)
     }
 
     fn server(&mut self, messages: &[proto::Message]) {
         for m in messages {
-            let bytes = proto::encode(m);
-            self.shards.iter_mut().for_each(|e| e.apply_server_message(&bytes, 0.0));
+            self.0.apply_server_message(&proto::encode(m), 0.0);
         }
     }
 
-    /// Delivers messages, each way as bytes, until none is left; the summaries the page got.
-    fn deliver(&mut self, mut queue: Vec<Out>) -> Vec<(Summary, Option<TimelineImage>)> {
+    fn deliver(&mut self, queue: Vec<Out>) -> Vec<(Summary, Option<TimelineImage>)> {
+        // Answers come back through the coordinator's `on_shard`; put them through bytes too.
+        let f = &mut self.0;
         let mut page = Vec::new();
+        let mut queue = queue;
         while !queue.is_empty() {
             let mut next = Vec::new();
             for out in queue {
-                match out {
+                match as_bytes(out) {
                     Out::Shard(i, message) => {
-                        let message: ToShard = protocol::decode(&protocol::encode(&message)).expect("a message to a shard");
-                        let Some(answer) = self.shards[i as usize].answer(message, 0.0) else { continue };
+                        let Some(answer) = f.shards[i as usize].answer(message, 0.0) else { continue };
                         let answer: FromShard = protocol::decode(&protocol::encode(&answer)).expect("a shard's answer");
-                        next.extend(self.coordinator.on_shard(i, answer));
+                        next.extend(f.coordinator.on_shard(i, answer));
                     }
                     Out::Summary(s, pixels) => page.push((*s, pixels)),
-                    Out::Hover(text) => self.hovers.push(text),
+                    Out::Hover(text) => f.hovers.push(text),
                 }
             }
             queue = next;
@@ -61,14 +59,14 @@ impl Fleet {
     }
 
     fn summary(&mut self) -> (Summary, Option<TimelineImage>) {
-        let outs = self.coordinator.flush(true);
+        let outs = self.0.coordinator.flush(true);
         self.deliver(outs).pop().expect("a summary")
     }
 }
 
 /// One engine's summary and pixels of the same stream and view.
-fn one_engine(query: &ViewQuery, messages: &[proto::Message]) -> (Engine, Summary, Option<TimelineImage>) {
-    let mut e = Engine::new(query.settings.clone());
+fn one_engine(query: &ViewQuery, messages: &[proto::Message]) -> (InProcess, Summary, Option<TimelineImage>) {
+    let mut e = InProcess::one(query.settings.clone());
     e.set_view(query.clone());
     for m in messages {
         e.apply_server_message(&proto::encode(m), 0.0);
@@ -123,12 +121,12 @@ fn the_rounds_make_one_engine_s_summary(messages: &[proto::Message], query: &Vie
         fleet.server(messages);
         // The first flush hands every shard the fleet's exit; the second shows what follows.
         fleet.summary();
-        fleet.coordinator.resend_all();
+        fleet.0.coordinator.resend_all();
         let (got, pixels) = fleet.summary();
-        let shards = &fleet.shards;
+        let shards = &fleet.0.shards;
         let in_shard = |id: u64| shards.get(shard::of_event_id(id) as usize)?.model().event_ref(id);
         let (mut got, got_names) = without_ids(got, &in_shard);
-        let (mut expected, expected_names) = without_ids(expected.clone(), &|id| whole.model().event_ref(id));
+        let (mut expected, expected_names) = without_ids(expected.clone(), &|id| whole.shards[0].model().event_ref(id));
         assert_eq!(got_names, expected_names, "{count} shards name the same events");
         // Each shard holds its own memory.
         for s in [&mut got, &mut expected] {
@@ -185,10 +183,10 @@ fn next_fatal_walks_the_fleet_in_stream_order_and_wraps() {
     fleet.summary();
     let mut seen = Vec::new();
     for _ in 0..8 {
-        let outs = fleet.coordinator.select_next(Severity::Fatal);
+        let outs = fleet.0.coordinator.select_next(Severity::Fatal);
         fleet.deliver(outs);
         let (s, _) = fleet.summary();
-        let at = fleet.coordinator.selection().and_then(|id| fleet.shards[shard::of_event_id(id) as usize].model().stream_order(id));
+        let at = fleet.0.coordinator.selection().and_then(|id| fleet.0.shards[shard::of_event_id(id) as usize].model().stream_order(id));
         seen.push(at.expect("a fatal event selected"));
         assert!(s.inspector.is_some_and(|i| i.is_some_and(|i| i.verdicts[0].kind == Some(kvscope_normalize::Outcome::Fatal))));
     }
@@ -205,17 +203,17 @@ fn a_hover_and_a_click_are_answered_by_the_shard_that_reads_the_lane() {
     fleet.server(&kimi());
     fleet.summary();
     for source in 0..3 {
-        let outs = fleet.coordinator.hover(source, Side::A, 0.0, 1e9);
+        let outs = fleet.0.coordinator.hover(source, Side::A, 0.0, 1e9);
         assert!(matches!(outs[..], [Out::Shard(i, _)] if Shard::of(&source.to_string(), 3) == i), "{outs:?}");
         fleet.deliver(outs);
-        let text = fleet.hovers.pop().expect("an answer");
+        let text = fleet.0.hovers.pop().expect("an answer");
         assert!(text.starts_with(&format!("{source}:0 at ")) && text.contains("events under policy A"), "{text}");
     }
-    fleet.coordinator.select(None);
-    let outs = fleet.coordinator.select_at(1, Side::A, 80.0, 1e6);
+    fleet.0.coordinator.select(None);
+    let outs = fleet.0.coordinator.select_at(1, Side::A, 80.0, 1e6);
     fleet.deliver(outs);
-    let id = fleet.coordinator.selection().expect("the click opened an event");
-    assert_eq!(fleet.shards[shard::of_event_id(id) as usize].model().event_ref(id).map(|r| r.source), Some("1:0".to_owned()));
+    let id = fleet.0.coordinator.selection().expect("the click opened an event");
+    assert_eq!(fleet.0.shards[shard::of_event_id(id) as usize].model().event_ref(id).map(|r| r.source), Some("1:0".to_owned()));
 }
 
 #[test]
@@ -224,4 +222,129 @@ fn the_rounds_make_one_engine_s_summary_of_a_fleet_with_an_event_plane() {
     let all: Vec<proto::Message> = std::iter::once(hello).chain(messages).collect();
     let query = ViewQuery { canvas_width: 500.0, device_pixel_ratio: 2.0, ..ViewQuery::default() };
     the_rounds_make_one_engine_s_summary(&all, &query, false);
+}
+
+/// One engine loaded with the Kimi-K3 incident.
+fn kimi_one() -> InProcess {
+    let mut e = InProcess::one(Settings::default());
+    for m in kimi() {
+        e.apply_server_message(&proto::encode(&m), 0.0);
+    }
+    e
+}
+
+#[test]
+fn a_summary_carries_what_changed_and_nothing_when_nothing_did() {
+    let mut e = kimi_one();
+    let (first, pixels) = e.summarize(0.0, false).expect("a first summary");
+    assert!(first.meta.is_some() && first.bar.is_some() && first.overview.is_some() && first.timeline.is_some());
+    assert_eq!(first.meta.as_ref().map(|m| m.block_size), Some(1536), "the server's default block size");
+    assert!(pixels.is_none(), "no pixels before the page said how wide its canvas is");
+    e.set_view(ViewQuery { canvas_width: 600.0, device_pixel_ratio: 2.0, ..e.coordinator.query().clone() });
+    let pixels = e.summarize(0.0, false).and_then(|s| s.1).expect("pixels at the canvas's width");
+    assert_eq!((pixels.width, pixels.rgba.len()), (1200, (pixels.width * pixels.height * 4) as usize), "600 CSS pixels at 2x");
+    assert!(e.summarize(0.0, false).is_none(), "nothing changed");
+    let forced = e.summarize(0.0, true).expect("forced");
+    assert_eq!((forced.0.meta, forced.0.bar, forced.1), (None, None, None), "forced, but still only what changed");
+    let query = e.coordinator.query().clone();
+    e.set_view(ViewQuery { settings: Settings { block_size: Some(12288), ..Settings::default() }, ..query });
+    let (after, _) = e.summarize(0.0, false).expect("a re-classification changes the page");
+    assert_eq!(after.meta.map(|m| m.block_size), Some(12288));
+    assert!(after.cards.is_some());
+}
+
+#[test]
+fn a_socket_going_away_is_summarised_though_no_frame_arrived() {
+    use kvscope_engine_protocol::view::{ConnBadge, ConnState, Tone};
+    let mut e = kimi_one();
+    assert!(e.summarize(0.0, false).is_some());
+    assert!(e.summarize(0.0, false).is_none());
+    let away = ConnState::Waiting { attempt: 0, delay_ms: 250.0, reason: "closed (code 1006)".into() };
+    e.coordinator.set_conn(away.clone());
+    let (s, _) = e.summarize(0.0, false).expect("the fleet bar must say the server is away");
+    assert_eq!(s.bar.map(|b| b.badge), Some(ConnBadge { text: away.label(), tone: Tone::Warn }));
+    e.coordinator.note_resources(Default::default(), 1 << 20);
+    assert!(e.summarize(0.0, false).is_none(), "the memory figure alone is no reason for a summary");
+}
+
+#[test]
+fn an_open_socket_behind_live_says_by_how_much_instead_of_connected() {
+    use kvscope_engine_protocol::view::{ConnState, Tone};
+    let mut e = InProcess::one(Settings::default());
+    e.apply_server_message(&proto::encode(&hello(3, 1536)), 0.0);
+    e.coordinator.set_conn(ConnState::Open);
+    // The page's clock 1 h off the server's; the first round applied 5 ms after the server
+    // got it, the rest 27 s late.
+    e.shards[0].model_mut().wall_offset_ms = Some(3_600_000.0);
+    for (i, f) in kimi_frames().into_iter().enumerate() {
+        let proto::Message::Frame(frame) = &f else { unreachable!() };
+        let late = if i < 3 { 5.0 } else { 27_005.0 };
+        let now = frame.recv_time_nanos as f64 / 1e6 + late;
+        e.apply_server_message(&proto::encode(&f), now);
+    }
+    let now = 1_000.0 + 20.0 * 10.0 + 27_005.0;
+    // The intake still holds messages.
+    e.shards[0].set_waiting(true);
+    let badge = e.summarize(now, false).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
+    assert_eq!((badge.text.as_str(), badge.tone), ("behind live by 27.0 s, catching up at 228 frames/s", Tone::Warn));
+    // Drained, and nothing for over a second: live again, whatever the last frame's delay.
+    e.shards[0].set_waiting(false);
+    let badge = e.summarize(now + 1_500.0, true).and_then(|(s, _)| s.bar).map(|b| b.badge).expect("a fleet bar");
+    assert_eq!((badge.text.as_str(), badge.tone), ("connected", Tone::Ok));
+}
+
+#[test]
+fn a_page_that_refreshes_less_often_says_so_in_the_fleet_bar() {
+    let mut e = InProcess::one(Settings::default());
+    e.apply_server_message(&proto::encode(&hello(3, 1536)), 0.0);
+    let mut pace = crate::pace::Pace::default();
+    e.coordinator.note_pace(&pace);
+    let bar = e.summarize(0.0, false).and_then(|(s, _)| s.bar).expect("a fleet bar");
+    assert_eq!(bar.pace, None, "ten summaries a second need no note");
+    pace.took(120.0);
+    e.coordinator.note_pace(&pace);
+    let bar = e.summarize(10.0, true).and_then(|(s, _)| s.bar).expect("the bar changed: it says the pace");
+    assert_eq!(
+        bar.pace.as_deref(),
+        Some("views refresh every 500 ms (not 100 ms): each refresh costs this page 120 ms of its main thread, held to 25% of its time")
+    );
+}
+
+#[test]
+fn the_first_exit_opens_by_itself_once_and_a_reclassification_keeps_the_selection() {
+    for count in [1, 2] {
+        let mut e = InProcess::new(count, Settings::default());
+        for m in kimi() {
+            e.apply_server_message(&proto::encode(&m), 0.0);
+        }
+        let (s, _) = e.summarize(0.0, false).unwrap();
+        let selected = s.selection.and_then(|s| s.event).expect("the exit under legacy opens by itself");
+        let id = e.coordinator.selection().expect("selected");
+        let exit = e.shard_of(id).and_then(|m| m.model().indexer_exit(Side::A)).map(|x| x.event_id);
+        assert_eq!(Some(id), exit, "{count} engines: the exit");
+        // B's trees instead of A's re-classifies nothing; a new policy re-classifies all.
+        let query = e.coordinator.query().clone();
+        e.set_view(ViewQuery { settings: Settings { block_size: Some(1536), ..Settings::default() }, ..query.clone() });
+        e.set_view(ViewQuery { settings: Settings { policy_a: Some("fixed".into()), ..Settings::default() }, ..query });
+        assert!(e.summarize(0.0, false).is_some(), "re-classified");
+        let now = e.coordinator.selection().and_then(|id| e.shard_of(id)?.model().event_ref(id));
+        assert_eq!(now, Some(selected.clone()), "{count} engines: the same event, by name");
+        e.select(None);
+        assert!(e.summarize(0.0, false).unwrap().0.selection.is_some_and(|s| s.id.is_none()), "closed stays closed");
+    }
+}
+
+#[test]
+fn one_engine_walks_the_marked_events_and_wraps_and_hovers_its_lanes() {
+    let mut e = kimi_one();
+    e.summarize(0.0, false);
+    e.select(None);
+    e.select_next(Severity::Fatal);
+    let first = e.coordinator.selection().expect("a fatal under legacy");
+    e.summarize(0.0, false);
+    e.select_next(Severity::Fatal);
+    let second = e.coordinator.selection().expect("a second fatal");
+    assert!(second > first);
+    let hover = e.hover(0, Side::A, 0.0, 1e9);
+    assert!(hover.starts_with("0:0 at ") && hover.contains("events under policy A"), "{hover}");
 }

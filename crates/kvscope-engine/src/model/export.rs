@@ -1,13 +1,45 @@
 //! Downloads: the retained frames as a `.kvcap` capture, and the retained events as JSON lines.
+//! Each shard writes its own frames' part, every piece with its frame's place in the stream
+//! ([`ExportPart`]); [`join_export`] puts the shards' parts in stream order behind the header.
 
+use kvscope_engine_protocol::ExportKind;
 use kvscope_protocol as proto;
 use kvscope_wire::KvEvent;
 
 use super::{FrameBody, Model, Source};
 
+/// A shard's part of a download: (its frame's position in the stream, the bytes) per capture
+/// record or JSON line, in stream order.
+pub type ExportPart = Vec<(u64, Vec<u8>)>;
+
+/// The download of `kind` from every shard's part: the capture's header (any shard's: the
+/// hello names every source to each) and the pieces in stream order.
+pub fn join_export(kind: ExportKind, header: Vec<u8>, parts: Vec<ExportPart>) -> Vec<u8> {
+    let mut pieces: Vec<(u64, Vec<u8>)> = parts.into_iter().flatten().collect();
+    // Stable: a frame's lines keep their order.
+    pieces.sort_by_key(|(position, _)| *position);
+    let mut out = if kind == ExportKind::Capture { header } else { Vec::new() };
+    for (_, bytes) in pieces {
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
 impl Model {
     /// The retained frames as a `.kvcap` file: frames exactly as received.
     pub fn to_kvcap(&self, created_unix_nanos: u64) -> Vec<u8> {
+        join_export(ExportKind::Capture, self.kvcap_header(created_unix_nanos), vec![self.export_part(ExportKind::Capture)])
+    }
+
+    /// One JSON object per retained event: where it came from, what it was and what each
+    /// policy decided.
+    pub fn to_jsonl(&self) -> String {
+        let bytes = join_export(ExportKind::VerdictsJsonl, Vec::new(), vec![self.export_part(ExportKind::VerdictsJsonl)]);
+        String::from_utf8(bytes).unwrap_or_default()
+    }
+
+    /// A capture's header naming every source.
+    pub fn kvcap_header(&self, created_unix_nanos: u64) -> Vec<u8> {
         let header = proto::capture::CaptureHeader {
             created_unix_nanos,
             kvscope_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -17,6 +49,19 @@ impl Model {
         let mut out = Vec::new();
         // Writing to a Vec cannot fail.
         let _ = proto::capture::write_header(&mut out, &header);
+        out
+    }
+
+    /// This shard's part of a download.
+    pub fn export_part(&self, kind: ExportKind) -> ExportPart {
+        match kind {
+            ExportKind::Capture => self.kvcap_records(),
+            ExportKind::VerdictsJsonl => self.jsonl_lines(),
+        }
+    }
+
+    fn kvcap_records(&self) -> ExportPart {
+        let mut out = Vec::new();
         for f in &self.frames {
             let rec = match &f.body {
                 FrameBody::Message { topic, payload } => proto::capture::encode_record_parts(
@@ -31,15 +76,13 @@ impl Model {
                 // Another shard's frame: that shard writes it.
                 FrameBody::IndexOnly { .. } => continue,
             };
-            out.extend_from_slice(&rec);
+            out.push((f.position, rec));
         }
         out
     }
 
-    /// One JSON object per retained event: where it came from, what it was and what each
-    /// policy decided.
-    pub fn to_jsonl(&self) -> String {
-        let mut out = String::new();
+    fn jsonl_lines(&self) -> ExportPart {
+        let mut out = Vec::new();
         for f in &self.frames {
             let Some(payload) = f.payload() else { continue };
             let Ok(batch) = kvscope_wire::decode_batch(payload) else { continue };
@@ -70,8 +113,9 @@ impl Model {
                     "a": verdict(0),
                     "b": verdict(1),
                 });
-                out.push_str(&line.to_string());
-                out.push('\n');
+                let mut text = line.to_string();
+                text.push('\n');
+                out.push((f.position, text.into_bytes()));
             }
         }
         out

@@ -20,7 +20,7 @@ pub mod chunked;
 pub mod classes;
 mod classify;
 pub mod completeness;
-mod export;
+pub mod export;
 pub mod fleet;
 pub mod index;
 mod inspector;
