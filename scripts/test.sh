@@ -132,6 +132,15 @@ e2e_bin="$PWD/target/debug/kvscope"
 [ -x "$e2e_bin" ] || { echo "test.sh: the native tests did not build $e2e_bin" >&2; exit 1; }
 KVSCOPE_BIN="$e2e_bin" run cargo test -p kvscope-e2e -- --test-threads=1
 
+step "end-to-end with the engine over two workers (?engines=2): check --json, captures, a restart"
+# The page's engine spread over two engine workers (the coordinator's rounds between them):
+# the tests that hold the page to `kvscope check --json` under both policies, from a replay, a
+# capture opened in the page and across a server restart.
+KVSCOPE_E2E_ENGINES=2 KVSCOPE_BIN="$e2e_bin" run cargo test -p kvscope-e2e -- --test-threads=1 \
+  replay_of_the_kimi_capture_matches_check_under_both_policies demo_fleet_matches_check_on_its_own_recording \
+  page_reconnects_after_a_server_restart_without_double_counting a_capture_opens_in_the_page_with_no_server \
+  a_dropped_capture_downloads_back_to_the_same_verdicts the_inspector_fetches_the_raw_bytes_the_page_dropped_from_the_servers_history
+
 end_step
 printf '\n==> [%4d s] all tests passed\n' "$((SECONDS - started))" >&2
 trap - EXIT

@@ -494,13 +494,18 @@ impl Browser {
     /// Opens `url` and waits until every stage of the page is mounted. With
     /// `KVSCOPE_E2E_ENGINES=K` set, the page spreads its engine over K workers (`?engines=K`).
     pub async fn open(&self, url: &str) {
-        let url = match std::env::var("KVSCOPE_E2E_ENGINES") {
-            Ok(k) if !k.is_empty() => format!("{url}{}engines={k}", if url.contains('?') { '&' } else { '?' }),
-            _ => url.to_owned(),
+        let engines = std::env::var("KVSCOPE_E2E_ENGINES").ok().filter(|k| !k.is_empty());
+        let url = match &engines {
+            Some(k) => format!("{url}{}engines={k}", if url.contains('?') { '&' } else { '?' }),
+            None => url.to_owned(),
         };
         self.client.goto(&url).await.expect("navigate");
         // The page mounts in stages (`views::app::staged_mount`); the tier tree is in the last.
         self.wait_for("return !!document.querySelector('[data-testid=\"tier-tree\"]')", Duration::from_secs(30), "the app to mount").await;
+        if let Some(k) = engines {
+            let script = format!("return document.querySelector('[data-testid=\"memory\"]')?.dataset.engines === '{k}'");
+            self.wait_for(&script, Duration::from_secs(30), &format!("the engine to run over {k} workers")).await;
+        }
     }
 
     /// Runs a script returning a JSON value.

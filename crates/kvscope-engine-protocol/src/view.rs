@@ -156,6 +156,8 @@ pub struct Bar {
     pub memory_bound_reached: bool,
     /// The engine's wasm linear memory, in bytes (the benchmark reads it).
     pub engine_wasm_bytes: u64,
+    /// Engine workers the fleet is spread over (`?engines=`).
+    pub engines: u32,
     /// While the server's history arrives: frames received of those announced.
     pub catching_up: Option<(u64, u64)>,
     /// How far behind the stream the engine's intake is, and what its bound dropped.

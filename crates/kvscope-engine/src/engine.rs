@@ -5,7 +5,7 @@
 //! ([`crate::coordinator::Coordinator`]). Plain Rust, tested natively: the I/O around it is
 //! `crate::host`'s.
 
-use kvscope_engine_protocol::{ExportKind, Settings, Side, ViewQuery};
+use kvscope_engine_protocol::{Settings, Side, ViewQuery};
 use kvscope_protocol as proto;
 
 use crate::model::shard::Shard;
@@ -163,15 +163,5 @@ impl Engine {
     /// The inspector of event `id` as this model builds it (without the index's lines).
     pub fn inspect(&mut self, id: Option<u64>) -> Option<InspectorPart> {
         self.inspector.get(&self.model, id, self.epoch)
-    }
-
-    /// A download: file name, type and bytes.
-    pub fn export(&self, kind: ExportKind, now_unix_nanos: u64) -> (String, String, Vec<u8>) {
-        match kind {
-            ExportKind::Capture => ("kvscope.kvcap".into(), "application/octet-stream".into(), self.model.to_kvcap(now_unix_nanos)),
-            ExportKind::VerdictsJsonl => {
-                ("kvscope-verdicts.jsonl".into(), "application/x-ndjson".into(), self.model.to_jsonl().into_bytes())
-            }
-        }
     }
 }

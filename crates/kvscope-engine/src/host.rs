@@ -27,7 +27,7 @@ use crate::conn::{ConnSink, Connection};
 use crate::coordinator::protocol::{self, FromShardWorker, ToShardWorker};
 use crate::coordinator::{Coordinator, Out};
 use crate::engine::Engine;
-use crate::model::export::{ExportPart, join_export};
+use crate::model::export::{ExportPart, download_name, join_export};
 use crate::model::intake::{IntakeQueue, Next};
 use crate::model::shard::{self, Shard};
 use crate::pace::Pace;
@@ -77,8 +77,8 @@ struct Export {
 struct PageSide {
     coordinator: RefCell<Coordinator>,
     remotes: RefCell<Vec<Remote>>,
-    /// Remote shards that said they are ready (messages to them queue in the worker until then).
-    export: RefCell<Option<Export>>,
+    /// Downloads being put together, in the order asked: every worker answers in that order.
+    exports: RefCell<VecDeque<Export>>,
 }
 
 /// A shard's host: whether it said its model changed since it last reported.
@@ -139,7 +139,7 @@ impl Host {
         let page = PageSide {
             coordinator: RefCell::new(Coordinator::new(count, ViewQuery::default())),
             remotes: RefCell::new(Vec::new()),
-            export: RefCell::new(None),
+            exports: RefCell::new(VecDeque::new()),
         };
         let engine = Engine::shard(Settings::default(), Shard { index: 0, count });
         let host = Host::new(engine, Role::Page(Box::new(page)), post);
@@ -585,37 +585,40 @@ impl Host {
         let Some(page) = self.page() else { return };
         let now = (js_sys::Date::now() * 1e6) as u64;
         let (header, own) = self.with_engine(|e| (e.model().kvcap_header(now), e.model().export_part(kind)));
-        let count = page.remotes.borrow().len() + 1;
-        let mut parts = vec![None; count];
+        let mut parts = vec![None; page.remotes.borrow().len() + 1];
         parts[0] = Some(own);
-        *page.export.borrow_mut() = Some(Export { kind, header, parts });
+        page.exports.borrow_mut().push_back(Export { kind, header, parts });
         self.to_remotes(&ToShardWorker::Export(kind), None);
-        self.export_part(0, Vec::new());
+        self.exports_done();
     }
 
-    /// Worker `index`'s part of the download under way (0: this worker's, already in).
+    /// Worker `index`'s part of the oldest download still waiting for it.
     fn export_part(&self, index: u32, part: ExportPart) {
         let Some(page) = self.page() else { return };
-        let done = {
-            let mut export = page.export.borrow_mut();
-            let Some(x) = export.as_mut() else { return };
-            if index > 0
-                && let Some(slot) = x.parts.get_mut(index as usize)
-            {
-                *slot = Some(part);
-            }
-            if x.parts.iter().any(Option::is_none) {
-                return;
-            }
-            export.take()
-        };
-        let Some(Export { kind, header, parts }) = done else { return };
-        let bytes = join_export(kind, header, parts.into_iter().flatten().collect());
-        let (name, mime) = match kind {
-            ExportKind::Capture => ("kvscope.kvcap", "application/octet-stream"),
-            ExportKind::VerdictsJsonl => ("kvscope-verdicts.jsonl", "application/x-ndjson"),
-        };
-        self.post_page(&FromEngine::Download { name: name.into(), mime: mime.into(), bytes }, None);
+        let mut exports = page.exports.borrow_mut();
+        if let Some(slot) = exports.iter_mut().find_map(|x| x.parts.get_mut(index as usize).filter(|p| p.is_none())) {
+            *slot = Some(part);
+        }
+        drop(exports);
+        self.exports_done();
+    }
+
+    /// Sends the downloads every worker's part of has arrived, in the order asked.
+    fn exports_done(&self) {
+        let Some(page) = self.page() else { return };
+        loop {
+            let done = {
+                let mut exports = page.exports.borrow_mut();
+                match exports.front() {
+                    Some(x) if x.parts.iter().all(Option::is_some) => exports.pop_front(),
+                    _ => None,
+                }
+            };
+            let Some(Export { kind, header, parts }) = done else { return };
+            let bytes = join_export(kind, header, parts.into_iter().flatten().collect());
+            let (name, mime) = download_name(kind);
+            self.post_page(&FromEngine::Download { name: name.into(), mime: mime.into(), bytes }, None);
+        }
     }
 
     // --- Captures and fetched bytes ------------------------------------------------------

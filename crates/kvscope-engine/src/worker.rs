@@ -67,16 +67,38 @@ fn listen(scope: &web_sys::DedicatedWorkerGlobalScope, on: impl Fn(Vec<u8>, JsVa
 }
 
 /// Starts engine worker `index` of `count` from this worker's own script; its messages go to
-/// `on_message`. What is posted to it before it runs waits in its queue.
+/// `on_message`. What is sent to it before it said it is ready waits here: a worker's script
+/// starts its wasm asynchronously, and a message that comes before its handler is lost.
 pub fn start_shard(index: u32, count: u32, on_message: Box<dyn Fn(Vec<u8>)>) -> Result<Remote, String> {
     let options = web_sys::WorkerOptions::new();
     options.set_name(&format!("{SHARD_NAME}{index}"));
     let worker =
         web_sys::Worker::new_with_options(kvscope_engine_protocol::ENGINE_WORKER_URL, &options).map_err(|e| crate::scope::js_text(&e))?;
+    let post = {
+        let worker = worker.clone();
+        move |bytes: &[u8], extra: Option<JsValue>| {
+            let (data, transfer) = pack(bytes, extra);
+            if let Err(e) = worker.post_message_with_transfer(&data, &transfer) {
+                web_sys::console::error_1(&e);
+            }
+        }
+    };
+    // Until the worker is ready, what is sent waits here.
+    type Waiting = Option<Vec<(Vec<u8>, Option<JsValue>)>>;
+    let waiting: Rc<RefCell<Waiting>> = Rc::new(RefCell::new(Some(Vec::new())));
     let on_message = Rc::new(on_message);
     let on_answer = {
-        let on_message = on_message.clone();
-        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| on_message(unpack(&ev.data()).0))
+        let (on_message, waiting, post) = (on_message.clone(), waiting.clone(), post.clone());
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+            let bytes = unpack(&ev.data()).0;
+            if waiting.borrow().is_some() && matches!(protocol::decode::<FromShardWorker>(&bytes), Ok(FromShardWorker::Ready)) {
+                let queued = waiting.borrow_mut().take().unwrap_or_default();
+                for (bytes, extra) in queued {
+                    post(&bytes, extra);
+                }
+            }
+            on_message(bytes);
+        })
     };
     worker.set_onmessage(Some(on_answer.as_ref().unchecked_ref()));
     // A script that fails to load, a trap: its shard is gone, and the page must say so.
@@ -88,12 +110,9 @@ pub fn start_shard(index: u32, count: u32, on_message: Box<dyn Fn(Vec<u8>)>) -> 
     // The workers live as long as the page: so do their handlers.
     on_answer.forget();
     on_error.forget();
-    let remote = worker.clone();
-    let send = move |bytes: Vec<u8>, extra: Option<JsValue>| {
-        let (data, transfer) = pack(&bytes, extra);
-        if let Err(e) = remote.post_message_with_transfer(&data, &transfer) {
-            web_sys::console::error_1(&e);
-        }
+    let send = move |bytes: Vec<u8>, extra: Option<JsValue>| match waiting.borrow_mut().as_mut() {
+        Some(queue) => queue.push((bytes, extra)),
+        None => post(&bytes, extra),
     };
     send(protocol::encode(&ToShardWorker::Start { index, count }), None);
     Ok(Box::new(send))

@@ -22,6 +22,7 @@ pub fn Retention() -> impl IntoView {
             <span
                 data-testid="memory"
                 data-engine-wasm-bytes=move || fleet.read(Part::Bar, |p| p.bar.engine_wasm_bytes.to_string())
+                data-engines=move || fleet.read(Part::Bar, |p| p.bar.engines.to_string())
             >
                 {move || fleet.read(Part::Bar, |p| p.bar.memory.clone())}
             </span>

@@ -128,10 +128,11 @@ fn the_rounds_make_one_engine_s_summary(messages: &[proto::Message], query: &Vie
         let (mut got, got_names) = without_ids(got, &in_shard);
         let (mut expected, expected_names) = without_ids(expected.clone(), &|id| whole.shards[0].model().event_ref(id));
         assert_eq!(got_names, expected_names, "{count} shards name the same events");
+        assert_eq!(got.bar.as_ref().map(|b| b.engines), Some(count), "the bar says how many engine workers");
         // Each shard holds its own memory.
         for s in [&mut got, &mut expected] {
             if let Some(bar) = &mut s.bar {
-                bar.memory = String::new();
+                (bar.memory, bar.engines) = (String::new(), 0);
             }
         }
         let parts = |s: &Summary| {

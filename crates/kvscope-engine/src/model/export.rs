@@ -12,6 +12,14 @@ use super::{FrameBody, Model, Source};
 /// record or JSON line, in stream order.
 pub type ExportPart = Vec<(u64, Vec<u8>)>;
 
+/// A download's file name and type.
+pub fn download_name(kind: ExportKind) -> (&'static str, &'static str) {
+    match kind {
+        ExportKind::Capture => ("kvscope.kvcap", "application/octet-stream"),
+        ExportKind::VerdictsJsonl => ("kvscope-verdicts.jsonl", "application/x-ndjson"),
+    }
+}
+
 /// The download of `kind` from every shard's part: the capture's header (any shard's: the
 /// hello names every source to each) and the pieces in stream order.
 pub fn join_export(kind: ExportKind, header: Vec<u8>, parts: Vec<ExportPart>) -> Vec<u8> {
@@ -62,7 +70,10 @@ impl Model {
 
     fn kvcap_records(&self) -> ExportPart {
         let mut out = Vec::new();
-        for f in &self.frames {
+        // Every shard keeps an event plane's frames (each reconciles its own workers'); the
+        // shard that reads the plane writes them.
+        let own = |f: &&super::RetainedFrame| self.sources.get(f.source as usize).is_some_and(|s| s.own);
+        for f in self.frames.iter().filter(own) {
             let rec = match &f.body {
                 FrameBody::Message { topic, payload } => proto::capture::encode_record_parts(
                     f.source,

@@ -158,10 +158,14 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
             let one = coordinator::merge(&[coordinator::ShardReport::of(&whole, &settings, false, 0.0)], &edges);
             assert_eq!(fleet.rows, whole_rows, "the overview's rows, in order, of {count} shards");
             assert_eq!(one.rows, whole_rows, "one engine's report makes its own rows");
-            // The fleet bar, but for memory: each shard holds its own, and those that model an
-            // index hold every worker's frames too.
-            let without_memory =
-                |b: &kvscope_engine_protocol::view::Bar| kvscope_engine_protocol::view::Bar { memory: String::new(), ..b.clone() };
+            // The fleet bar, but for memory and how many engine workers: each shard holds its
+            // own, and those that model an index hold every worker's frames too.
+            let without_memory = |b: &kvscope_engine_protocol::view::Bar| kvscope_engine_protocol::view::Bar {
+                memory: String::new(),
+                engines: 0,
+                ..b.clone()
+            };
+            assert_eq!(fleet.bar.engines, count, "the bar says how many engine workers");
             assert_eq!(without_memory(&fleet.bar), without_memory(&one.bar), "the bar of {count} shards");
             assert_eq!(fleet.logs, one.logs, "the indexers' logs of {count} shards");
             assert_eq!(fleet.quality, one.quality, "the data-quality strip of {count} shards");
@@ -180,6 +184,12 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
         fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
         the_timeline_of_the_shards_is_one_model_s(&whole, &shards, count);
         the_trees_of_the_shards_are_one_model_s(&whole, &shards);
+        for kind in [kvscope_engine_protocol::ExportKind::Capture, kvscope_engine_protocol::ExportKind::VerdictsJsonl] {
+            let parts = shards.iter().map(|m| through_bytes(&m.export_part(kind))).collect();
+            let joined = export::join_export(kind, shards[0].kvcap_header(7), parts);
+            let one = export::join_export(kind, whole.kvcap_header(7), vec![whole.export_part(kind)]);
+            assert!(joined.len() > 1000 && joined == one, "the {kind:?} download of {count} shards");
+        }
         let exits = coordinator::fleet_exits(&reports_through_bytes(&shards, &Settings::default()));
         for side in [Side::A, Side::B] {
             let key = |e: &IndexerExit| (e.position, e.source, e.seq);

@@ -179,7 +179,11 @@ pub fn bar_of(parts: &[BarPart], edges: &EdgeState) -> Bar {
         origin: first.origin,
         sources,
         rate,
-        memory: memory_text(&memory),
+        memory: match parts.len() {
+            0 | 1 => memory_text(&memory),
+            n => format!("{} · across {n} engine workers", memory_text(&memory)),
+        },
+        engines: parts.len().max(1) as u32,
         memory_bound_reached: memory.bound_reached || memory.event_bound_reached,
         engine_wasm_bytes: edges.wasm_bytes,
         catching_up: first.catching_up,
