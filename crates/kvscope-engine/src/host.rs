@@ -210,7 +210,7 @@ impl Host {
             ToEngine::Connect { url } => self.connect(url),
             #[cfg(feature = "test-hooks")]
             ToEngine::Ingest(bytes) => {
-                self.to_remotes(&ToShardWorker::Server(bytes.clone()), None);
+                self.to_remotes_with(|| ToShardWorker::Server(bytes.clone()), None);
                 self.intake.borrow_mut().push(bytes);
                 self.apply_queued(f64::INFINITY);
             }
@@ -301,12 +301,18 @@ impl Host {
     }
 
     fn to_remotes(&self, message: &ToShardWorker, extra: Option<JsValue>) {
+        self.to_remotes_with(|| message.clone(), extra);
+    }
+
+    /// Sends every other engine worker the message `make` makes, made only if there are any
+    /// (a server message is copied for them, not for one engine).
+    fn to_remotes_with(&self, make: impl FnOnce() -> ToShardWorker, extra: Option<JsValue>) {
         let Some(page) = self.page() else { return };
         let remotes = page.remotes.borrow();
         if remotes.is_empty() {
             return;
         }
-        let bytes = protocol::encode(message);
+        let bytes = protocol::encode(&make());
         for remote in remotes.iter() {
             remote(bytes.clone(), extra.clone());
         }
@@ -424,7 +430,7 @@ impl Host {
     /// Queues one WebSocket message as it arrived (and hands it to the other engine workers)
     /// and applies what is queued a time slice at a time ([`INTAKE_SLICE_MS`]).
     fn receive(&self, bytes: Vec<u8>) {
-        self.to_remotes(&ToShardWorker::Server(bytes.clone()), None);
+        self.to_remotes_with(|| ToShardWorker::Server(bytes.clone()), None);
         let bound = self.with_engine(|e| e.settings().intake_bytes());
         let dropped_now = {
             let mut queue = self.intake.borrow_mut();

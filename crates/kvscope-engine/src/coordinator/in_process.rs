@@ -4,6 +4,7 @@
 
 use kvscope_engine_protocol::{Settings, Severity, Side, Summary, ViewQuery};
 
+use super::protocol::{FromShard, ToShard};
 use super::{Coordinator, Out};
 use crate::engine::Engine;
 use crate::model::shard::Shard;
@@ -41,22 +42,25 @@ impl InProcess {
         }
     }
 
-    /// Delivers messages until none is left (`through`: each message is passed through this,
-    /// as bytes between workers would); the summaries the page got.
+    /// Delivers messages until none is left, each to a shard passed through `to_shard` and each
+    /// answer through `to_coordinator` (the tests put them through bytes, as between workers);
+    /// the summaries the page got.
     pub fn deliver_with(
         &mut self,
         mut queue: Vec<Out>,
         now_ms: f64,
-        through: &dyn Fn(Out) -> Out,
+        to_shard: &dyn Fn(ToShard) -> ToShard,
+        to_coordinator: &dyn Fn(FromShard) -> FromShard,
     ) -> Vec<(Summary, Option<TimelineImage>)> {
         let mut page = Vec::new();
         while !queue.is_empty() {
             let mut next = Vec::new();
             for out in queue {
-                match through(out) {
+                match out {
                     Out::Shard(i, message) => {
-                        let Some(answer) = self.shards.get_mut(i as usize).and_then(|e| e.answer(message, now_ms)) else { continue };
-                        next.extend(self.coordinator.on_shard(i, answer));
+                        let Some(e) = self.shards.get_mut(i as usize) else { continue };
+                        let Some(answer) = e.answer(to_shard(message), now_ms) else { continue };
+                        next.extend(self.coordinator.on_shard(i, to_coordinator(answer)));
                     }
                     Out::Summary(s, pixels) => page.push((*s, pixels)),
                     Out::Hover(text) => self.hovers.push(text),
@@ -68,7 +72,7 @@ impl InProcess {
     }
 
     pub fn deliver(&mut self, queue: Vec<Out>, now_ms: f64) -> Vec<(Summary, Option<TimelineImage>)> {
-        self.deliver_with(queue, now_ms, &|out| out)
+        self.deliver_with(queue, now_ms, &|m| m, &|a| a)
     }
 
     /// A summary of what changed (all of it when `force`), as a flush makes it; `None` when

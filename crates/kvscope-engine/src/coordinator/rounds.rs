@@ -80,8 +80,6 @@ pub struct Coordinator {
     /// capture): the next flush makes a summary though no shard changed.
     changed: bool,
     round: Round,
-    /// A flush came due during a round (forced or not): another when it ends.
-    wanted: Option<bool>,
     /// The shards' answers to "the next marked event", while they come.
     next: Option<Vec<Option<FromShard>>>,
     /// Something the page asked for changed: the host should flush.
@@ -105,7 +103,6 @@ impl Coordinator {
             last_reports: vec![None; count.max(1) as usize],
             changed: true,
             round: Round::Idle,
-            wanted: None,
             next: None,
             flush_wanted: false,
         }
@@ -215,11 +212,10 @@ impl Coordinator {
         vec![Out::Shard(self.reader(source), ToShard::Pick { source, side, time_ms, tolerance_ms })]
     }
 
-    /// Starts a flush (`force`: a summary even if nothing changed), or asks for one after the
-    /// round under way.
+    /// Starts a flush (`force`: a summary even if nothing changed); nothing while a round is
+    /// under way (the host asks again once it is over, [`Coordinator::flushing`]).
     pub fn flush(&mut self, force: bool) -> Vec<Out> {
-        if !matches!(self.round, Round::Idle) {
-            self.wanted = Some(self.wanted.unwrap_or(false) || force);
+        if self.flushing() {
             return Vec::new();
         }
         self.round = Round::Reports { force, got: vec![None; self.count as usize] };
@@ -306,9 +302,11 @@ impl Coordinator {
         let changed = std::mem::take(&mut self.changed);
         if !(any_new || force || changed) {
             // Nothing changed anywhere: no summary.
-            return self.flush_again();
+            return Vec::new();
         }
-        let reports: Vec<ShardReport> = self.last_reports.iter().flatten().cloned().collect();
+        // Every shard has a report now (one without was asked to report, changed or not); they
+        // come back to `last_reports` when the round ends.
+        let reports: Vec<ShardReport> = self.last_reports.iter_mut().filter_map(Option::take).collect();
         self.readers = reports.iter().enumerate().flat_map(|(i, r)| r.own_sources.iter().map(move |s| (*s, i as u32))).collect();
         let fleet = Box::new(super::merge(&reports, &self.edges));
         let mut out = Vec::new();
@@ -360,7 +358,7 @@ impl Coordinator {
         let lacks = painted.iter().find_map(|p| p.tree.as_ref()?.lacks_query().cloned());
         let index = painted.iter().find_map(|p| p.inspector.as_ref()?.index_query.clone());
         if lacks.is_none() && index.is_none() {
-            return self.finish(force, &reports, &fleet, &layout, &painted, &[]);
+            return self.finish(force, reports, &fleet, &layout, &painted, &[]);
         }
         // Only the shards that model an index answer; the others' answers are empty.
         let ask = ToShard::Ask { lacks, index };
@@ -377,14 +375,14 @@ impl Coordinator {
     fn after_asking(&mut self) -> Vec<Out> {
         let Round::Asking { force, reports, fleet, layout, painted, got } = std::mem::take(&mut self.round) else { return Vec::new() };
         let answers: Vec<Answers> = got.into_iter().flatten().collect();
-        self.finish(force, &reports, &fleet, &layout, &painted, &answers)
+        self.finish(force, reports, &fleet, &layout, &painted, &answers)
     }
 
     /// The summary from every shard's report, paint and answers: only the parts that changed.
     fn finish(
         &mut self,
         force: bool,
-        reports: &[ShardReport],
+        reports: Vec<ShardReport>,
         fleet: &FleetParts,
         layout: &Layout,
         painted: &[Painted],
@@ -392,7 +390,7 @@ impl Coordinator {
     ) -> Vec<Out> {
         let settings = &self.query.settings;
         let lanes: Vec<_> = painted.iter().map(|p| p.lanes.clone()).collect();
-        let (timeline, image) = super::timeline(layout, reports, &lanes, &fleet.rows, settings);
+        let (timeline, image) = super::timeline(layout, &reports, &lanes, &fleet.rows, settings);
         let lacks: Vec<(u64, String)> = answers.iter().flat_map(|a| a.lacks.iter().cloned()).collect();
         let hits = painted.iter().flat_map(|p| p.hits.iter().cloned()).collect();
         let tree = painted.iter().find_map(|p| p.tree.clone()).unwrap_or_default();
@@ -423,22 +421,13 @@ impl Coordinator {
         if let Some(p) = &pixels {
             self.last_pixels = Some(p.clone());
         }
-        let mut out = Vec::new();
+        self.last_reports = reports.into_iter().map(Some).collect();
         let empty = summary == Summary { seq: summary.seq, ..Summary::default() };
-        if !empty || pixels.is_some() || force {
-            self.seq = summary.seq;
-            out.push(Out::Summary(Box::new(summary), pixels));
+        if empty && pixels.is_none() && !force {
+            return Vec::new();
         }
-        out.extend(self.flush_again());
-        out
-    }
-
-    /// The flush that came due during the round that just ended, if any.
-    fn flush_again(&mut self) -> Vec<Out> {
-        match self.wanted.take() {
-            Some(force) => self.flush(force),
-            None => Vec::new(),
-        }
+        self.seq = summary.seq;
+        vec![Out::Summary(Box::new(summary), pixels)]
     }
 
     /// The page (re)joined: the next summary carries every part.

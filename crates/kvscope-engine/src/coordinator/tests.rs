@@ -11,12 +11,9 @@ use crate::model::shard::{self, Shard};
 use crate::model::tests::{hello, kimi_frames};
 use crate::summarize::TimelineImage;
 
-/// Every message between the coordinator and a shard as bytes, as between workers.
-fn as_bytes(out: Out) -> Out {
-    match out {
-        Out::Shard(i, message) => Out::Shard(i, protocol::decode::<ToShard>(&protocol::encode(&message)).expect("a message to a shard")),
-        other => other,
-    }
+/// A message as another worker reads it.
+fn through_bytes<T: serde::Serialize + serde::de::DeserializeOwned>(message: T) -> T {
+    protocol::decode(&protocol::encode(&message)).expect("a message between workers")
 }
 
 /// `count` engines behind a coordinator, every message as bytes (answers included).
@@ -36,26 +33,7 @@ impl Fleet {
     }
 
     fn deliver(&mut self, queue: Vec<Out>) -> Vec<(Summary, Option<TimelineImage>)> {
-        // Answers come back through the coordinator's `on_shard`; put them through bytes too.
-        let f = &mut self.0;
-        let mut page = Vec::new();
-        let mut queue = queue;
-        while !queue.is_empty() {
-            let mut next = Vec::new();
-            for out in queue {
-                match as_bytes(out) {
-                    Out::Shard(i, message) => {
-                        let Some(answer) = f.shards[i as usize].answer(message, 0.0) else { continue };
-                        let answer: FromShard = protocol::decode(&protocol::encode(&answer)).expect("a shard's answer");
-                        next.extend(f.coordinator.on_shard(i, answer));
-                    }
-                    Out::Summary(s, pixels) => page.push((*s, pixels)),
-                    Out::Hover(text) => f.hovers.push(text),
-                }
-            }
-            queue = next;
-        }
-        page
+        self.0.deliver_with(queue, 0.0, &through_bytes::<ToShard>, &through_bytes::<FromShard>)
     }
 
     fn summary(&mut self) -> (Summary, Option<TimelineImage>) {
