@@ -24,7 +24,7 @@ mod report;
 mod rounds;
 
 pub use in_process::InProcess;
-pub use report::{FleetParts, MessageError, ShardReport, complete, fleet_exits, merge, timeline, timeline_layout};
+pub use report::{FleetParts, MessageError, ShardReport, fleet_exits, merge, timeline, timeline_layout};
 pub use rounds::{Coordinator, Out};
 #[cfg(test)]
 mod tests;

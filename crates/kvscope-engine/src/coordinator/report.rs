@@ -31,8 +31,9 @@ pub struct ShardReport {
     pub timeline: TimelineFacts,
     /// The sources it reads (the coordinator asks about a lane of the shard that reads it).
     pub own_sources: Vec<u32>,
-    /// Policies, block size, sources, where the frames come from: the same in every shard.
-    pub meta: Meta,
+    /// Policies, block size, sources, where the frames come from: the same in every shard, so
+    /// shard 0 alone says it.
+    pub meta: Option<Meta>,
     /// The event-plane sources, shown by shard 0.
     pub planes: Option<Planes>,
     /// The event a shared link names (`ToShard::Report`'s `find`), if this shard reads it.
@@ -68,7 +69,7 @@ impl ShardReport {
             marked: m.marked_span_ms(),
             timeline: timeline::facts(m),
             own_sources: m.sources().iter().filter(|s| s.own).map(|s| s.index).collect(),
-            meta: summarize::meta(m),
+            meta: (m.shard().index == 0).then(|| summarize::meta(m)),
             planes: summarize::planes(m),
             found: None,
         }
@@ -100,21 +101,19 @@ pub struct FleetParts {
 /// The page's fleet-wide parts from the shards' reports and the engine's edges (the socket, the
 /// capture, the intake, the pace: the coordinator's own).
 pub fn merge(reports: &[ShardReport], edges: &EdgeState) -> FleetParts {
-    let facts: Vec<FleetFacts> = reports.iter().map(|r| r.fleet.clone()).collect();
-    let bars: Vec<BarPart> = reports.iter().map(|r| r.bar.clone()).collect();
-    let quality: Vec<QualityPart> = reports.iter().map(|r| r.quality.clone()).collect();
-    let overview: Vec<OverviewPart> = reports.iter().map(|r| r.overview.clone()).collect();
-    let cards: Vec<CardsPart> = reports.iter().map(|r| r.cards.clone()).collect();
-    let logs: Vec<LogsPart> = reports.iter().map(|r| r.logs.clone()).collect();
-    let facts = FleetFacts::merge(&facts);
+    // Each part by reference: a report is read, not copied, at every flush.
+    fn parts<'a, T>(reports: &'a [ShardReport], part: impl Fn(&'a ShardReport) -> &'a T) -> Vec<&'a T> {
+        reports.iter().map(part).collect()
+    }
+    let facts = FleetFacts::merge(&parts(reports, |r| &r.fleet));
     FleetParts {
         headline: summarize::headline_of(&facts),
         facts,
-        bar: summarize::bar_of(&bars, edges),
-        quality: summarize::quality_of(&quality),
-        rows: overview::merge(&overview),
-        cards: cards::merge(&cards),
-        logs: summarize::logs_of(&logs),
+        bar: summarize::bar_of(&parts(reports, |r| &r.bar), edges),
+        quality: summarize::quality_of(&parts(reports, |r| &r.quality)),
+        rows: overview::merge(&parts(reports, |r| &r.overview)),
+        cards: cards::merge(&parts(reports, |r| &r.cards)),
+        logs: summarize::logs_of(&parts(reports, |r| &r.logs)),
     }
 }
 
@@ -149,14 +148,6 @@ pub fn timeline(
         Some(e.recv_time_nanos.saturating_sub(t0) as f64 / 1e6)
     });
     timeline::assemble(layout, &facts, lanes, timeline::FleetTimeline { rows, policies: &policies, t0_nanos, exits_ms }, settings)
-}
-
-/// Whether the reports are one of each of `count` shards: a coordinator merges nothing less
-/// (a part missing would show a fleet without some of its workers).
-pub fn complete(reports: &[ShardReport], count: u32) -> bool {
-    let mut seen: Vec<u32> = reports.iter().filter(|r| r.shard.1 == count).map(|r| r.shard.0).collect();
-    seen.sort_unstable();
-    seen == (0..count).collect::<Vec<_>>()
 }
 
 #[cfg(test)]
@@ -205,17 +196,5 @@ mod tests {
             let cut = ShardReport::from_bytes(&bytes[..bytes.len() / 2]).expect_err("half a report");
             assert!(cut.to_string().starts_with("an engine worker's message does not decode ("), "{cut}");
         }
-    }
-
-    #[test]
-    fn a_merge_waits_for_one_report_of_each_shard() {
-        let reports: Vec<ShardReport> = shards(3).iter().map(|m| ShardReport::of(m, &Settings::default(), false, 0.0)).collect();
-        assert!(complete(&reports, 3));
-        assert!(!complete(&reports[..2], 3), "one missing");
-        assert!(!complete(&[reports[0].clone(), reports[0].clone(), reports[2].clone()], 3), "one twice");
-        assert!(!complete(&reports, 2), "of another split");
-        let one = ShardReport::of(&shards(1)[0], &Settings::default(), false, 0.0);
-        assert_eq!(one.shard, (0, 1));
-        assert!(complete(&[one], 1));
     }
 }

@@ -403,7 +403,7 @@ impl Coordinator {
         let sent = &mut self.sent;
         let summary = Summary {
             seq: self.seq + 1,
-            meta: first.and_then(|r| sent.changed("meta", r.meta.clone())),
+            meta: first.and_then(|r| r.meta.clone()).and_then(|meta| sent.changed("meta", meta)),
             bar: sent.changed("bar", fleet.bar.clone()),
             quality: sent.changed("quality", fleet.quality.clone()),
             headline: sent.changed("headline", fleet.headline.clone()),

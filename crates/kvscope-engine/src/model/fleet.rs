@@ -302,9 +302,9 @@ impl FleetFacts {
     }
 
     /// The fleet's facts from every shard's part.
-    pub fn merge(parts: &[FleetFacts]) -> FleetFacts {
+    pub fn merge(parts: &[&FleetFacts]) -> FleetFacts {
         let Some((first, rest)) = parts.split_first() else { return FleetFacts::default() };
-        let mut f = first.clone();
+        let mut f = (*first).clone();
         for o in rest {
             for (mine, theirs) in f.sides.iter_mut().zip(&o.sides) {
                 mine.merge(theirs);

@@ -220,7 +220,7 @@ fn worker_order(id: &str) -> (u64, &str) {
 /// Every engine source's row from the shards' parts, grouped by worker (its DP ranks together,
 /// in rank order) and the groups sorted by their worst row: the odd workers first, then the
 /// healthy in id order.
-pub fn merge(parts: &[OverviewPart]) -> Vec<Row> {
+pub fn merge(parts: &[&OverviewPart]) -> Vec<Row> {
     let wire = fleet_wire(parts.iter().flat_map(|p| &p.rows).filter_map(|r| r.layout.as_ref()));
     let cells: std::collections::HashMap<(u32, Side), &IndexCell> =
         parts.iter().flat_map(|p| &p.index).map(|(i, side, c)| ((*i, *side), c)).collect();
@@ -260,7 +260,7 @@ pub fn merge(parts: &[OverviewPart]) -> Vec<Row> {
 
 /// Every engine source's row of one model: the fleet as one part.
 pub fn rows(m: &Model, now_ms: f64) -> Vec<Row> {
-    merge(&[part(m, now_ms)])
+    merge(&[&part(m, now_ms)])
 }
 
 #[cfg(test)]

@@ -339,7 +339,7 @@ fn reports_through_bytes(shards: &[Model], settings: &Settings) -> Vec<coordinat
 /// The shards' facts, merged, are the whole model's; their event ids name the same events.
 fn fleet_facts_merge_to_the_whole_fleet_s(whole: &Model, shards: &[Model], count: u32, every: usize) {
     let parts: Vec<fleet::FleetFacts> = reports_through_bytes(shards, &Settings::default()).into_iter().map(|r| r.fleet).collect();
-    let (mut merged, mut expected) = (fleet::FleetFacts::merge(&parts), fleet::FleetFacts::of(whole));
+    let (mut merged, mut expected) = (fleet::FleetFacts::merge(&parts.iter().collect::<Vec<_>>()), fleet::FleetFacts::of(whole));
     let in_shard = |id: u64| event_name(&shards[shard::of_event_id(id) as usize], id);
     for (m, e) in merged.differences.iter().zip(&expected.differences) {
         assert_eq!(in_shard(m.first_event), event_name(whole, e.first_event), "a difference's first event");
@@ -487,7 +487,7 @@ fn shards_of_an_opened_capture_hold_what_one_model_holds() {
             }
         }
         let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
-        assert_eq!(overview::merge(&parts), rows, "the overview's rows of {count} shards");
+        assert_eq!(overview::merge(&parts.iter().collect::<Vec<_>>()), rows, "the overview's rows of {count} shards");
         fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, usize::MAX);
     }
 }

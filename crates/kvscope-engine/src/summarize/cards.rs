@@ -52,7 +52,7 @@ pub fn part(m: &Model, settings: &Settings) -> CardsPart {
 }
 
 /// The shards' cards, in source order, each with its index lines.
-pub fn merge(parts: &[CardsPart]) -> Cards {
+pub fn merge(parts: &[&CardsPart]) -> Cards {
     let mut cards: Vec<Card> = parts.iter().flat_map(|p| p.cards.iter().cloned()).collect();
     cards.sort_by_key(|c| c.index);
     for card in &mut cards {
@@ -65,7 +65,7 @@ pub fn merge(parts: &[CardsPart]) -> Cards {
 }
 
 pub fn cards(m: &Model, settings: &Settings) -> Cards {
-    merge(&[part(m, settings)])
+    merge(&[&part(m, settings)])
 }
 
 /// What a policy's index of the router holds of a source and what that costs, if this shard

@@ -223,7 +223,7 @@ pub fn logs_part(m: &Model) -> LogsPart {
 
 /// The lines an indexer following each policy would print, source by source, from the shards'
 /// parts.
-pub fn logs_of(parts: &[LogsPart]) -> Logs {
+pub fn logs_of(parts: &[&LogsPart]) -> Logs {
     let side = |side: Side| {
         let mut lines: Vec<&crate::model::LogLine> = parts.iter().flat_map(|p| &p.lines[side as usize]).collect();
         // Stable: each source's lines stay in their order.
@@ -238,5 +238,5 @@ pub fn logs_of(parts: &[LogsPart]) -> Logs {
 
 /// The lines an indexer following each policy would print.
 pub fn logs(m: &Model) -> Logs {
-    logs_of(&[logs_part(m)])
+    logs_of(&[&logs_part(m)])
 }

@@ -153,9 +153,9 @@ pub fn bar_part(m: &Model, waiting: bool, now_ms: f64) -> BarPart {
 
 /// The fleet bar's figures from the shards' parts (every shard reads the same hello, history
 /// and notices: those figures are any one's) and the engine's edges.
-pub fn bar_of(parts: &[BarPart], edges: &EdgeState) -> Bar {
-    let first = parts.first().cloned().unwrap_or_default();
-    let sum = |f: fn(&BarPart) -> usize| parts.iter().map(f).sum::<usize>();
+pub fn bar_of(parts: &[&BarPart], edges: &EdgeState) -> Bar {
+    let first = parts.first().map_or_else(BarPart::default, |p| (*p).clone());
+    let sum = |f: fn(&BarPart) -> usize| parts.iter().map(|p| f(p)).sum::<usize>();
     // Workers are the engine sources; event planes are counted apart.
     let (live, total, planes, left) = (sum(|p| p.live), sum(|p| p.total), sum(|p| p.planes), sum(|p| p.left));
     let planes = if planes > 0 { format!(" · {planes} event planes") } else { String::new() };
@@ -207,7 +207,7 @@ pub fn bar_of(parts: &[BarPart], edges: &EdgeState) -> Bar {
 
 /// The fleet bar's figures of one model: the fleet as one part.
 pub fn bar(m: &Model, edges: &EdgeState, now_ms: f64) -> Bar {
-    bar_of(&[bar_part(m, edges.intake.queued_messages > 0, now_ms)], edges)
+    bar_of(&[&bar_part(m, edges.intake.queued_messages > 0, now_ms)], edges)
 }
 
 /// The connection badge: the socket's state, unless it is open and the page is behind live;
@@ -300,7 +300,7 @@ pub fn quality_part(m: &Model) -> QualityPart {
 
 /// The data-quality strip of the shards' parts: each shortfall with its count and unit;
 /// "complete" only when there is none.
-pub fn quality_of(parts: &[QualityPart]) -> Quality {
+pub fn quality_of(parts: &[&QualityPart]) -> Quality {
     let mut shortfalls = crate::model::fleet::Shortfalls::default();
     parts.iter().for_each(|p| shortfalls.merge(&p.shortfalls));
     let t0 = parts.iter().filter_map(|p| p.span).map(|(t0, _)| t0).min();
@@ -331,7 +331,7 @@ pub fn quality_of(parts: &[QualityPart]) -> Quality {
 
 /// The data-quality strip of one model: the fleet as one part.
 pub fn quality(m: &Model) -> Quality {
-    quality_of(&[quality_part(m)])
+    quality_of(&[&quality_part(m)])
 }
 
 /// One part of the page as last sent: its bytes, to tell whether a new one differs.
