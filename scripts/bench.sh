@@ -2,7 +2,7 @@
 # Runs every benchmark of issue 5 in one go and writes BENCHMARKS.md: decode (table 1), tier trees
 # (table 2), relay (table 3) and browser ingest (table 4), each table from this one run.
 #
-#   scripts/bench.sh            # everything (about 20 minutes on 2 cores, after a first build)
+#   scripts/bench.sh            # everything (about an hour on 2 cores, after a first build)
 #   KVSCOPE_BENCH_SKIP_WASM=1 scripts/bench.sh     # without the headless-Chromium decode run
 #   KVSCOPE_BENCH_SKIP_BROWSER=1 scripts/bench.sh  # without the dashboard build and run (table 4)
 #   KVSCOPE_BENCH_REPORT_ONLY=1 scripts/bench.sh   # rewrite BENCHMARKS.md from the last run's results
@@ -21,7 +21,9 @@
 #   9. the relay, ZMQ in -> WebSocket out, against raw ZMQ PUB -> SUB (server/benches/relay.rs);
 #  10. the dashboard's ingest in headless Chromium, 16 and 64 workers (tests/e2e/browser_bench.rs;
 #      it also writes tests/artifacts/browser-bench.json and screenshots);
-#  11. BENCHMARKS.md from all of the above (scripts/bench_report.py, tested by scripts/test_bench_report.py).
+#  11. sections 6, 7 and 5, each by its own script (bench_index.sh, bench_engine.sh, bench_fleet.sh with a
+#      60 s sustained run; KVSCOPE_BENCH_SKIP_SECTIONS=1 leaves them as they are);
+#  12. BENCHMARKS.md from all of the above (scripts/bench_report.py, tested by scripts/test_bench_report.py).
 # Needs: cargo, python3 with msgspec (installed with pip if missing), and for steps 5, 8 and 10
 # wasm-bindgen-test-runner, trunk + wasm-bindgen and chromium + /usr/bin/chromedriver
 # (scripts/install-tools.sh installs them).
@@ -66,27 +68,27 @@ rm -f "$RUN/trees.log" "$RUN/relay.log" "$RUN/browser.log" "$RUN/build-web.log" 
 rm -rf target/criterion/kimi_k3 target/criterion/small_gpu target/criterion/cpu_offload target/criterion/sglang \
   target/criterion/tiers_1w_*
 
-step differential; log "1/11 differential test against Dynamo 1.6.1"
+step differential; log "1/12 differential test against Dynamo 1.6.1"
 cargo test -p kvscope-peer-bench --test differential -- --nocapture >"$RUN/differential.log" 2>&1 \
   || { tail -40 "$RUN/differential.log"; log "the differential test failed; see $RUN/differential.log"; exit 1; }
 
-step inputs; log "2/11 benchmark inputs -> $INPUTS"
+step inputs; log "2/12 benchmark inputs -> $INPUTS"
 cargo run -q -p kvscope-peer-bench --release --bin kvscope-bench-inputs -- "$INPUTS" 2>"$RUN/inputs.log"
 
-step decode; log "3/11 criterion (native kvscope, Dynamo 1.6.1, skip-only floor)"
+step decode; log "3/12 criterion (native kvscope, Dynamo 1.6.1, skip-only floor)"
 cargo bench -p kvscope-peer-bench --bench decode >"$RUN/criterion.log" 2>&1 \
   || { tail -40 "$RUN/criterion.log"; exit 1; }
 
-step msgspec; log "4/11 msgspec"
+step msgspec; log "4/12 msgspec"
 python3 -c 'import msgspec' 2>/dev/null || python3 -m pip install --quiet 'msgspec==0.23.0'
 python3 scripts/bench_msgspec.py --check-corpus tests/fixtures/kv-events >"$RUN/msgspec-corpus.log"
 python3 scripts/bench_msgspec.py "$INPUTS" >"$RUN/msgspec.log"
 
 if [ "${KVSCOPE_BENCH_SKIP_WASM:-0}" = 1 ]; then
-  step wasm; log "5/11 wasm skipped (KVSCOPE_BENCH_SKIP_WASM=1)"
+  step wasm; log "5/12 wasm skipped (KVSCOPE_BENCH_SKIP_WASM=1)"
   : >"$RUN/wasm.log"
 else
-  step wasm; log "5/11 wasm in headless Chromium"
+  step wasm; log "5/12 wasm in headless Chromium"
   CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver} \
   CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   WASM_BINDGEN_TEST_TIMEOUT=300 \
@@ -94,7 +96,7 @@ else
     >"$RUN/wasm.log" 2>&1 || { tail -40 "$RUN/wasm.log"; exit 1; }
 fi
 
-step profile; log "6/11 profile of the hot path"
+step profile; log "6/12 profile of the hot path"
 BENCH_BIN=$(cargo bench -p kvscope-peer-bench --bench decode --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
 for line in sys.stdin:
@@ -126,7 +128,7 @@ echo "${PROFILER:-perf}" >"$RUN/profiler"
 # The cursor-decoder sketch behind the proposal in "Where the time goes".
 cargo run -q --release -p kvscope-peer-bench --example decoder_sketch >"$RUN/sketch.log" 2>&1
 
-step trees; log "7/11 tier trees (criterion, then one-shot fills of 1 and 64 workers x 1 M blocks)"
+step trees; log "7/12 tier trees (criterion, then one-shot fills of 1 and 64 workers x 1 M blocks)"
 cargo bench -p kvscope-tiers --bench trees >"$RUN/trees.log" 2>&1 \
   || { tail -40 "$RUN/trees.log"; log "the tier-tree bench failed; see $RUN/trees.log"; exit 1; }
 
@@ -140,7 +142,7 @@ BROWSER_STEP_SECONDS=${KVSCOPE_BENCH_STEP_SECONDS:-30}
 SKIP_BROWSER=${KVSCOPE_BENCH_SKIP_BROWSER:-0}
 # Built before the relay bench so that both use the kvscope crate built once, against this dist/.
 if [ "$SKIP_BROWSER" != 1 ]; then
-  step build-web; log "8/11 dashboard: scripts/build-web.sh, then cargo build --release -p kvscope (embeds dist/)"
+  step build-web; log "8/12 dashboard: scripts/build-web.sh, then cargo build --release -p kvscope (embeds dist/)"
   [ -x /usr/bin/chromedriver ] \
     || { log "no /usr/bin/chromedriver: run scripts/install-tools.sh, or set KVSCOPE_BENCH_SKIP_BROWSER=1"; exit 1; }
   scripts/build-web.sh >"$RUN/build-web.log" 2>&1 \
@@ -148,30 +150,43 @@ if [ "$SKIP_BROWSER" != 1 ]; then
   cargo build --release -p kvscope >"$RUN/kvscope-build.log" 2>&1 \
     || { tail -40 "$RUN/kvscope-build.log"; log "cargo build --release -p kvscope failed; see $RUN/kvscope-build.log"; exit 1; }
 else
-  log "8/11 dashboard build skipped (KVSCOPE_BENCH_SKIP_BROWSER=1)"
+  log "8/12 dashboard build skipped (KVSCOPE_BENCH_SKIP_BROWSER=1)"
 fi
 
-step relay; log "9/11 relay: ZMQ in -> WebSocket out, against raw ZMQ PUB -> SUB"
+step relay; log "9/12 relay: ZMQ in -> WebSocket out, against raw ZMQ PUB -> SUB"
 cargo bench -p kvscope --bench relay >"$RUN/relay.log" 2>&1 \
   || { tail -40 "$RUN/relay.log"; log "the relay bench failed; see $RUN/relay.log"; exit 1; }
 
 step browser
 if [ "$SKIP_BROWSER" = 1 ]; then
-  log "10/11 browser skipped (KVSCOPE_BENCH_SKIP_BROWSER=1)"
+  log "10/12 browser skipped (KVSCOPE_BENCH_SKIP_BROWSER=1)"
   echo "skipped: KVSCOPE_BENCH_SKIP_BROWSER=1" >"$RUN/browser.log"
 else
-  log "10/11 browser: dashboard ingest in headless Chromium, 16 and 64 workers (batches/s per worker: $BROWSER_RATES)"
+  log "10/12 browser: dashboard ingest in headless Chromium, 16 and 64 workers (batches/s per worker: $BROWSER_RATES)"
   KVSCOPE_BIN="$ROOT/target/release/kvscope" KVSCOPE_BENCH_RATES="$BROWSER_RATES" KVSCOPE_BENCH_STEP_SECONDS="$BROWSER_STEP_SECONDS" \
     cargo bench -p kvscope-e2e --bench browser >"$RUN/browser.log" 2>&1 \
     || { tail -40 "$RUN/browser.log"; log "the browser bench failed; see $RUN/browser.log"; exit 1; }
 fi
 printf 'rates=%s\nstep_seconds=%s\n' "$BROWSER_RATES" "$BROWSER_STEP_SECONDS" >"$RUN/browser-settings.txt"
+
+# Sections 5-7, each written into BENCHMARKS.md by its own script (the report below carries them over).
+if [ "${KVSCOPE_BENCH_SKIP_SECTIONS:-0}" = 1 ] || [ "$SKIP_BROWSER" = 1 ]; then
+  log "sections 5-7 skipped (KVSCOPE_BENCH_SKIP_SECTIONS=1 or KVSCOPE_BENCH_SKIP_BROWSER=1)"
+else
+  step index; log "11/12 section 6: the router's index (scripts/bench_index.sh)"
+  scripts/bench_index.sh >"$RUN/section-index.log" 2>&1 || { tail -20 "$RUN/section-index.log"; exit 1; }
+  step engine; log "11/12 section 7: the engine worker alone (scripts/bench_engine.sh)"
+  scripts/bench_engine.sh >"$RUN/section-engine.log" 2>&1 || { tail -20 "$RUN/section-engine.log"; exit 1; }
+  step fleet; log "11/12 section 5: fleet scale (scripts/bench_fleet.sh, ${KVSCOPE_FLEET_SOAK_SECONDS:-60} s sustained)"
+  KVSCOPE_FLEET_SOAK_SECONDS=${KVSCOPE_FLEET_SOAK_SECONDS:-60} scripts/bench_fleet.sh >"$RUN/section-fleet.log" 2>&1 \
+    || { tail -20 "$RUN/section-fleet.log"; exit 1; }
+fi
 step done
 echo "run_seconds=$(( $(date +%s) - RUN_START ))" >"$RUN/run.txt"
 write_machine
 fi # KVSCOPE_BENCH_REPORT_ONLY
 
-log "11/11 BENCHMARKS.md"
+log "12/12 BENCHMARKS.md"
 [ -f "$RUN/machine.txt" ] || write_machine
 
 python3 scripts/bench_report.py "$RUN" "$INPUTS"

@@ -96,21 +96,55 @@ for name, about in STREAMS:
                   f"(goal 0.5x) | {r2:.2f}x events/s |")
 captures = [r for r in tagged_records(run / "capture.log", "BENCH") if r.get("kind") == "capture"]
 md.append("")
-md.append("A capture opened in the page (`tests/e2e/browser_bench.rs` with `KVSCOPE_BENCH_CAPTURE`): the file chosen")
+md.append("Captures opened in the page (`tests/e2e/browser_bench.rs` with `KVSCOPE_BENCH_CAPTURE`): the file chosen")
 md.append("in the page's file input, served by a static server (no kvscope server, no fleet on the cores), timed until")
 md.append("every frame is on the cards; the engine worker decodes, classifies under both policies and models the")
 md.append("router's index. Against `kvscope check --policy fixed --json` of the same file natively (best of 3 after a")
-md.append("warm-up), the figure the issue compares with. Long tasks and the main thread's share are the opening's.\n")
-md.append("| capture | kvscope check (native) | the page | page vs check | main-thread tasks ≥ 50 ms (longest) | main thread busy |")
-md.append("|---|---:|---:|---:|---:|---:|")
+md.append("warm-up), the figure the issue compares with. Each file is opened with one engine worker and with two")
+md.append("(`?engines=2`: the sources split over two workers, each policy's index modelled whole by one of them), in")
+md.append("turn, in rounds; *vs one worker* sets each opening against the one-worker opening of its round. Long tasks")
+md.append("and the main thread's share are the opening's.\n")
+md.append("| capture | round | engine workers | kvscope check (native) | the page | page vs check | vs one worker | main-thread tasks ≥ 50 ms (longest) | main thread busy |")
+md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def capture_about(c):
+    return f"{c['bytes'] / 2**20:,.0f} MiB, {c['sources']} sources, {c['frames']:,} frames, {c['events']:,} events"
+
+
+by_file = {}
 for c in captures:
-    about = (f"{c['bytes'] / 2**20:,.0f} MiB, {c['sources']} sources, {c['frames']:,} frames, {c['events']:,} events")
-    ratio = c["check_seconds"] / c["page_seconds"]
-    md.append(f"| {about} | {c['check_seconds']:.2f} s, {per_s(c['events'], c['check_seconds'], 'ev')} | "
-              f"{c['page_seconds']:.2f} s, {per_s(c['events'], c['page_seconds'], 'ev')}, {per_s(c['bytes'], c['page_seconds'], 'B')} | "
-              f"**{ratio:.2f}x** | {c['long_tasks']} ({c['longest_task_ms']:.0f} ms) | {c['main_thread']['task']:.0%} |")
-    glance.append(f"{GLANCE} a {c['bytes'] / 2**20:,.0f} MiB capture ({c['sources']} sources, {c['frames']:,} frames) opened in the page "
-                  f"vs `kvscope check` of the same file | {ratio:.2f}x events/s |")
+    by_file.setdefault(c.get("file", capture_about(c)), []).append(c)
+for opened in by_file.values():
+    rounds = {}
+    for c in opened:
+        k = c.get("engines") or 1
+        # The rounds are the order of the openings: a round ends where an engine count repeats.
+        r = len([x for x in rounds if k in rounds[x]]) + 1
+        rounds.setdefault(r, {})[k] = c
+    ratios, speedups = {}, []
+    for r in sorted(rounds):
+        for k in sorted(rounds[r]):
+            c = rounds[r][k]
+            ratio = c["check_seconds"] / c["page_seconds"]
+            ratios.setdefault(k, []).append(ratio)
+            base = rounds[r].get(1)
+            vs_one = base["page_seconds"] / c["page_seconds"] if base and k != 1 else None
+            if vs_one:
+                speedups.append(vs_one)
+            md.append(f"| {capture_about(c)} | {r} | {k} | {c['check_seconds']:.2f} s, {per_s(c['events'], c['check_seconds'], 'ev')} | "
+                      f"{c['page_seconds']:.2f} s, {per_s(c['events'], c['page_seconds'], 'ev')}, {per_s(c['bytes'], c['page_seconds'], 'B')} | "
+                      f"**{ratio:.2f}x** | {f'**{vs_one:.2f}x**' if vs_one else ''} | {c['long_tasks']} ({c['longest_task_ms']:.0f} ms) | "
+                      f"{c['main_thread']['task']:.0%} |")
+    c = opened[0]
+    what = f"a {c['bytes'] / 2**20:,.0f} MiB capture ({c['sources']} sources, {c['frames']:,} frames)"
+    for k in sorted(ratios):
+        workers = "one engine worker" if k == 1 else f"{k} engine workers"
+        glance.append(f"{GLANCE} {what} opened in the page, {workers}, vs `kvscope check` of the same file | "
+                      f"{' / '.join(f'{x:.2f}x' for x in ratios[k])} events/s |")
+    if speedups:
+        glance.append(f"{GLANCE} {what} opened in the page: 2 engine workers vs one, each round | "
+                      f"{' / '.join(f'{x:.2f}x' for x in speedups)} |")
 if not captures:
     missing.append("a capture opened in the page")
 if missing:

@@ -237,10 +237,14 @@ class EngineReportTest(SectionReportCase):
             f'"seconds_per_pass": {secs:e}}}\n'
             for stream in ("kimi_k3", "fleet16")
             for bench, secs in (("decode", 0.001), ("normalize", 0.002), ("engine", 0.005), ("engine_router", 0.008))))
-        # A 128 MiB capture: check 1 s, the page 4 s (0.25x).
-        (run / "capture.log").write_text(
-            'BENCH {"kind": "capture", "bytes": 134217728, "sources": 16, "frames": 320000, "events": 800000, "check_seconds": 1.0, '
-            '"page_seconds": 4.0, "long_tasks": 0, "longest_task_ms": 0, "main_thread": {"task": 0.2}}\n')
+        # A 128 MiB capture opened with one engine worker and two, in two rounds: check 1 s, the
+        # page 4 s and 5 s with one worker (0.25x, 0.20x), 2 s and 4 s with two (0.50x, 0.25x;
+        # 2.00x and 1.25x one worker's round).
+        (run / "capture.log").write_text("".join(
+            f'BENCH {{"kind": "capture", "file": "small.kvcap", "bytes": 134217728, "sources": 16, "frames": 320000, "events": 800000, '
+            f'"engines": {engines}, "check_seconds": 1.0, "page_seconds": {page}, "long_tasks": 0, "longest_task_ms": 0, '
+            f'"main_thread": {{"task": 0.2}}}}\n'
+            for engines, page in ((1, 4.0), (2, 2.0), (1, 5.0), (2, 4.0))))
         # decode 0.5 ms, normalize 1 ms, engine 4 ms (0.25x), router side on 5 ms (0.20x), a summary 2 ms.
         for stream in ("kimi_k3", "fleet16"):
             for bench, secs in (("decode", 0.0005), ("normalize", 0.001), ("engine", 0.004), ("engine_router", 0.005), ("summarize", 0.002)):
@@ -262,9 +266,22 @@ class EngineReportTest(SectionReportCase):
         self.assertLess(glance.index("| 7. Engine worker"), glance.index("| 99. Later"))
 
     def test_a_capture_opened_in_the_page_is_set_against_check_of_the_same_file(self):
-        self.assertIn("| 128 MiB, 16 sources, 320,000 frames, 800,000 events | 1.00 s, 800.0 kev/s | 4.00 s, 200.0 kev/s, 33.55 MB/s | **0.25x** | 0 (0 ms) | 20% |", self.md)
+        about = "| 128 MiB, 16 sources, 320,000 frames, 800,000 events |"
+        self.assertIn(f"{about} 1 | 1 | 1.00 s, 800.0 kev/s | 4.00 s, 200.0 kev/s, 33.55 MB/s | **0.25x** |  | 0 (0 ms) | 20% |", self.md)
+        self.assertIn(f"{about} 2 | 1 | 1.00 s, 800.0 kev/s | 5.00 s, 160.0 kev/s, 26.84 MB/s | **0.20x** |  | 0 (0 ms) | 20% |", self.md)
         glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
-        self.assertIn("| 7. Engine worker | a 128 MiB capture (16 sources, 320,000 frames) opened in the page vs `kvscope check` of the same file | 0.25x events/s |", glance)
+        self.assertIn("| 7. Engine worker | a 128 MiB capture (16 sources, 320,000 frames) opened in the page, one engine worker, "
+                      "vs `kvscope check` of the same file | 0.25x / 0.20x events/s |", glance)
+
+    def test_two_engine_workers_are_set_against_one_in_the_same_round(self):
+        about = "| 128 MiB, 16 sources, 320,000 frames, 800,000 events |"
+        self.assertIn(f"{about} 1 | 2 | 1.00 s, 800.0 kev/s | 2.00 s, 400.0 kev/s, 67.11 MB/s | **0.50x** | **2.00x** | 0 (0 ms) | 20% |", self.md)
+        self.assertIn(f"{about} 2 | 2 | 1.00 s, 800.0 kev/s | 4.00 s, 200.0 kev/s, 33.55 MB/s | **0.25x** | **1.25x** | 0 (0 ms) | 20% |", self.md)
+        glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
+        self.assertIn("| 7. Engine worker | a 128 MiB capture (16 sources, 320,000 frames) opened in the page, 2 engine workers, "
+                      "vs `kvscope check` of the same file | 0.50x / 0.25x events/s |", glance)
+        self.assertIn("| 7. Engine worker | a 128 MiB capture (16 sources, 320,000 frames) opened in the page: 2 engine workers vs one, "
+                      "each round | 2.00x / 1.25x |", glance)
 
     def test_the_chromium_figures_are_ratios_in_the_same_worker(self):
         # 300 events, 1 MB: normalize 150 k/s and 500 MB/s, engine 60 k/s (0.40x), router side on 37.5 k/s (0.25x).

@@ -39,6 +39,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{SourceInfo, show_prefix};
 
+mod feed;
+pub use feed::CaptureFeed;
+
 /// The version of the `.kvcap` format, apart from the WebSocket's `PROTOCOL_VERSION`: a new
 /// message kind on `/ws` changes nothing in a capture, and captures outlive servers. Bump it
 /// whenever the bytes of the header or of a record change (the golden test says so).
@@ -238,8 +241,8 @@ pub fn decode_record(bytes: &[u8]) -> Result<CaptureRecord, CaptureError> {
     rmp_serde::from_slice(body).map_err(|e| corrupt(format!("the record does not decode: {e}")))
 }
 
-/// Reads a capture record by record. Works on a file, a socket or a byte slice (the browser
-/// reads a dropped file into memory and hands over `&[u8]`).
+/// Reads a capture record by record. Works on a file, a socket or a byte slice; the page,
+/// which gets a file's bytes slice by slice, reads it through [`CaptureFeed`].
 #[derive(Debug)]
 pub struct CaptureReader<R> {
     inner: R,
@@ -286,6 +289,16 @@ impl<R: Read> CaptureReader<R> {
             what: format!("the header does not decode: {e}"),
         })?;
         Ok(CaptureReader { inner, header, version, offset: 14 + u64::from(header_len), records_read: 0, truncated: None, finished: false })
+    }
+
+    /// What the records are read from.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
+    /// What the records are read from, to add to it ([`CaptureFeed`] pushes bytes as they come).
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
     }
 
     /// The header read by [`CaptureReader::new`].
