@@ -309,6 +309,50 @@ async fn a_hostile_frame_is_classified_and_every_frame_after_it_counted() {
     assert!(root.query_selector("[data-testid=\"crashed\"]").unwrap().is_none());
 }
 
+/// A capture file whose bytes go bad part-way, opened as the page opens one (its slices read
+/// and classified as they arrive): the records before the corrupt one are shown, even when none
+/// had yet told the block size, and the capture bar says what was wrong and where.
+#[wasm_bindgen_test]
+async fn a_corrupt_capture_shows_the_records_before_it_and_says_where() {
+    let (root, fleet, _handle) = mount();
+    mounted().await;
+    let proto::Message::Hello(hello) = hello(1, 1536) else { unreachable!("hello() makes a hello") };
+    let header =
+        proto::capture::CaptureHeader { created_unix_nanos: 0, kvscope_version: "test".into(), sources: hello.sources, note: None };
+    let mut bytes = Vec::new();
+    proto::capture::write_header(&mut bytes, &header).unwrap();
+    // Batches of unknown events: classified, but none has a Device-tier store.
+    let good = 5u64;
+    for seq in 0..good {
+        bytes.extend(proto::capture::encode_record_parts(
+            0,
+            1_000 + seq,
+            false,
+            &[b"kv".as_slice(), &seq.to_be_bytes(), &hostile_batch(10)],
+        ));
+    }
+    let bad_at = bytes.len();
+    // A whole record of 3 bytes that are not msgpack (0xc1 is never used).
+    bytes.extend([0, 0, 0, 3, 0xc1, 0xc1, 0xc1]);
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
+    let file = web_sys::File::new_with_u8_array_sequence(&parts, "bad.kvcap").unwrap();
+    fleet.open_capture(file);
+    let mut error = None;
+    for _ in 0..500 {
+        error = root.query_selector("[data-testid=\"capture-error\"]").unwrap();
+        if error.is_some() {
+            break;
+        }
+        sleep_ms(10).await;
+    }
+    let text = error.expect("the capture bar's error within 5 s").text_content().unwrap_or_default();
+    assert!(text.starts_with("bad.kvcap: ") && text.contains(&format!("byte {bad_at}")), "{text}");
+    assert!(text.contains(&format!("({good} records before it are shown)")), "{text}");
+    settled(fleet).await;
+    let frames = card(&root, 0, 0).query_selector("[data-testid=\"frames\"]").unwrap().expect("a frames cell").text_content().unwrap();
+    assert_eq!(frames, format!("{good} frames"));
+}
+
 // --- Completeness: never an all-clear over missing data -------------------------------------
 
 /// The headline's policy boxes and the data-quality strip: (completeness, all-clear) of each.

@@ -150,8 +150,10 @@ impl Opening {
                 }
             }
             if let Some(error) = failure {
+                // The records before the corrupt one are shown, whether or not their block size
+                // was found yet; before the header is in, there is nothing to show.
+                self.begin(host, None);
                 let (name, records) = (&self.name, self.feed.records_read());
-                // Before the header is in, there is nothing to show.
                 let shown = if self.early.is_some() { String::new() } else { format!(" ({records} records before it are shown)") };
                 self.fail(host, format!("{name}: {error}{shown}"));
                 return false;

@@ -861,13 +861,16 @@ impl Model {
             let payload_len = record.frames.get(2).map(|p| p.len());
             return self.count_foreign(record.recv_time_nanos, payload_len);
         }
-        let frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
+        let mut frames: Vec<Vec<u8>> = record.frames.into_iter().map(|b| b.into_vec()).collect();
         if self.source(record.source).is_some_and(|s| s.kind == proto::SourceKind::EventPlane) {
             return self.apply_plane_frames(record.source, record.recv_time_nanos, frames);
         }
         match kvscope_wire::frame::parse_live(&frames) {
             Ok(msg) => {
-                let (topic, seq, payload) = (msg.topic.to_vec(), msg.seq, msg.payload.to_vec());
+                let (topic, seq) = (msg.topic.to_vec(), msg.seq);
+                // A live message is exactly [topic, seq, payload]: the payload frame itself moves
+                // on, not a copy of it (a capture's bytes are mostly payloads).
+                let payload = frames.pop().unwrap_or_default();
                 self.apply_frame(record.source, seq, record.recv_time_nanos, record.replayed, topic, payload, now_ms)
             }
             Err(e) => self.apply_malformed(record.source, record.recv_time_nanos, record.replayed, frames, e.to_string()),
