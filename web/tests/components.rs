@@ -334,23 +334,31 @@ async fn a_corrupt_capture_shows_the_records_before_it_and_says_where() {
     let bad_at = bytes.len();
     // A whole record of 3 bytes that are not msgpack (0xc1 is never used).
     bytes.extend([0, 0, 0, 3, 0xc1, 0xc1, 0xc1]);
-    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
-    let file = web_sys::File::new_with_u8_array_sequence(&parts, "bad.kvcap").unwrap();
-    fleet.open_capture(file);
-    let mut error = None;
-    for _ in 0..500 {
-        error = root.query_selector("[data-testid=\"capture-error\"]").unwrap();
-        if error.is_some() {
-            break;
-        }
-        sleep_ms(10).await;
-    }
-    let text = error.expect("the capture bar's error within 5 s").text_content().unwrap_or_default();
+    let text = capture_error(&root, fleet, "bad.kvcap", &bytes).await;
     assert!(text.starts_with("bad.kvcap: ") && text.contains(&format!("byte {bad_at}")), "{text}");
     assert!(text.contains(&format!("({good} records before it are shown)")), "{text}");
     settled(fleet).await;
     let frames = card(&root, 0, 0).query_selector("[data-testid=\"frames\"]").unwrap().expect("a frames cell").text_content().unwrap();
     assert_eq!(frames, format!("{good} frames"));
+
+    // A file that is not a capture at all: what it is not, and no records to speak of.
+    let text = capture_error(&root, fleet, "notes.txt", b"some notes, not a capture").await;
+    assert!(text.starts_with("notes.txt: not a kvscope capture"), "{text}");
+    assert!(!text.contains("records"), "{text}");
+}
+
+/// Opens `bytes` as a capture file named `name` and returns the capture bar's error.
+async fn capture_error(root: &web_sys::HtmlElement, fleet: Fleet, name: &str, bytes: &[u8]) -> String {
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
+    fleet.open_capture(web_sys::File::new_with_u8_array_sequence(&parts, name).unwrap());
+    for _ in 0..500 {
+        let error = root.query_selector("[data-testid=\"capture-error\"]").unwrap();
+        if let Some(text) = error.and_then(|e| e.text_content()).filter(|t| t.starts_with(name)) {
+            return text;
+        }
+        sleep_ms(10).await;
+    }
+    panic!("no error on the capture bar for {name} within 5 s");
 }
 
 // --- Completeness: never an all-clear over missing data -------------------------------------

@@ -185,9 +185,12 @@ impl Opening {
 
     /// Starts the capture in the engine (once), then applies the records kept until then.
     fn begin(&mut self, host: &Host, inferred_block_size: Option<u32>) {
-        let Some(early) = self.early.take() else { return };
+        if self.early.is_none() {
+            return;
+        }
         let Ok(Some(header)) = self.feed.header() else { return };
         host.begin_capture(&self.name, header, inferred_block_size);
+        let early = self.early.take().unwrap_or_default();
         host.with_engine(|e| {
             let m = e.model_mut();
             for (record, offset, len) in early {
