@@ -51,12 +51,19 @@ fn whole(bytes: &[u8], skip: usize, limit: u32) -> Option<usize> {
 /// A capture fed in slices: [`CaptureFeed::push`] the bytes as they arrive, take records with
 /// [`CaptureFeed::next_record`] until it says none is whole yet, and [`CaptureFeed::finish`] at
 /// the end of the file, when what remains is read as the reader reads a file's end.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CaptureFeed {
     /// Before the header is in, the bytes pushed; then `None`.
     early: Option<Pushed>,
     reader: Option<CaptureReader<Pushed>>,
     ended: bool,
+}
+
+/// A feed waiting for a file's first bytes (a derived default would be one that takes none).
+impl Default for CaptureFeed {
+    fn default() -> CaptureFeed {
+        CaptureFeed::new()
+    }
 }
 
 impl CaptureFeed {
@@ -215,6 +222,19 @@ mod tests {
         let t = f.truncated().expect("the file's end cut the last record");
         assert_eq!(t.records_read, 4);
         assert_eq!(t.found_bytes + 10, t.expected_bytes.unwrap());
+    }
+
+    #[test]
+    fn a_default_feed_reads_as_a_new_one() {
+        let (bytes, records) = file(3);
+        let mut f = CaptureFeed::default();
+        f.push(&bytes);
+        f.finish();
+        let mut n = 0;
+        while f.next_record().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, records.len());
     }
 
     #[test]
