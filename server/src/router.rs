@@ -62,7 +62,7 @@ pub fn push_engine_batch(
     let decoded = match decoded {
         Some(d) => d,
         None => {
-            decoded_here = Decoded::new(payload);
+            decoded_here = Decoded::with_token_bytes(payload);
             &decoded_here
         }
     };

@@ -270,7 +270,7 @@ impl IndexModel {
     /// # Panics
     /// If `id` did not come from this model.
     pub fn push(&mut self, id: IndexSourceId, seq: u64, payload: &[u8], replayed: bool) -> Result<(), DecodeError> {
-        self.push_decoded(id, seq, payload, &Decoded::new(payload), &mut TokensHashes::default(), replayed)
+        self.push_decoded(id, seq, payload, &Decoded::with_token_bytes(payload), &mut TokensHashes::default(), replayed)
     }
 
     /// As [`IndexModel::push`], with the payload decoded once, and its stores' tokens hashes

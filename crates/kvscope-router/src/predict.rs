@@ -29,7 +29,7 @@ use std::borrow::Cow;
 
 use kvscope_normalize::rules::own_namespace;
 use kvscope_normalize::{Apply, NamespaceState, Normalizer, Outcome, PayloadState, Policy, SourceId, Verdict, VerdictKind, VerdictLabel};
-use kvscope_wire::{BatchHeader, BlockStored, DecodeError, Decoded, EventSink, KvEvent};
+use kvscope_wire::{BatchHeader, BlockStored, DecodeError, Decoded, EventSink, KvEvent, TokenBytes};
 use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -266,7 +266,7 @@ impl Predictor {
         keep_dropped: impl FnMut(u32, VerdictLabel) -> bool,
         out: &mut Vec<Prediction>,
     ) -> Result<BatchPredicted, DecodeError> {
-        self.predict_decoded(seq, payload, &Decoded::new(payload), &mut TokensHashes::default(), keep_dropped, out)
+        self.predict_decoded(seq, payload, &Decoded::with_token_bytes(payload), &mut TokensHashes::default(), keep_dropped, out)
     }
 
     /// As [`Predictor::predict_sparse`], with the payload decoded once, and its stores' tokens
@@ -312,6 +312,7 @@ impl Predictor {
             // One allocation of the batch's size rather than growing event by event.
             applied: Vec::with_capacity(events.map_or(0, <[KvEvent]>::len)),
             events,
+            tokens: decoded.token_bytes(),
         }
     }
 
@@ -319,7 +320,7 @@ impl Predictor {
     /// the publisher stage; `None` for every other verdict.
     fn kept_event(
         &self,
-        payload: &[u8],
+        ids: StoreIds<'_>,
         batch_rank: Option<u32>,
         event: &KvEvent,
         verdict: &Verdict,
@@ -336,7 +337,7 @@ impl Predictor {
                 EventData::Stored(StoredData {
                     parent_hash: s.parent_block_hash.map(|h| h.0),
                     start_position: None,
-                    blocks: hashes.stored_blocks(payload, verdict.event_index, s, blocks, self.config.kv_block_size, namespace.as_deref()),
+                    blocks: hashes.stored_blocks(ids, verdict.event_index, s, blocks, self.config.kv_block_size, namespace.as_deref()),
                 })
             }
             (Apply::Remove { .. }, KvEvent::BlockRemoved(r)) => {
@@ -388,6 +389,8 @@ pub struct PredictPass<'p, K> {
     applied: Vec<(usize, Cow<'p, KvEvent>, Verdict)>,
     /// The batch's events, when the decode that feeds the pass kept them: borrowed, not cloned.
     events: Option<&'p [KvEvent]>,
+    /// The stores' token ids, when the decode kept them ([`Decoded::with_token_bytes`]).
+    tokens: Option<&'p TokenBytes>,
 }
 
 impl<K> std::fmt::Debug for PredictPass<'_, K> {
@@ -443,7 +446,7 @@ impl<K> PredictPass<'_, K> {
         decoded: &Result<BatchHeader, DecodeError>,
         hashes: &mut TokensHashes,
     ) -> Result<BatchPredicted, DecodeError> {
-        let PredictPass { predictor, seq, out, first, batch, applied, .. } = self;
+        let PredictPass { predictor, seq, out, first, batch, applied, tokens, .. } = self;
         let header = match decoded {
             Ok(h) => h,
             Err(e) => {
@@ -455,7 +458,7 @@ impl<K> PredictPass<'_, K> {
         let mut kept = Vec::with_capacity(applied.len());
         let mut slots = Vec::with_capacity(applied.len());
         for (slot, event, verdict) in &applied {
-            match predictor.kept_event(payload, header.dp_rank, event, verdict, hashes) {
+            match predictor.kept_event(StoreIds { payload, kept: tokens }, header.dp_rank, event, verdict, hashes) {
                 Some(k) => {
                     slots.push((*slot, verdict));
                     kept.push(k);
@@ -527,7 +530,7 @@ pub struct TokensHashes {
 impl TokensHashes {
     fn stored_blocks(
         &mut self,
-        payload: &[u8],
+        ids: StoreIds<'_>,
         event_index: u32,
         s: &BlockStored,
         blocks: u32,
@@ -539,7 +542,7 @@ impl TokensHashes {
         }
         let seed = tokens_hash_seed(s.lora_name.as_deref(), namespace);
         let key = (event_index, seed, block_size);
-        let hashes = self.stores.entry(key).or_insert_with(|| block_tokens_hashes(payload, s, block_size, seed));
+        let hashes = self.stores.entry(key).or_insert_with(|| block_tokens_hashes(ids, s, block_size, seed));
         // One hash per block hash of the store.
         s.block_hashes
             .iter()
@@ -550,12 +553,30 @@ impl TokensHashes {
     }
 }
 
+/// Where a batch's stores' token ids are read: the bytes its decode wrote out as it counted them
+/// ([`Decoded::with_token_bytes`]), else the payload itself.
+#[derive(Clone, Copy)]
+struct StoreIds<'a> {
+    payload: &'a [u8],
+    kept: Option<&'a TokenBytes>,
+}
+
+impl<'a> StoreIds<'a> {
+    /// The store's ids as little-endian bytes; empty when they are not u32s.
+    fn le_bytes(self, s: &BlockStored) -> Cow<'a, [u8]> {
+        match self.kept.and_then(|t| t.get(&s.token_ids)) {
+            Some(kept) => Cow::Borrowed(kept),
+            None => Cow::Owned(s.token_ids.le_bytes(self.payload).unwrap_or_default()),
+        }
+    }
+}
+
 /// The tokens hash of every block of a store (its block hashes' count), as Dynamo computes them:
 /// the ids as little-endian bytes once, each block's window hashed in place. A store whose span
 /// holds no u32 ids hashes empty windows (no preset publishes such a store with blocks:
 /// `dynamo-1.6.1` rejects the batch).
-fn block_tokens_hashes(payload: &[u8], s: &BlockStored, block_size: u32, seed: u64) -> Vec<u64> {
-    let bytes = s.token_ids.le_bytes(payload).unwrap_or_default();
+fn block_tokens_hashes(ids: StoreIds<'_>, s: &BlockStored, block_size: u32, seed: u64) -> Vec<u64> {
+    let bytes = ids.le_bytes(s);
     let stride = block_size as usize;
     let window = stride + usize::from(s.token_ids.is_bigram);
     (0..s.block_hashes.len())

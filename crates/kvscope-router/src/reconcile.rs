@@ -864,7 +864,7 @@ impl Reconciler {
         payload: &[u8],
         skipped: impl FnMut(u32, VerdictLabel),
     ) -> Result<Vec<(EngineEventRef, RelayMark)>, DecodeError> {
-        self.push_engine_decoded(id, seq, payload, &Decoded::new(payload), &mut TokensHashes::default(), skipped)
+        self.push_engine_decoded(id, seq, payload, &Decoded::with_token_bytes(payload), &mut TokensHashes::default(), skipped)
     }
 
     /// As [`Reconciler::push_engine_with`], with the payload decoded once, and its stores'

@@ -10,6 +10,7 @@ use std::fmt;
 
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::event::{BlockHash, HashReprs, WireStr, known_wire_str};
+use crate::skip::TokenBytes;
 
 /// Deeper than any engine writes; caps what unknown values may nest.
 pub(crate) const MAX_DEPTH: usize = 32;
@@ -121,11 +122,13 @@ pub(crate) enum Container {
 pub(crate) struct Cursor<'a> {
     pub buf: &'a [u8],
     pub pos: usize,
+    /// Where the token ids read go as little-endian bytes, for decodes that keep them.
+    pub tokens: Option<Box<TokenBytes>>,
 }
 
 impl<'a> Cursor<'a> {
     pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Cursor { buf, pos: 0 }
+        Cursor { buf, pos: 0, tokens: None }
     }
 
     /// The marker of the next value, not consumed.

@@ -32,5 +32,5 @@ pub use event::{
     TokenIds, UnknownEvent, WireStr,
 };
 pub use frame::{LiveMessage, ReplayReply};
-pub use skip::skip_value;
+pub use skip::{TokenBytes, skip_value};
 pub use stream::{Decoded, EventSink, STREAM_CHUNK, decode_each};

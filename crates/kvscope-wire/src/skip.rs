@@ -238,6 +238,94 @@ fn read_token_ids(array: &[u8], is_bigram: bool, out: &mut impl IdSink) -> Optio
     Some(())
 }
 
+/// The little-endian bytes of every store's `token_ids` a decode read, written during the walk
+/// that counts them ([`count_token_ids_le`]), so that whoever hashes them next (the router's
+/// tokens hashes) does not walk the same arrays a second time. Filled only by decodes that ask
+/// for it ([`crate::Decoded::with_token_bytes`]); a store whose ids are bigram pairs or may lie
+/// outside u32 has none here and is read from the payload as before.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenBytes {
+    bytes: Vec<u8>,
+    /// (where the array starts in the payload, its bytes here), in payload order.
+    spans: Vec<(u32, std::ops::Range<u32>)>,
+}
+
+impl TokenBytes {
+    /// The ids of `ids` as [`crate::TokenIds::le_bytes`] would return them, when this decode
+    /// wrote them.
+    pub fn get(&self, ids: &crate::TokenIds) -> Option<&[u8]> {
+        let at = self.spans.binary_search_by_key(&ids.span.start, |(start, _)| *start).ok()?;
+        let range = &self.spans[at].1;
+        self.bytes.get(range.start as usize..range.end as usize)
+    }
+
+    /// Bytes held, for memory accounting.
+    pub fn held_bytes(&self) -> usize {
+        self.bytes.len() + self.spans.len() * std::mem::size_of::<(u32, std::ops::Range<u32>)>()
+    }
+}
+
+/// [`count_token_ids`], also writing the ids into `out` as little-endian bytes when the array
+/// holds plain ids an engine writes (the common case). One walk instead of a count and, later,
+/// a read of the same bytes.
+pub(crate) fn count_token_ids_le(buf: &[u8], pos: usize, out: &mut TokenBytes) -> Result<CountedTokenIds, SkipError> {
+    let Ok(Some((len, first))) = array_header(buf, pos) else { return count_token_ids(buf, pos) };
+    if len > buf.len() - first || (len > 0 && matches!(buf[first], 0x90..=0x9f | 0xdc | 0xdd)) {
+        return count_token_ids(buf, pos);
+    }
+    // Written through a local vector: through `out` its length would go back to memory on
+    // every id (measured 3x slower).
+    let mut bytes = std::mem::take(&mut out.bytes);
+    let start = bytes.len();
+    bytes.reserve(4 * len);
+    let (mut at, mut i) = (first, 0);
+    // The loop of `read_token_ids`, over the ids whose 8 bytes from the marker are in the payload.
+    while i < len && at + 8 <= buf.len() {
+        let n = COMMON_ID_LEN[usize::from(buf[at])];
+        if n == 0 {
+            break;
+        }
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&buf[at..at + 8]);
+        let (shift, mask) = ID_FIELD[usize::from(n)];
+        bytes.extend_from_slice(&(((u64::from_be_bytes(word) >> shift) & mask) as u32).to_le_bytes());
+        at += usize::from(n);
+        i += 1;
+    }
+    // The rest (the last few ids, any other marker, any error) as the count reads them; its
+    // error names the item in the whole array.
+    let walked = walk_ints(buf, at, len - i).map_err(|mut e| {
+        e.item = e.item.map(|item| item + i as u32);
+        e
+    });
+    let (end, suspect) = match walked {
+        Ok(walked) => walked,
+        Err(e) => {
+            bytes.truncate(start);
+            out.bytes = bytes;
+            return Err(e);
+        }
+    };
+    let outside_u32 = suspect && any_outside_u32(buf, first, len, false);
+    let mut complete = !suspect;
+    while complete && at < end {
+        match u32_at(buf, at) {
+            Some((id, n)) => {
+                bytes.extend_from_slice(&id.to_le_bytes());
+                at += n;
+            }
+            None => complete = false,
+        }
+    }
+    if complete {
+        out.spans.push((pos as u32, start as u32..bytes.len() as u32));
+    } else {
+        bytes.truncate(start);
+    }
+    out.bytes = bytes;
+    Ok(CountedTokenIds { count: len as u32, is_bigram: false, end, outside_u32 })
+}
+
 /// Where an id of each common length sits in the 8 bytes read from its marker (big-endian):
 /// (shift, mask), by length. A fixint is the marker itself; the others follow it.
 const ID_FIELD: [(u32, u64); 6] = [(0, 0), (56, 0x7f), (48, 0xff), (40, 0xffff), (0, 0), (24, 0xffff_ffff)];
@@ -283,7 +371,7 @@ const COMMON_ID_LEN: [u8; 256] = {
 
 /// The hot loop: `len` ints from `at`. Returns where they end and whether a marker may hold an id
 /// outside u32.
-#[inline]
+#[inline(always)]
 fn walk_ints(buf: &[u8], mut at: usize, len: usize) -> Result<(usize, bool), SkipError> {
     let mut suspect = false;
     for i in 0..len {
@@ -595,6 +683,44 @@ mod tests {
         assert!(err.truncated);
         assert_eq!(err.offset, 0);
         assert_eq!(skip_value(&lie, 0, 16).unwrap_err(), "byte 0: unexpected end of input");
+    }
+
+    /// The walk that writes ids out counts what [`count_token_ids`] counts and fails where it
+    /// fails, on every prefix; it writes exactly the ids [`token_id_le_bytes`] reads, and none
+    /// for an array of bigram pairs or with a marker engines do not write for ids (a negative
+    /// id, a wide uint64, an int16 that fits), which are left to that read.
+    #[test]
+    fn the_writing_walk_counts_fails_and_writes_as_the_count_and_the_read_do() {
+        let mut plain = vec![0xdc, 0, 40];
+        for i in 0..40u32 {
+            match i % 4 {
+                0 => plain.push(i as u8),
+                1 => plain.extend([0xcc, 200]),
+                2 => plain.extend([0xcd, 0x01, i as u8]),
+                _ => plain.extend([0xce, 0x00, 0x02, 0x00, i as u8]),
+            }
+        }
+        let mut wide = plain.clone();
+        wide.extend([0xcf, 0, 0, 0, 1, 0, 0, 0, 0]);
+        wide[2] = 41;
+        let mut negative = plain.clone();
+        negative.push(0xff);
+        negative[2] = 41;
+        let mut fits = plain.clone();
+        fits.extend([0xd1, 0x00, 0x07]);
+        fits[2] = 41;
+        let bigram = [0x93, 0x92, 0x01, 0x02, 0x92, 0x03, 0x04, 0x92, 0x05, 0x06];
+        for (array, writes) in [(&plain[..], true), (&wide, false), (&negative, false), (&fits, false), (&bigram, false)] {
+            for cut in 0..=array.len() {
+                let bytes = &array[..cut];
+                let mut out = TokenBytes::default();
+                let written = count_token_ids_le(bytes, 0, &mut out);
+                assert_eq!(written, count_token_ids(bytes, 0), "cut at {cut} of {array:x?}");
+                let read = (writes && written.is_ok()).then(|| token_id_le_bytes(bytes, false)).flatten();
+                let ids = crate::TokenIds { span: 0..cut as u32, ..crate::TokenIds::default() };
+                assert_eq!(out.get(&ids), read.as_deref(), "cut at {cut} of {array:x?}");
+            }
+        }
     }
 
     #[test]

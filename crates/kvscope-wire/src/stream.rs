@@ -14,6 +14,7 @@
 use crate::decode::{Sink, decode_into};
 use crate::error::DecodeError;
 use crate::event::{BatchHeader, KvEvent};
+use crate::skip::TokenBytes;
 
 /// Events kept while a payload is checked before they are handed over; a batch with more is
 /// decoded twice instead.
@@ -73,7 +74,7 @@ impl<S: EventSink + ?Sized> EventSink for &mut S {
 pub fn decode_each<S: EventSink + ?Sized>(payload: &[u8], sink: &mut S) -> Result<BatchHeader, DecodeError> {
     let mut check = Check { sink: &mut *sink, keep: Keep::default() };
     let header = decode_into(payload, &mut check)?;
-    let Keep { events, overflowed } = check.keep;
+    let Keep { events, overflowed, .. } = check.keep;
     sink.begin(&header);
     if overflowed {
         drop(events);
@@ -135,15 +136,33 @@ pub struct Decoded {
     events: Vec<KvEvent>,
     /// `None` when the events did not fit: each feed decodes the payload itself.
     result: Option<Result<BatchHeader, DecodeError>>,
+    /// The stores' token ids, for [`Decoded::with_token_bytes`].
+    tokens: Option<TokenBytes>,
 }
 
 impl Decoded {
     /// Decodes `payload` once.
     pub fn new(payload: &[u8]) -> Decoded {
-        let mut keep = Keep::default();
+        Decoded::decode(payload, false)
+    }
+
+    /// Decodes `payload` once, keeping its stores' token ids as little-endian bytes
+    /// ([`Decoded::token_bytes`]), written by the same walk that counts them: for a consumer that
+    /// hashes them next (the router's index model), which then reads no array twice.
+    pub fn with_token_bytes(payload: &[u8]) -> Decoded {
+        Decoded::decode(payload, true)
+    }
+
+    fn decode(payload: &[u8], token_bytes: bool) -> Decoded {
+        let mut keep = Keep { token_bytes: token_bytes.then(TokenBytes::default), ..Keep::default() };
         let result = decode_into(payload, &mut keep);
         let result = (!keep.overflowed).then_some(result);
-        Decoded { len: payload.len(), events: keep.events, result }
+        Decoded { len: payload.len(), events: keep.events, result, tokens: keep.token_bytes }
+    }
+
+    /// The token ids kept by [`Decoded::with_token_bytes`] (`None` for [`Decoded::new`]).
+    pub fn token_bytes(&self) -> Option<&TokenBytes> {
+        self.tokens.as_ref()
     }
 
     /// Hands `sink` what [`decode_each`] would for `payload`, the one this decoded, in the same
@@ -168,12 +187,15 @@ impl Decoded {
         self.result.is_some().then_some(self.events.as_slice())
     }
 
-    /// Whether its events take fewer bytes than the payload: true for long prompts (Kimi-K3's
-    /// token ids, kilobytes an event), where reading the token ids is most of a decode and
-    /// handing the events on (to another task, through a queue) saves it; false for small
-    /// events, which are cheaper to decode again than to hold a few times their size.
+    /// Whether its events (and the token ids it kept as bytes, if any) take fewer bytes than the
+    /// payload: true for long prompts (Kimi-K3's token ids, kilobytes an event), where reading
+    /// the token ids is most of a decode and handing the events on (to another task, through a
+    /// queue) saves it; false for small events, which are cheaper to decode again than to hold
+    /// a few times their size, and for ids kept as bytes (four per id, more than most ids take
+    /// in msgpack).
     pub fn smaller_than_payload(&self) -> bool {
-        self.result.is_some() && self.events.len() * KEPT_EVENT_BYTES <= self.len
+        let tokens = self.tokens.as_ref().map_or(0, TokenBytes::held_bytes);
+        self.result.is_some() && self.events.len() * KEPT_EVENT_BYTES + tokens <= self.len
     }
 }
 
@@ -188,6 +210,8 @@ const _: () = assert!(std::mem::size_of::<KvEvent>() + std::mem::size_of::<crate
 struct Keep {
     events: Vec<KvEvent>,
     overflowed: bool,
+    /// `Some` when the stores' token ids are kept as bytes.
+    token_bytes: Option<TokenBytes>,
 }
 
 impl Sink for Keep {
@@ -206,5 +230,13 @@ impl Sink for Keep {
             self.overflowed = true;
             self.events = Vec::new();
         }
+    }
+
+    fn wants_token_bytes(&self) -> bool {
+        self.token_bytes.is_some()
+    }
+
+    fn token_bytes(&mut self, bytes: TokenBytes) {
+        self.token_bytes = Some(bytes);
     }
 }

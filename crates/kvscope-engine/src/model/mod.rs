@@ -934,7 +934,7 @@ impl Model {
             return self.count_foreign(recv_time_nanos, Some(payload.len()));
         }
         self.t0_nanos.get_or_insert(recv_time_nanos);
-        let decoded = kvscope_wire::Decoded::new(&payload);
+        let decoded = kvscope_wire::Decoded::with_token_bytes(&payload);
         self.index.push(source, seq, &payload, &decoded, &mut kvscope_router::TokensHashes::default(), replayed);
         let frame = self.new_frame(source, seq, recv_time_nanos, replayed, FrameBody::IndexOnly { payload });
         self.retain(frame);
@@ -997,8 +997,13 @@ impl Model {
             src.dirty = true;
         }
         // One decode for the classification, the index and the relay's prediction, and one
-        // tokens hash per stored block for the index's relays and the reconciler's.
-        let decoded = frame.payload().map(kvscope_wire::Decoded::new);
+        // tokens hash per stored block for the index's relays and the reconciler's, whose token
+        // ids the decode writes out as it counts them when something will hash them.
+        let hashes_tokens = self.models_index() || self.router.is_some();
+        let decoded = frame.payload().map(|p| match hashes_tokens {
+            true => kvscope_wire::Decoded::with_token_bytes(p),
+            false => kvscope_wire::Decoded::new(p),
+        });
         let n = decoded.as_ref().map_or(0, |d| self.classify_frame(&mut frame, d));
         if let (Some(payload), Some(decoded)) = (frame.payload(), &decoded) {
             let mut hashes = kvscope_router::TokensHashes::default();

@@ -23,6 +23,7 @@ mod values;
 use crate::cursor::{Container, Cursor, Fail, MAX_DEPTH, Seg, Within};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::event::{BatchHeader, BatchLayout, EventBatch, KvEvent};
+use crate::skip::TokenBytes;
 use event::event;
 
 /// Room for decode options, empty today: [`decode_batch`] takes none, and every known engine
@@ -46,6 +47,16 @@ pub(crate) trait Sink {
         let _ = n;
     }
     fn event(&mut self, index: u32, event: KvEvent);
+
+    /// True when the sink keeps the stores' token ids as bytes ([`Sink::token_bytes`]).
+    fn wants_token_bytes(&self) -> bool {
+        false
+    }
+
+    /// The token ids the decode read, after the batch (only when [`Sink::wants_token_bytes`]).
+    fn token_bytes(&mut self, bytes: TokenBytes) {
+        let _ = bytes;
+    }
 }
 
 impl Sink for Vec<KvEvent> {
@@ -69,7 +80,14 @@ impl Sink for Discard {
 /// received the events before it.
 pub(crate) fn decode_into<S: Sink>(payload: &[u8], sink: &mut S) -> Result<BatchHeader, DecodeError> {
     let mut c = Cursor::new(payload);
-    match batch(&mut c, sink) {
+    if sink.wants_token_bytes() {
+        c.tokens = Some(Box::default());
+    }
+    let result = batch(&mut c, sink);
+    if let Some(tokens) = c.tokens.take() {
+        sink.token_bytes(*tokens);
+    }
+    match result {
         Ok(header) if c.pos == payload.len() => Ok(header),
         Ok(_) => Err(DecodeError::new(
             c.pos,
@@ -156,7 +174,7 @@ fn map_batch<S: Sink>(c: &mut Cursor<'_>, sink: &mut S, len: usize) -> Result<Ba
 /// How many `events` keys a map batch of `len` entries has (the cursor is left where it was).
 /// A malformed map counts what it can; the decode that follows reports the error.
 fn count_events_keys(c: &Cursor<'_>, len: usize) -> usize {
-    let mut walk = Cursor { buf: c.buf, pos: c.pos };
+    let mut walk = Cursor { buf: c.buf, pos: c.pos, tokens: None };
     let mut n = 0;
     for _ in 0..len {
         let Ok(key) = walk.key() else { break };

@@ -1,5 +1,6 @@
-//! Field values that are more than one msgpack read: block hashes, `token_ids` (counted, never
-//! built), and the cache namespace (`extra_keys`, SGLang's position-7 map).
+//! Field values that are more than one msgpack read: block hashes, `token_ids` (counted, and
+//! written out as bytes only for a decode that keeps them), and the cache namespace
+//! (`extra_keys`, SGLang's position-7 map).
 //!
 //! Each reader is called by [`mod@super::event`] with the cursor at the field's value and leaves it
 //! after the value; the field's path segment is added by the caller.
@@ -8,7 +9,7 @@ use super::event::EVENT_DEPTH;
 use crate::cursor::{Container, Cursor, Fail, MAX_DEPTH, Seg, Within};
 use crate::error::DecodeErrorKind;
 use crate::event::*;
-use crate::skip::count_token_ids;
+use crate::skip::{count_token_ids, count_token_ids_le};
 
 // ---------------------------------------------------------------------------------------------
 // Hashes and token ids
@@ -28,14 +29,19 @@ pub(super) fn hashes(c: &mut Cursor<'_>) -> Result<(Hashes, HashReprs), Fail> {
     Ok((hashes, reprs))
 }
 
-/// Counts `token_ids` with the tight loop of `skip.rs`; the ids themselves are never built.
+/// Counts `token_ids` with the tight loop of `skip.rs`; the ids themselves are built only into a
+/// decode's [`TokenBytes`](crate::skip::TokenBytes), when it keeps them.
 #[inline]
 pub(super) fn token_ids(c: &mut Cursor<'_>) -> Result<TokenIds, Fail> {
     let start = c.pos;
     if start >= c.buf.len() {
         return Err(Fail::at(start, DecodeErrorKind::Truncated, "unexpected end of input".into()));
     }
-    match count_token_ids(c.buf, start) {
+    let counted = match c.tokens.as_mut() {
+        Some(out) => count_token_ids_le(c.buf, start, out),
+        None => count_token_ids(c.buf, start),
+    };
+    match counted {
         Ok(counted) => {
             c.pos = counted.end;
             Ok(TokenIds {
