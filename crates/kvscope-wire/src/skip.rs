@@ -210,8 +210,7 @@ fn read_token_ids(array: &[u8], is_bigram: bool, out: &mut impl IdSink) -> Optio
             }
             let mut word = [0u8; 8];
             word.copy_from_slice(&array[at..at + 8]);
-            let (shift, mask) = ID_FIELD[usize::from(n)];
-            out.push(((u64::from_be_bytes(word) >> shift) & mask) as u32);
+            out.push(common_id(u64::from_le_bytes(word), n));
             at += usize::from(n);
             i += 1;
         }
@@ -287,8 +286,7 @@ pub(crate) fn count_token_ids_le(buf: &[u8], pos: usize, out: &mut TokenBytes) -
         }
         let mut word = [0u8; 8];
         word.copy_from_slice(&buf[at..at + 8]);
-        let (shift, mask) = ID_FIELD[usize::from(n)];
-        bytes.extend_from_slice(&(((u64::from_be_bytes(word) >> shift) & mask) as u32).to_le_bytes());
+        bytes.extend_from_slice(&common_id(u64::from_le_bytes(word), n).to_le_bytes());
         at += usize::from(n);
         i += 1;
     }
@@ -326,9 +324,18 @@ pub(crate) fn count_token_ids_le(buf: &[u8], pos: usize, out: &mut TokenBytes) -
     Ok(CountedTokenIds { count: len as u32, is_bigram: false, end, outside_u32 })
 }
 
-/// Where an id of each common length sits in the 8 bytes read from its marker (big-endian):
-/// (shift, mask), by length. A fixint is the marker itself; the others follow it.
-const ID_FIELD: [(u32, u64); 6] = [(0, 0), (56, 0x7f), (48, 0xff), (40, 0xffff), (0, 0), (24, 0xffff_ffff)];
+/// The id of common encoded length `n` (1, 2, 3 or 5) whose marker is the low byte of `word`,
+/// the 8 bytes from the marker read little-endian. A fixint is the marker itself; the others
+/// are the big-endian bytes after it, swapped as one u32 and shifted down to their width (a u32
+/// swap is one instruction natively and a few in wasm, where a u64 swap is many more).
+#[inline(always)]
+fn common_id(word: u64, n: u8) -> u32 {
+    let after = ((word >> 8) as u32).swap_bytes() >> ID_SHIFT[usize::from(n)];
+    if n == 1 { (word & 0x7f) as u32 } else { after }
+}
+
+/// How far [`common_id`] shifts the 4 bytes after a marker, by encoded length.
+const ID_SHIFT: [u32; 6] = [0, 0, 24, 16, 0, 0];
 
 /// Counts the items of a `token_ids` array at `pos` without building them.
 ///
