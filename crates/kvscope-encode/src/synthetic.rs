@@ -17,7 +17,10 @@ pub struct SyntheticBatch {
 /// `workers` workers (ids from 0, dp rank 0), `batches` batches each of about 8 events, one
 /// worker's batches after another's: chained GPU stores of 1-4 blocks of 16 tokens (a new chain
 /// every 16 stores) and, once a worker holds 400 blocks, a removal of its 4 oldest per store.
-/// Block hashes are splitmix64 of (worker, counter), so no two workers share one.
+/// Block hashes are splitmix64 of (worker, counter), so no two workers share one, and each
+/// block's 16 tokens are drawn from its hash, so no two blocks share their tokens: a real
+/// engine's hash covers the tokens, and the same tokens under two hashes would land on one node
+/// of Dynamo's tree (keyed by tokens), where a removal of one cuts the other off.
 pub fn fleet(workers: u32, batches: u64) -> Result<Vec<SyntheticBatch>, EncodeError> {
     let mut out = Vec::with_capacity(workers as usize * batches as usize);
     for w in 0..workers {
@@ -39,7 +42,7 @@ pub fn fleet(workers: u32, batches: u64) -> Result<Vec<SyntheticBatch>, EncodeEr
                         splitmix(u64::from(w) << 40 | next)
                     })
                     .collect();
-                let tokens = (0..n as u32 * 16).map(|t| t.wrapping_mul(2_654_435_761) % 50_000);
+                let tokens = hashes.iter().flat_map(|&h| (0..16).map(move |t| (splitmix(h ^ t) % 50_000) as u32));
                 let store =
                     Stored::new(hashes.iter().map(|&h| Hash::U64(h)), 16).parent(parent.map(Hash::U64)).tokens(tokens).medium(Some("GPU"));
                 events.push(store.into());
@@ -77,6 +80,19 @@ mod tests {
         for b in &fleet {
             let decoded = kvscope_wire::decode_batch(&b.payload).unwrap();
             assert_eq!(decoded.events.len() as u32, b.events, "worker {} seq {}", b.worker, b.seq);
+        }
+        // No two blocks carry the same tokens (the router's index keys its tree by them).
+        let mut seen = std::collections::HashSet::new();
+        for b in &fleet {
+            for e in kvscope_wire::decode_batch(&b.payload).unwrap().events {
+                if let kvscope_wire::KvEvent::BlockStored(s) = e {
+                    let tokens = s.token_ids.values(&b.payload).unwrap();
+                    assert_eq!(tokens.len(), s.block_hashes.len() * 16);
+                    for block in tokens.chunks(16) {
+                        assert!(seen.insert(block.to_vec()), "worker {} seq {}: a block repeats another's tokens", b.worker, b.seq);
+                    }
+                }
+            }
         }
         // Past 400 live blocks, batches remove the oldest.
         let last = kvscope_wire::decode_batch(&fleet[99].payload).unwrap();
