@@ -282,10 +282,15 @@ impl DeviceTree {
             cutoffs: suffix_cutoffs,
             internal: !children.is_empty(),
             children,
+            parent: id,
             ..Node::default()
         };
         suffix.reindex();
         let sid = self.alloc(suffix);
+        // The children moved down with the suffix: they hang from it now.
+        for c in self.nodes[sid as usize].children.values().copied().collect::<Vec<_>>() {
+            self.node_mut(c).parent = sid;
+        }
         let n = self.node_mut(id);
         n.children.insert(first_tokens, sid);
         n.internal = true;
@@ -649,5 +654,78 @@ impl DeviceTree {
             id = n.parent;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn block(tokens: u64, hash: u64) -> Block {
+        Block { tokens_hash: tokens, block_hash: hash }
+    }
+
+    /// Whether `holds` says what `dump` lists, for every worker and hash in `hashes`.
+    fn holds_agrees_with_dump(d: &DeviceTree, workers: &[WorkerKey], hashes: impl Iterator<Item = u64> + Clone) {
+        let dump = d.dump();
+        for &w in workers {
+            let listed: Vec<u64> = dump.get(&w).map(|v| v.iter().map(|(_, b)| b.block_hash).collect()).unwrap_or_default();
+            for h in hashes.clone() {
+                assert_eq!(d.holds(w, h), listed.contains(&h), "worker {w:?}, block {h}: holds and dump disagree");
+            }
+        }
+    }
+
+    #[test]
+    fn a_split_edge_s_suffix_and_what_hangs_below_it_stay_held() {
+        let w = (1, 0);
+        let mut d = DeviceTree::default();
+        d.store(w, None, &[block(1, 11), block(2, 12), block(3, 13)]).unwrap();
+        // Below the edge's first block: the edge splits after it.
+        d.store(w, Some(11), &[block(9, 19)]).unwrap();
+        d.store(w, Some(13), &[block(4, 14)]).unwrap();
+        for h in [11, 12, 13, 14, 19] {
+            assert!(d.holds(w, h), "block {h}");
+        }
+        // A split of the suffix again: its children move down once more.
+        d.store(w, Some(12), &[block(8, 18)]).unwrap();
+        for h in [11, 12, 13, 14, 18, 19] {
+            assert!(d.holds(w, h), "block {h}");
+        }
+        holds_agrees_with_dump(&d, &[w], 11..20);
+    }
+
+    proptest! {
+        /// Stores under any earlier block and removals, in any order, by two workers. A block's
+        /// hash covers its parent's and its tokens, as engines hash them, so workers storing
+        /// the same tokens under the same parent meet on one node with one hash.
+        #[test]
+        fn holds_says_what_dump_lists(ops in prop::collection::vec((0usize..2, 0usize..24, 1u64..4, 0u64..3, any::<bool>()), 1..40)) {
+            let workers = [(1, 0), (2, 0)];
+            let mut d = DeviceTree::default();
+            let mut stored: Vec<u64> = Vec::new();
+            for (worker, pick, len, tokens, remove) in ops {
+                let w = workers[worker];
+                if remove && !stored.is_empty() {
+                    d.remove(w, &[stored[pick % stored.len()]]);
+                    continue;
+                }
+                let parent = pick.checked_sub(4).and_then(|i| stored.get(i % stored.len().max(1))).copied();
+                let mut prev = parent.unwrap_or(0);
+                let blocks: Vec<Block> = (0..len)
+                    .map(|i| {
+                        let t = tokens * 31 + i;
+                        let x = (prev ^ t.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_add(0x632B_E59B_D9B4_E019);
+                        prev = (x ^ (x >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                        block(t, prev)
+                    })
+                    .collect();
+                stored.extend(blocks.iter().map(|b| b.block_hash));
+                let _ = d.store(w, parent, &blocks);
+            }
+            holds_agrees_with_dump(&d, &workers, stored.iter().copied());
+        }
     }
 }
