@@ -32,6 +32,7 @@
 //! sweep of empty leaves (tests and short captures never reach it), anchors, TTLs and
 //! approximate LRU (off in the standalone indexer).
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::FastMap;
@@ -60,6 +61,9 @@ struct Node {
     /// The node it was made under (the real tree keeps no such link; the model uses it to tell
     /// a block's node still reachable from the root from one that was cut off).
     parent: NodeId,
+    /// The tree's [`DeviceTree::cuts`] when the node was last found reachable: until a link
+    /// is cut again, a walk up from below can stop here.
+    reachable_at: Cell<u64>,
 }
 
 impl Node {
@@ -87,6 +91,13 @@ impl Node {
 
     fn has_workers(&self) -> bool {
         !self.full.is_empty() || !self.cutoffs.is_empty()
+    }
+
+    /// A new child. Links are only ever added where none was: replacing one would cut a
+    /// subtree off without [`DeviceTree::cuts`] counting it.
+    fn link(&mut self, tokens_hash: u64, child: NodeId) {
+        let replaced = self.children.insert(tokens_hash, child);
+        debug_assert!(replaced.is_none(), "a link was replaced");
     }
 
     fn tail_is(&self, hash: u64) -> bool {
@@ -154,11 +165,14 @@ pub type Scores = BTreeMap<WorkerKey, u32>;
 pub struct DeviceTree {
     nodes: Vec<Node>,
     lookup: FastMap<WorkerKey, FastMap<u64, NodeId>>,
+    /// Children links cut so far, plus one: a node's `reachable_at` at this count is still
+    /// reachable (a store only adds links, and a split moves a subtree down a link it adds).
+    cuts: u64,
 }
 
 impl Default for DeviceTree {
     fn default() -> Self {
-        DeviceTree { nodes: vec![Node::default()], lookup: FastMap::default() }
+        DeviceTree { nodes: vec![Node::default()], lookup: FastMap::default(), cuts: 1 }
     }
 }
 
@@ -292,7 +306,7 @@ impl DeviceTree {
             self.node_mut(c).parent = sid;
         }
         let n = self.node_mut(id);
-        n.children.insert(first_tokens, sid);
+        n.link(first_tokens, sid);
         n.internal = true;
         // `apply_split_lookup`: every worker covering the suffix finds its blocks there.
         let s = &self.nodes[sid as usize];
@@ -392,7 +406,7 @@ impl DeviceTree {
                     }
                     let id = self.alloc(Node { parent: cur, ..Node::for_blocks(remaining, w) });
                     let n = self.node_mut(cur);
-                    n.children.insert(first.tokens_hash, id);
+                    n.link(first.tokens_hash, id);
                     n.internal = true;
                     self.map_blocks(w, remaining, id);
                     return Ok(());
@@ -413,7 +427,7 @@ impl DeviceTree {
                 let t = self.alloc(Node { parent: child, ..Node::for_blocks(tail, w) });
                 let n = self.node_mut(child);
                 n.promote(w);
-                n.children.insert(tail[0].tokens_hash, t);
+                n.link(tail[0].tokens_hash, t);
                 self.map_blocks(w, &remaining[..match_len], child);
                 self.map_blocks(w, tail, t);
                 return Ok(());
@@ -481,8 +495,9 @@ impl DeviceTree {
             }
             stale
         };
-        if n.full.is_empty() {
+        if n.full.is_empty() && !n.children.is_empty() {
             n.children.clear();
+            self.cuts += 1;
         }
         Some((stale, unmatched))
     }
@@ -546,8 +561,9 @@ impl DeviceTree {
             n.cutoffs.retain(|&w, _| !matches(w));
             let removed = before != n.full.len() + n.cutoffs.len();
             let children: Vec<NodeId> = n.children.values().copied().collect();
-            if removed && n.full.is_empty() {
+            if removed && n.full.is_empty() && !n.children.is_empty() {
                 n.children.clear();
+                self.cuts += 1;
             }
             queue.extend(children);
         }
@@ -643,15 +659,23 @@ impl DeviceTree {
         n.covers_pos(w, pos) && self.reachable(node)
     }
 
-    /// The node hangs from the root through children links, none of them cut.
-    fn reachable(&self, mut id: NodeId) -> bool {
-        while id != ROOT {
-            let n = self.node(id);
+    /// The node hangs from the root through children links, none of them cut. A walk stops at
+    /// the first node found reachable since the last cut, and marks the nodes it passed: the
+    /// blocks of one store, and the stores of one chain, share their walk up.
+    fn reachable(&self, id: NodeId) -> bool {
+        let mut passed: smallvec::SmallVec<[NodeId; 16]> = smallvec::SmallVec::new();
+        let mut at = id;
+        while at != ROOT && self.node(at).reachable_at.get() != self.cuts {
+            let n = self.node(at);
             let Some(first) = n.edge.first() else { return false };
-            if self.node(n.parent).children.get(&first.tokens_hash) != Some(&id) {
+            if self.node(n.parent).children.get(&first.tokens_hash) != Some(&at) {
                 return false;
             }
-            id = n.parent;
+            passed.push(at);
+            at = n.parent;
+        }
+        for p in passed {
+            self.node(p).reachable_at.set(self.cuts);
         }
         true
     }
@@ -710,6 +734,8 @@ mod tests {
                 let w = workers[worker];
                 if remove && !stored.is_empty() {
                     d.remove(w, &[stored[pick % stored.len()]]);
+                    // After every step: `holds` remembers what it found reachable.
+                    holds_agrees_with_dump(&d, &workers, stored.iter().copied());
                     continue;
                 }
                 let parent = pick.checked_sub(4).and_then(|i| stored.get(i % stored.len().max(1))).copied();
@@ -724,8 +750,8 @@ mod tests {
                     .collect();
                 stored.extend(blocks.iter().map(|b| b.block_hash));
                 let _ = d.store(w, parent, &blocks);
+                holds_agrees_with_dump(&d, &workers, stored.iter().copied());
             }
-            holds_agrees_with_dump(&d, &workers, stored.iter().copied());
         }
     }
 }
