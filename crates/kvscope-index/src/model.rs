@@ -153,6 +153,14 @@ pub fn worker_number(worker_id: &str) -> u64 {
         .unwrap_or_else(|_| worker_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)))
 }
 
+/// Removes a key from a map of causes that is most often empty (a fleet whose index keeps
+/// up), without hashing the key then.
+fn remove_if_any<V>(causes: &mut FastMap<BlockKey, V>, key: &BlockKey) {
+    if !causes.is_empty() {
+        causes.remove(key);
+    }
+}
+
 /// One value per side: a model has one or two, and a frame should not allocate for them.
 type PerSide<T> = SmallVec<[T; 4]>;
 
@@ -453,14 +461,15 @@ impl IndexModel {
                     self.truth_refused += s.blocks.len() as u64;
                     return;
                 }
-                let blocks: Vec<Block> = s.blocks.iter().map(|b| Block { tokens_hash: b.tokens_hash, block_hash: b.block_hash }).collect();
+                let blocks: SmallVec<[Block; 8]> =
+                    s.blocks.iter().map(|b| Block { tokens_hash: b.tokens_hash, block_hash: b.block_hash }).collect();
                 self.truth.store(w, tier, s.parent_hash, &blocks);
                 for (k, policy) in policies.iter().enumerate() {
                     let applied = self.apply_index(k, *policy);
                     for (n, b) in blocks.iter().enumerate() {
                         let key = (w, tier, b.block_hash);
                         if self.sides[k].holds(w, tier, b.block_hash) {
-                            self.sides[k].missing.remove(&key);
+                            remove_if_any(&mut self.sides[k].missing, &key);
                             continue;
                         }
                         let cause = match (&applied, policy) {
@@ -484,7 +493,7 @@ impl IndexModel {
                 }
             }
             EventData::Removed(r) => {
-                let held_before: Vec<Vec<bool>> =
+                let held_before: PerSide<SmallVec<[bool; 8]>> =
                     self.sides.iter().map(|side| r.block_hashes.iter().map(|&h| side.holds(w, tier, h)).collect()).collect();
                 for (k, policy) in policies.iter().enumerate() {
                     self.apply_index(k, *policy);
@@ -502,7 +511,7 @@ impl IndexModel {
                             }
                             continue;
                         }
-                        side.missing.remove(&key);
+                        remove_if_any(&mut side.missing, &key);
                         if now_held {
                             let cause = match policy {
                                 Err(_) => Stale::RemovalStaleSeq,
@@ -538,7 +547,7 @@ impl IndexModel {
         if let EventData::Stored(s) = &t.event.data {
             for side in &mut self.sides {
                 for b in &s.blocks {
-                    side.stale.remove(&(w, tier, b.block_hash));
+                    remove_if_any(&mut side.stale, &(w, tier, b.block_hash));
                 }
             }
         }

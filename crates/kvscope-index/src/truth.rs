@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use smallvec::SmallVec;
+
 use crate::FastMap;
 
 use kvscope_normalize::StorageTier;
@@ -53,9 +55,9 @@ impl Truth {
 
     /// Removes one copy of each hash; returns, per hash the engine held, whether it still holds
     /// another copy.
-    pub fn remove(&mut self, w: WorkerKey, tier: StorageTier, hashes: &[u64]) -> Vec<(u64, bool)> {
-        let Some(set) = self.tiers.get_mut(&(w, tier)) else { return Vec::new() };
-        let mut out = Vec::new();
+    pub fn remove(&mut self, w: WorkerKey, tier: StorageTier, hashes: &[u64]) -> SmallVec<[(u64, bool); 8]> {
+        let Some(set) = self.tiers.get_mut(&(w, tier)) else { return SmallVec::new() };
+        let mut out = SmallVec::new();
         for &h in hashes {
             if let Some(b) = set.get_mut(&h) {
                 b.copies -= 1;

@@ -142,13 +142,11 @@ impl Node {
 
     fn append_to_leaf(&mut self, w: WorkerKey, blocks: &[Block]) {
         let old = self.edge.len();
-        for other in std::mem::take(&mut self.full) {
-            if other == w {
-                self.full.push(w);
-            } else {
-                self.cutoffs.insert(other, old);
-            }
+        // The other full workers cover the edge as it was (in place: a leaf grows per store).
+        for &other in self.full.iter().filter(|&&o| o != w) {
+            self.cutoffs.insert(other, old);
         }
+        self.full.retain(|&o| o == w);
         self.promote(w);
         for (i, b) in blocks.iter().enumerate() {
             self.edge.push(*b);

@@ -157,6 +157,7 @@ impl DynamoIndex {
     }
 }
 
-fn blocks(s: &kvscope_router::StoredData) -> Vec<Block> {
+/// A store's blocks as the index keeps them (a store is a few blocks: no allocation for them).
+fn blocks(s: &kvscope_router::StoredData) -> smallvec::SmallVec<[Block; 8]> {
     s.blocks.iter().map(|b| Block { tokens_hash: b.tokens_hash, block_hash: b.block_hash }).collect()
 }
