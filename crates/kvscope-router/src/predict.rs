@@ -521,10 +521,16 @@ pub fn tokens_hash(tokens: &[u32], seed: u64) -> u64 {
 /// The tokens hashes of one batch's stores, by event index, hash seed and block size, for the
 /// passes that share its decode ([`PredictPass::finish_sharing`]): the index model's relays and
 /// the reconciler's. Start a new one for every batch: the key does not name the payload.
+///
+/// Two flat lists, not a map of lists: a batch of small stores allocates twice, not once per
+/// store, and every pass after the first finds its store by a binary search.
 #[derive(Debug, Default)]
 pub struct TokensHashes {
-    /// (event index, seed, block size) -> the store's tokens hashes, block by block.
-    stores: std::collections::BTreeMap<(u32, u64, u32), Vec<u64>>,
+    /// (event index, seed, block size) -> where the store's hashes start in `hashes` and how
+    /// many there are, ordered by key.
+    stores: Vec<((u32, u64, u32), (usize, usize))>,
+    /// Every store's tokens hashes, block by block.
+    hashes: Vec<u64>,
 }
 
 impl TokensHashes {
@@ -542,11 +548,20 @@ impl TokensHashes {
         }
         let seed = tokens_hash_seed(s.lora_name.as_deref(), namespace);
         let key = (event_index, seed, block_size);
-        let hashes = self.stores.entry(key).or_insert_with(|| block_tokens_hashes(ids, s, block_size, seed));
+        let (start, len) = match self.stores.binary_search_by_key(&key, |(k, _)| *k) {
+            Ok(i) => self.stores[i].1,
+            Err(i) => {
+                let start = self.hashes.len();
+                push_block_tokens_hashes(&mut self.hashes, ids, s, block_size, seed);
+                let at = (start, self.hashes.len() - start);
+                self.stores.insert(i, (key, at));
+                at
+            }
+        };
         // One hash per block hash of the store.
         s.block_hashes
             .iter()
-            .zip(hashes.iter())
+            .zip(&self.hashes[start..start + len])
             .take(blocks as usize)
             .map(|(hash, &tokens_hash)| StoredBlock { block_hash: hash.0, tokens_hash })
             .collect()
@@ -575,15 +590,13 @@ impl<'a> StoreIds<'a> {
 /// the ids as little-endian bytes once, each block's window hashed in place. A store whose span
 /// holds no u32 ids hashes empty windows (no preset publishes such a store with blocks:
 /// `dynamo-1.6.1` rejects the batch).
-fn block_tokens_hashes(ids: StoreIds<'_>, s: &BlockStored, block_size: u32, seed: u64) -> Vec<u64> {
+fn push_block_tokens_hashes(out: &mut Vec<u64>, ids: StoreIds<'_>, s: &BlockStored, block_size: u32, seed: u64) {
     let bytes = ids.le_bytes(s);
     let stride = block_size as usize;
     let window = stride + usize::from(s.token_ids.is_bigram);
-    (0..s.block_hashes.len())
-        .map(|i| {
-            let start = i * stride;
-            let chunk = bytes.get(start * 4..(start + window) * 4).unwrap_or(&[]);
-            xxh3_64_with_seed(chunk, seed)
-        })
-        .collect()
+    out.extend((0..s.block_hashes.len()).map(|i| {
+        let start = i * stride;
+        let chunk = bytes.get(start * 4..(start + window) * 4).unwrap_or(&[]);
+        xxh3_64_with_seed(chunk, seed)
+    }));
 }
