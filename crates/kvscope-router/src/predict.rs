@@ -526,12 +526,14 @@ pub fn tokens_hash(tokens: &[u32], seed: u64) -> u64 {
 /// store, and every pass after the first finds its store by a binary search.
 #[derive(Debug, Default)]
 pub struct TokensHashes {
-    /// (event index, seed, block size) -> where the store's hashes start in `hashes` and how
-    /// many there are, ordered by key.
-    stores: Vec<((u32, u64, u32), (usize, usize))>,
+    /// Where each store's hashes start in `hashes` and how many there are, ordered by key.
+    stores: Vec<(StoreKey, (usize, usize))>,
     /// Every store's tokens hashes, block by block.
     hashes: Vec<u64>,
 }
+
+/// A store's tokens hashes depend on its event, the hash seed and the block size.
+type StoreKey = (u32, u64, u32);
 
 impl TokensHashes {
     fn stored_blocks(
