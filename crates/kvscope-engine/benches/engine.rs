@@ -9,8 +9,9 @@
 //! - `engine`: the worker's [`Engine`] applying the server's WebSocket messages as the host does
 //!   (`apply_server_message`: protocol decode, both policies, trees, timeline marks, retention,
 //!   the router's index under both policies), without an event plane;
-//! - `engine_router`: the same with one event-plane source in the hello, so the relay's
-//!   prediction and the reconciliation run too, as `kvscope demo` runs by default;
+//! - `engine_router`: the same with one event-plane source in the hello and, after each batch,
+//!   the envelope its worker's Dynamo 1.6.1 relay publishes there, so the relay's prediction and
+//!   the reconciliation run too, as `kvscope demo` runs by default;
 //! - `index_truth`, `index_a`, `index_a_b`: the router's index model alone (every frame decoded
 //!   into a `Decoded`, the engines' truth with its tokens hashes, then no policy's index, policy
 //!   A's, both): what a shard that models an index pays for the whole fleet; `index_a_b_prepared`:
@@ -65,14 +66,15 @@ fn index_model(stream: &Stream, policies: &[Policy]) -> (IndexModel, Vec<IndexSo
 
 fn engine_costs(c: &mut Criterion) {
     for stream in [kimi(), fleet16()] {
-        let messages = stream.messages();
+        let (messages, with_plane) = (stream.messages(false), stream.messages(true));
         println!(
-            "BENCH engine_stream {{\"stream\":\"{}\",\"workers\":{},\"frames\":{},\"events\":{},\"bytes\":{}}}",
+            "BENCH engine_stream {{\"stream\":\"{}\",\"workers\":{},\"frames\":{},\"events\":{},\"bytes\":{},\"plane_frames\":{}}}",
             stream.name,
             stream.workers,
             stream.frames.len(),
             stream.events,
-            stream.bytes()
+            stream.bytes(),
+            with_plane.len() - messages.len()
         );
         let mut g = c.benchmark_group(format!("engine_{}", stream.name));
         g.sample_size(10);
@@ -132,10 +134,10 @@ fn engine_costs(c: &mut Criterion) {
             })
         });
         g.bench_function("engine", |b| b.iter(|| black_box(loaded(&stream, &messages, false))));
-        g.bench_function("engine_router", |b| b.iter(|| black_box(loaded(&stream, &messages, true))));
+        g.bench_function("engine_router", |b| b.iter(|| black_box(loaded(&stream, &with_plane, true))));
         // Two shards on two threads, each reading every message and applying its own workers'.
         g.bench_function("engine_router_2_shards", |b| {
-            let (stream, messages) = (&stream, &messages);
+            let (stream, messages) = (&stream, &with_plane);
             b.iter(|| {
                 std::thread::scope(|scope| {
                     let shards: Vec<_> = (0..2)
@@ -149,7 +151,7 @@ fn engine_costs(c: &mut Criterion) {
         });
         for index in 0..2 {
             g.bench_function(format!("engine_router_shard_{index}_of_2"), |b| {
-                b.iter(|| black_box(loaded_shard(&stream, &messages, true, Shard { index, count: 2 }).model().position()))
+                b.iter(|| black_box(loaded_shard(&stream, &with_plane, true, Shard { index, count: 2 }).model().position()))
             });
         }
         g.bench_function("summarize", |b| {
@@ -157,7 +159,7 @@ fn engine_costs(c: &mut Criterion) {
                 || {
                     let mut e = InProcess::one(Settings::default());
                     e.apply_server_message(&stream.hello(true), 0.0);
-                    for m in &messages {
+                    for m in &with_plane {
                         e.apply_server_message(m, 0.0);
                     }
                     e.set_view(ViewQuery { canvas_width: 1200.0, device_pixel_ratio: 1.0, ..e.coordinator.query().clone() });

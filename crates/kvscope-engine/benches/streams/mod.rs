@@ -1,7 +1,9 @@
 //! The recorded streams the engine benchmarks replay, natively (`engine.rs`, criterion) and in
 //! Chromium (`tests/wasm_bench.rs`): one definition, so both time the same frames.
 
+use kvscope_encode::router::{encode_envelope, relay_envelope};
 use kvscope_protocol as proto;
+use kvscope_router::{Predictor, RelayConfig};
 use kvscope_wire::{EventSink, KvEvent};
 
 /// A recorded stream: per frame (source, seq, payload), and the same frames as the server
@@ -45,24 +47,51 @@ impl Stream {
         }))
     }
 
-    /// The frames as WebSocket messages, 10 ms apart per round of workers.
-    pub fn messages(&self) -> Vec<Vec<u8>> {
-        self.frames
-            .iter()
-            .enumerate()
-            .map(|(i, (source, seq, payload))| {
-                proto::encode(&proto::Message::Frame(proto::Frame {
-                    source: *source,
-                    seq: *seq,
-                    recv_time_nanos: 1_000_000_000 + (i as u64 / u64::from(self.workers)) * 10_000_000,
-                    replayed: false,
-                    topic: b"kv-events".to_vec(),
-                    payload: payload.clone(),
-                }))
-            })
-            .collect()
+    /// The frames as WebSocket messages, 10 ms apart per round of workers; with `event_plane`,
+    /// each followed by what its worker's Dynamo 1.6.1 relay publishes for it on the plane
+    /// source [`Stream::hello`] lists, as `kvscope demo` runs by default, so that the router
+    /// side reconciles what arrives rather than waiting for it.
+    pub fn messages(&self, event_plane: bool) -> Vec<Vec<u8>> {
+        let mut relays: Vec<Predictor> =
+            (0..self.workers).map(|w| Predictor::new(RelayConfig::dynamo_1_6_1(u64::from(w), 0, self.block_size))).collect();
+        let mut sequences = vec![0u64; self.workers as usize];
+        let mut out = Vec::with_capacity(self.frames.len() * (1 + usize::from(event_plane)));
+        for (i, (source, seq, payload)) in self.frames.iter().enumerate() {
+            let at = 1_000_000_000 + (i as u64 / u64::from(self.workers)) * 10_000_000;
+            out.push(proto::encode(&proto::Message::Frame(proto::Frame {
+                source: *source,
+                seq: *seq,
+                recv_time_nanos: at,
+                replayed: false,
+                topic: b"kv-events".to_vec(),
+                payload: payload.clone(),
+            })));
+            if !event_plane {
+                continue;
+            }
+            let w = *source as usize;
+            let predictions = relays[w].predict(*seq, payload).expect("the relay reads its engine's batch");
+            let sequence = sequences[w];
+            let Some(envelope) = relay_envelope(1_000 + u64::from(*source), sequence, at / 1_000_000, &predictions).expect("an envelope")
+            else {
+                continue;
+            };
+            sequences[w] += 1;
+            out.push(proto::encode(&proto::Message::Frame(proto::Frame {
+                source: self.workers,
+                seq: 0,
+                recv_time_nanos: at + 1,
+                replayed: false,
+                topic: PLANE_SUBJECT.to_vec(),
+                payload: encode_envelope(&envelope).expect("the envelope's bytes"),
+            })));
+        }
+        out
     }
 }
+
+/// The subject the relays publish on (Dynamo's form: namespace, component, endpoint).
+const PLANE_SUBJECT: &[u8] = b"namespace.bench.component.backend.endpoint.generate.kv-events";
 
 /// Kimi-K3's three workers, interleaved batch by batch.
 pub fn kimi() -> Stream {
