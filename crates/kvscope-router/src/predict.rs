@@ -522,12 +522,13 @@ pub fn tokens_hash(tokens: &[u32], seed: u64) -> u64 {
 /// passes that share its decode ([`PredictPass::finish_sharing`]): the index model's relays and
 /// the reconciler's. Start a new one for every batch: the key does not name the payload.
 ///
-/// Two flat lists, not a map of lists: a batch of small stores allocates twice, not once per
-/// store, and every pass after the first finds its store by a binary search.
+/// Every hash in one list, not a list per store: a batch of small stores allocates for its
+/// hashes once, not once per store. The stores' map stays ordered (no insert costs more than a
+/// search when passes with other seeds interleave their stores).
 #[derive(Debug, Default)]
 pub struct TokensHashes {
-    /// Where each store's hashes start in `hashes` and how many there are, ordered by key.
-    stores: Vec<(StoreKey, (usize, usize))>,
+    /// Where each store's hashes start in `hashes`, and how many there are.
+    stores: std::collections::BTreeMap<StoreKey, (usize, usize)>,
     /// Every store's tokens hashes, block by block.
     hashes: Vec<u64>,
 }
@@ -550,16 +551,12 @@ impl TokensHashes {
         }
         let seed = tokens_hash_seed(s.lora_name.as_deref(), namespace);
         let key = (event_index, seed, block_size);
-        let (start, len) = match self.stores.binary_search_by_key(&key, |(k, _)| *k) {
-            Ok(i) => self.stores[i].1,
-            Err(i) => {
-                let start = self.hashes.len();
-                push_block_tokens_hashes(&mut self.hashes, ids, s, block_size, seed);
-                let at = (start, self.hashes.len() - start);
-                self.stores.insert(i, (key, at));
-                at
-            }
-        };
+        let hashes = &mut self.hashes;
+        let &mut (start, len) = self.stores.entry(key).or_insert_with(|| {
+            let start = hashes.len();
+            push_block_tokens_hashes(hashes, ids, s, block_size, seed);
+            (start, hashes.len() - start)
+        });
         // One hash per block hash of the store.
         s.block_hashes
             .iter()
