@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use crate::cause::{Missing, OrphanRoot, Stale};
-use crate::dynamo::{Block, BlockSets, DynamoIndex, StoreError, WorkerKey, storage_tier};
+use crate::dynamo::{BlockSets, DynamoIndex, StoreError, WorkerKey, blocks, storage_tier};
 use crate::truth::Truth;
 
 /// What an [`IndexModel`] models.
@@ -461,8 +461,7 @@ impl IndexModel {
                     self.truth_refused += s.blocks.len() as u64;
                     return;
                 }
-                let blocks: SmallVec<[Block; 8]> =
-                    s.blocks.iter().map(|b| Block { tokens_hash: b.tokens_hash, block_hash: b.block_hash }).collect();
+                let blocks = blocks(s);
                 self.truth.store(w, tier, s.parent_hash, &blocks);
                 for (k, policy) in policies.iter().enumerate() {
                     let applied = self.apply_index(k, *policy);

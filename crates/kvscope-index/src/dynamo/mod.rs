@@ -157,7 +157,8 @@ impl DynamoIndex {
     }
 }
 
-/// A store's blocks as the index keeps them (a store is a few blocks: no allocation for them).
-fn blocks(s: &kvscope_router::StoredData) -> smallvec::SmallVec<[Block; 8]> {
+/// A store's blocks as the index (and the model's truth) keeps them (a store is a few blocks:
+/// no allocation for them).
+pub(crate) fn blocks(s: &kvscope_router::StoredData) -> smallvec::SmallVec<[Block; 8]> {
     s.blocks.iter().map(|b| Block { tokens_hash: b.tokens_hash, block_hash: b.block_hash }).collect()
 }
