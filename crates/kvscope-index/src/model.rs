@@ -492,17 +492,22 @@ impl IndexModel {
                 }
             }
             EventData::Removed(r) => {
-                let held_before: PerSide<SmallVec<[bool; 8]>> =
-                    self.sides.iter().map(|side| r.block_hashes.iter().map(|&h| side.holds(w, tier, h)).collect()).collect();
+                // The truth first (it reads no index): whether each index held a block before
+                // the removal matters only for a block other copies still hold, so only those
+                // are asked (`holds` walks up the tree).
+                let removed = self.truth.remove(w, tier, &r.block_hashes);
+                let held_before: PerSide<SmallVec<[bool; 8]>> = self
+                    .sides
+                    .iter()
+                    .map(|side| removed.iter().map(|&(h, still_held)| still_held && side.holds(w, tier, h)).collect())
+                    .collect();
                 for (k, policy) in policies.iter().enumerate() {
                     self.apply_index(k, *policy);
                 }
-                let removed = self.truth.remove(w, tier, &r.block_hashes);
                 for (k, policy) in policies.iter().enumerate() {
                     let side = &mut self.sides[k];
-                    for &(h, still_held) in &removed {
+                    for (&(h, still_held), &was_held) in removed.iter().zip(&held_before[k]) {
                         let key = (w, tier, h);
-                        let was_held = r.block_hashes.iter().position(|&x| x == h).is_some_and(|i| held_before[k][i]);
                         let now_held = side.holds(w, tier, h);
                         if still_held {
                             if was_held && !now_held {
