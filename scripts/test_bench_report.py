@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of scripts/bench_report.py, bench_index_report.py and bench_engine_report.py: each runs on a made-up run
-directory and the tables it writes carry the ratios the made-up timings imply.
+directory and the tables it writes carry the ratios the made-up timings imply; and of
+profile_worker.py, on made-up `perf script` samples.
 
     python3 scripts/test_bench_report.py     # scripts/test.sh runs it; standard library only
 
@@ -21,6 +22,7 @@ INDEX_SCRIPT = Path(__file__).resolve().parent / "bench_index_report.py"
 ENGINE_SCRIPT = Path(__file__).resolve().parent / "bench_engine_report.py"
 FIRST_RUN_SCRIPT = Path(__file__).resolve().parent / "first_run_report.py"
 FLEET_SCRIPT = Path(__file__).resolve().parent / "bench_fleet_report.py"
+PROFILE_SCRIPT = Path(__file__).resolve().parent / "profile_worker.py"
 WORKLOADS = ["kimi_k3", "small_gpu", "cpu_offload", "sglang"]
 # Seconds per pass, per criterion bench id; the same for every workload except where noted.
 TIMES = {
@@ -375,6 +377,45 @@ class FirstRunReportTest(SectionReportCase):
         glance = self.md[self.md.index("## At a glance"):self.md.index("## Commands")]
         self.assertNotIn("99 min", glance)
         self.assertIn("| 8. First run | `scripts/test.sh` on a fresh clone, tools installed (goal 25 min) | 16 min 40 s |", glance)
+
+
+# Three samples as `perf script` prints them: two of the engine worker (wasm frames named by V8's
+# perf map, leaf first), one of the server.
+PERF_SCRIPT = """DedicatedWorker 21142 [000] 35489.145575:    2004008 cpu-clock:ppp:
+\t    1f86 JS:kvscope_index::dynamo::device::DeviceTree::erase::h36dee0a59554cc94-916-turbofan+0x10 (/tmp/perf-1.map)
+\t    1f87 JS:kvscope_index::dynamo::DynamoIndex::apply::h0000000000000001-12-turbofan+0x20 (/tmp/perf-1.map)
+\t    1f88 JS:kvscope_index::model::IndexModel::push_decoded::hd180e55b635ea24c-100-turbofan+0x30 (/tmp/perf-1.map)
+\t    1f89 JS:kvscope_engine::model::Model::apply_frame::h5c5f1980588bc9a4-355-liftoff+0x40 (/tmp/perf-1.map)
+\t     5e1 [unknown] (/usr/lib/chromium/chromium)
+
+DedicatedWorker 21142 [001] 35489.147579:    2004008 cpu-clock:ppp:
+\t    1f90 JS:kvscope_normalize::normalizer::Normalizer::normalize_one::h648fb2848e27b06c[1]-230-turbofan+0x5 (/tmp/perf-1.map)
+\t    1f89 JS:kvscope_engine::model::Model::apply_frame::h5c5f1980588bc9a4-355-liftoff+0x40 (/tmp/perf-1.map)
+
+tokio-rt-worker 20001/20005 [001] 35489.149000:    2004008 cpu-clock:ppp:
+\t    55 kvscope::relay::Hub::publish+0x1 (/work/main/target/release/kvscope)
+"""
+
+
+class ProfileWorkerTest(unittest.TestCase):
+    def test_threads_functions_and_callees_are_shares_of_the_samples(self):
+        out = subprocess.run(
+            [sys.executable, str(PROFILE_SCRIPT), "--children", "kvscope_index::model::IndexModel::push_decoded"],
+            input=PERF_SCRIPT, capture_output=True, text=True, check=True,
+        ).stdout
+        self.assertIn("samples: 3 over every thread; the engine worker's: 2", out)
+        self.assertIn(" 66.7%  DedicatedWorker", out)
+        self.assertIn(" 33.3%  tokio-rt-worker", out)
+        # Inclusive: a function counts once per sample it is on; names lose hash, index and tier.
+        self.assertIn("100.0%  kvscope_engine::model::Model::apply_frame\n", out)
+        self.assertIn(" 50.0%  kvscope_normalize::normalizer::Normalizer::normalize_one\n", out)
+        self.assertIn("kvscope_index::model::IndexModel::push_decoded: 50.0% of the worker; its callees:\n"
+                      "   50.0%  kvscope_index::dynamo::DynamoIndex::apply", out)
+
+    def test_no_samples_is_an_error_that_says_what_to_check(self):
+        run = subprocess.run([sys.executable, str(PROFILE_SCRIPT)], input="", capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("no samples", run.stderr)
 
 
 if __name__ == "__main__":
