@@ -13,7 +13,9 @@
 # KVSCOPE_PROFILE_SECONDS (default 15) is how long perf records, after the fleet connected and
 # the page warmed up. Needs perf (system-wide cpu-clock sampling), the dashboard built and a
 # release kvscope embedding it (scripts/build-web.sh, then cargo build --release -p kvscope),
-# chromium and chromedriver. Writes target/bench-run/profile-worker.{txt,data,log}.
+# chromium and chromedriver. Writes target/bench-run/profile-worker.{txt,script,data,log}; other
+# functions' callees from the same run: python3 scripts/profile_worker.py --children NAME
+# <target/bench-run/profile-worker.script (the .data alone has lost the wasm names).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,4 +60,6 @@ echo "[profile-worker] recording ${RECORD} s" >&2
 perf record -a -F 499 -g -o "$RUN/profile-worker.data" -- sleep "$RECORD" >/dev/null 2>&1
 wait "$BENCH" || { tail -20 "$LOG"; echo "[profile-worker] the bench failed; see $LOG" >&2; exit 1; }
 grep '"kind":"step"' "$LOG" | head -1 >&2 || true
-perf script -i "$RUN/profile-worker.data" 2>/dev/null | python3 scripts/profile_worker.py "$@" | tee "$RUN/profile-worker.txt"
+# Symbolized now, while V8's maps exist (they go with the run): the text is what later questions read.
+perf script -i "$RUN/profile-worker.data" >"$RUN/profile-worker.script" 2>/dev/null
+python3 scripts/profile_worker.py "$@" <"$RUN/profile-worker.script" | tee "$RUN/profile-worker.txt"
