@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use dynamo_kv_router::indexer::concurrent_radix_tree_compressed::ConcurrentRadixTreeCompressed;
-use dynamo_kv_router::indexer::{KvIndexerInterface, LowerTierIndexer, ThreadPoolIndexer};
+use dynamo_kv_router::indexer::{KvIndexerInterface, LowerTierIndexer, SyncIndexer, ThreadPoolIndexer};
 use dynamo_kv_router::protocols as dy;
 use kvscope_normalize::StorageTier;
 use kvscope_router::{EventData, PlaneTier, RouterEvent};
@@ -99,6 +99,12 @@ impl DynamoOracle {
                 .or_insert_with(|| rt.block_on(async { ThreadPoolIndexer::new(LowerTierIndexer::new(), 1, block_size) }));
             let _ = rt.block_on(t.apply_event_and_wait(event));
         }
+    }
+
+    /// The device tree's sweep of stale leaves (`sweep_stale_children`), which the real
+    /// indexer runs every 5 minutes on the event thread; here between two applied events.
+    pub fn sweep(&mut self) {
+        self.device.backend().run_cleanup_task();
     }
 
     /// `GET /dump`'s blocks, per worker and tier.

@@ -28,7 +28,7 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, kvscope_tiers::BuildBlo
 
 pub use cause::{Missing, OrphanRoot, Stale};
 pub use dump::{DumpPart, dump_block_sets, parse_dump};
-pub use dynamo::{BlockSets, DynamoIndex, StoreError, WorkerKey};
+pub use dynamo::{BlockSets, DynamoIndex, SWEEP_INTERVAL_SECS, StoreError, WorkerKey};
 pub use model::{
     ExitAt, IndexConfig, IndexCounts, IndexDifference, IndexModel, IndexReport, IndexSide, IndexSourceId, SourceIndex, TierCounts, percent,
     worker_number,

@@ -40,8 +40,9 @@ pub struct IndexConfig {
     pub block_size: u32,
     /// The normalizer each modelled indexer runs: one index per policy ([`IndexSide`]).
     pub policies: Vec<Policy>,
-    /// Blocks the engines' truth may hold, and nodes an index may make, before either stops
-    /// growing (and the report says so).
+    /// Blocks the engines' truth may hold, and nodes an index may keep, before either stops
+    /// growing (and the report says so). An index keeps what Dynamo's would: live nodes, and
+    /// emptied leaves until its sweep (docs/dynamo-1.6.1-index.md, 1.3a).
     pub max_blocks: usize,
 }
 
@@ -307,7 +308,7 @@ impl IndexModel {
         scratch.lists.resize_with(self.sides.len(), Vec::new);
         let engine_keeps = Cell::new(false);
         let never: fn(u32, VerdictLabel) -> bool = |_, _| false;
-        let (truth_batch, taken) = {
+        let (truth_batch, taken, published_at) = {
             let IndexModel { sources, sides, .. } = self;
             let Scratch { engine, lists } = &mut scratch;
             let truth = sources[i].engine.pass(decoded, seq, never, engine);
@@ -320,6 +321,7 @@ impl IndexModel {
                 .collect();
             let mut fanout = Fanout { truth, sides: passes, engine_keeps: &engine_keeps };
             let decoded = decoded.feed(payload, &mut fanout);
+            let published_at = decoded.as_ref().map_or(f64::NAN, |h| h.ts);
             let Fanout { truth, sides: passes, .. } = fanout;
             let truth_batch = truth.finish_sharing(payload, &decoded, hashes);
             // The listeners' normalizers count nothing of a payload that does not decode.
@@ -327,7 +329,7 @@ impl IndexModel {
                 Ok(_) => passes.into_iter().map(|p| p.finish_sharing(payload, &decoded, hashes).is_ok_and(|b| b.taken())).collect(),
                 Err(_) => PerSide::new(),
             };
-            (truth_batch, taken)
+            (truth_batch, taken, published_at)
         };
         if let Err(e) = truth_batch {
             self.decode_errors += 1;
@@ -335,15 +337,19 @@ impl IndexModel {
             return Err(e);
         }
         let mut taken = taken.into_iter();
+        let mut sweep_clock: PerSide<bool> = PerSide::new();
         for (side, h) in self.sides.iter_mut().zip(&hears) {
+            let mut took = false;
             if h.is_ok() {
                 let l = &mut side.listeners[i];
                 note_heard(l, seq);
                 // A batch the indexer's decoder rejects does not move its cursor.
                 if taken.next() == Some(true) {
                     l.watermark = Some(seq);
+                    took = true;
                 }
             }
+            sweep_clock.push(took);
         }
         let s = &mut self.sources[i];
         if s.last_seq.is_some_and(|l| seq < l) && !replayed {
@@ -394,6 +400,12 @@ impl IndexModel {
             self.apply_event(i, truth, &policies);
         }
         drop(heard);
+        // The indexer's sweep is due by its clock as it queues events: after a batch it took.
+        for (side, took) in self.sides.iter_mut().zip(sweep_clock) {
+            if took {
+                side.index.tick(published_at);
+            }
+        }
         self.scratch = scratch.emptied();
         Ok(())
     }

@@ -22,6 +22,15 @@ enum Op {
     Store(usize, u8, Option<usize>, Vec<(u64, u64)>),
     Remove(usize, u8, Vec<usize>),
     Clear(usize),
+    /// The device tree's sweep of stale leaves, which the real indexer runs every 5 minutes.
+    Sweep,
+}
+
+/// What an op does to both indexes.
+#[derive(Debug)]
+enum Step {
+    Apply(RouterEvent),
+    Sweep,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -30,6 +39,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(w, t, p, b)| Op::Store(w, t, p, b)),
         3 => (0..3usize, prop_oneof![4 => Just(0u8), 1 => Just(1u8)], proptest::collection::vec(0..64usize, 1..4)).prop_map(|(w, t, h)| Op::Remove(w, t, h)),
         1 => (0..3usize).prop_map(Op::Clear),
+        1 => Just(Op::Sweep),
     ]
 }
 
@@ -46,7 +56,7 @@ fn event(w: (u64, u32), tier: u8, data: EventData, id: u64) -> RouterEvent {
 /// Turns ops into events. Block hashes chain like an engine's (parent and tokens, plus a salt
 /// that makes "same tokens, other hash" happen); the pool of hashes named so far gives parents
 /// and removals. Also returns every prefix a store named, as tokens hashes from the root.
-fn events(ops: &[Op]) -> (Vec<RouterEvent>, Vec<Vec<u64>>) {
+fn events(ops: &[Op]) -> (Vec<Step>, Vec<Vec<u64>>) {
     let mut pool: Vec<u64> = Vec::new();
     let mut path: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     let mut out = Vec::new();
@@ -72,18 +82,19 @@ fn events(ops: &[Op]) -> (Vec<RouterEvent>, Vec<Vec<u64>>) {
                 if !tokens.is_empty() {
                     prefixes.push(tokens);
                 }
-                out.push(event(
+                out.push(Step::Apply(event(
                     WORKERS[*w],
                     *tier,
                     EventData::Stored(StoredData { parent_hash: parent, start_position: None, blocks: stored }),
                     id,
-                ));
+                )));
             }
             Op::Remove(w, tier, picks) => {
                 let hashes = picks.iter().filter_map(|i| pool.get(i % pool.len().max(1)).copied()).collect();
-                out.push(event(WORKERS[*w], *tier, EventData::Removed(RemovedData { block_hashes: hashes }), id));
+                out.push(Step::Apply(event(WORKERS[*w], *tier, EventData::Removed(RemovedData { block_hashes: hashes }), id)));
             }
-            Op::Clear(w) => out.push(event(WORKERS[*w], 0, EventData::Cleared, id)),
+            Op::Clear(w) => out.push(Step::Apply(event(WORKERS[*w], 0, EventData::Cleared, id))),
+            Op::Sweep => out.push(Step::Sweep),
         }
     }
     (out, prefixes)
@@ -93,9 +104,17 @@ fn compare(ops: &[Op]) -> Result<(), TestCaseError> {
     let (events, prefixes) = events(ops);
     let mut model = DynamoIndex::new();
     let mut real = DynamoOracle::new(16);
-    for e in &events {
-        let _ = model.apply(e);
-        real.apply(e);
+    for step in &events {
+        match step {
+            Step::Apply(e) => {
+                let _ = model.apply(e);
+                real.apply(e);
+            }
+            Step::Sweep => {
+                model.sweep();
+                real.sweep();
+            }
+        }
     }
     prop_assert_eq!(model.block_sets(), real.block_sets(), "block sets after {:#?}", events);
     for p in &prefixes {
@@ -139,6 +158,24 @@ fn index_model_named_cases() {
         (
             "equal-size skip overcount",
             vec![Store(0, 0, None, vec![(1, 0), (4, 0)]), Store(1, 0, None, vec![(1, 0), (2, 0)]), Remove(1, 0, vec![0])],
+        ),
+        // An emptied leaf stays linked until the sweep: the same tokens under another hash land
+        // on it (and /dump lists its first hash); after the sweep they make a node of their own.
+        ("an emptied leaf before the sweep", vec![Store(0, 0, None, vec![(1, 0)]), Remove(0, 0, vec![0]), Store(1, 0, None, vec![(1, 1)])]),
+        (
+            "an emptied leaf after the sweep",
+            vec![Store(0, 0, None, vec![(1, 0)]), Remove(0, 0, vec![0]), Sweep, Store(1, 0, None, vec![(1, 1)])],
+        ),
+        (
+            "a sweep keeps a cut-off child a lookup holds",
+            vec![
+                Store(0, 0, None, vec![(1, 0), (2, 0)]),
+                Store(0, 0, Some(0), vec![(3, 0)]),
+                Remove(0, 0, vec![0]),
+                Sweep,
+                Store(0, 0, Some(1), vec![(4, 0)]),
+                Store(1, 0, None, vec![(1, 1)]),
+            ],
         ),
         (
             "same hash under two parents",

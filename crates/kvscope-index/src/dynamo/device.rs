@@ -27,10 +27,18 @@
 //!   many full workers as are still active, the walk does not check who they are (an overcount
 //!   the real tree has too).
 //!
+//! - **Memory.** The real nodes are `Arc`s, held by their parent's children and by the
+//!   workers' lookups; a node neither holds goes. Here each node counts the same holders, and a
+//!   node whose count falls to zero is freed when the operation ends (the real operation holds
+//!   the nodes it walks until then). So [`DeviceTree::nodes`] is what the real tree keeps.
+//! - **The sweep** ([`DeviceTree::sweep`], `sweep_stale_children`): every 5 minutes the real
+//!   tree unlinks leaves with no workers that no lookup holds, deepest first. Until then an
+//!   empty leaf stays where a store of the same tokens lands on it (with the first writer's
+//!   block hashes), and after it such a store makes a node of its own.
+//!
 //! Not modelled: the thread pool (the real lookups are per thread lane and repaired lazily,
-//! which only matters when a split and a cut-off meet workers of different lanes), the 5-minute
-//! sweep of empty leaves (tests and short captures never reach it), anchors, TTLs and
-//! approximate LRU (off in the standalone indexer).
+//! which only matters when a split and a cut-off meet workers of different lanes), anchors,
+//! TTLs and approximate LRU (off in the standalone indexer).
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
@@ -64,6 +72,43 @@ struct Node {
     /// The tree's [`DeviceTree::cuts`] when the node was last found reachable: until a link
     /// is cut again, a walk up from below can stop here.
     reachable_at: Cell<u64>,
+}
+
+/// What holds each node, as the real tree's `Arc` counts: the link from its parent and every
+/// lookup entry naming it. A node whose count falls to zero waits in `dying` until the
+/// operation ends.
+#[derive(Clone, Debug)]
+struct Holds {
+    counts: Vec<u32>,
+    dying: Vec<NodeId>,
+}
+
+/// A freed slot's count: no holder can release it again.
+const FREED: u32 = u32::MAX;
+
+impl Holds {
+    fn hold(&mut self, id: NodeId) {
+        self.counts[id as usize] += 1;
+    }
+
+    fn release(&mut self, id: NodeId) {
+        let c = &mut self.counts[id as usize];
+        debug_assert!(*c > 0 && *c != FREED, "node {id} released more often than held");
+        *c -= 1;
+        if *c == 0 {
+            self.dying.push(id);
+        }
+    }
+
+    /// A lookup entry set to `node`, naming `old` before.
+    fn retarget(&mut self, old: Option<NodeId>, node: NodeId) {
+        if old != Some(node) {
+            self.hold(node);
+            if let Some(o) = old {
+                self.release(o);
+            }
+        }
+    }
 }
 
 impl Node {
@@ -162,6 +207,9 @@ pub type Scores = BTreeMap<WorkerKey, u32>;
 #[derive(Clone, Debug)]
 pub struct DeviceTree {
     nodes: Vec<Node>,
+    holds: Holds,
+    /// Slots of freed nodes, for the next ones made.
+    free: Vec<NodeId>,
     lookup: FastMap<WorkerKey, FastMap<u64, NodeId>>,
     /// Children links cut so far, plus one: a node's `reachable_at` at this count is still
     /// reachable (a store only adds links, and a split moves a subtree down a link it adds).
@@ -170,7 +218,14 @@ pub struct DeviceTree {
 
 impl Default for DeviceTree {
     fn default() -> Self {
-        DeviceTree { nodes: vec![Node::default()], lookup: FastMap::default(), cuts: 1 }
+        DeviceTree {
+            nodes: vec![Node::default()],
+            // The root is the tree's own.
+            holds: Holds { counts: vec![1], dying: Vec::new() },
+            free: Vec::new(),
+            lookup: FastMap::default(),
+            cuts: 1,
+        }
     }
 }
 
@@ -197,14 +252,38 @@ impl DeviceTree {
         &mut self.nodes[id as usize]
     }
 
+    /// A new node, held by nothing yet (the caller links or maps it in the same operation).
     fn alloc(&mut self, n: Node) -> NodeId {
+        if let Some(id) = self.free.pop() {
+            self.nodes[id as usize] = n;
+            self.holds.counts[id as usize] = 0;
+            return id;
+        }
         self.nodes.push(n);
+        self.holds.counts.push(0);
         (self.nodes.len() - 1) as NodeId
     }
 
-    /// Nodes ever made (cut-off ones included: the real tree keeps them while a lookup does).
+    /// Frees the nodes nothing holds any more, and what only they held: the end of an
+    /// operation, when the real one drops the nodes it walked.
+    fn collect(&mut self) {
+        while let Some(id) = self.holds.dying.pop() {
+            if self.holds.counts[id as usize] != 0 {
+                continue;
+            }
+            self.holds.counts[id as usize] = FREED;
+            let node = std::mem::take(&mut self.nodes[id as usize]);
+            for &c in node.children.values() {
+                self.holds.release(c);
+            }
+            self.free.push(id);
+        }
+    }
+
+    /// Nodes the tree keeps: those the root reaches and those a lookup still holds, cut off or
+    /// not (the root included).
     pub fn nodes(&self) -> usize {
-        self.nodes.len()
+        self.nodes.len() - self.free.len()
     }
 
     /// Heap bytes, roughly: nodes, their edges and indexes, and the lookups.
@@ -250,6 +329,7 @@ impl DeviceTree {
             let range = if toward_tail { if pos < cutoff { pos..cutoff } else { 0..0 } } else { 0..pos.min(cutoff) };
             for b in &n.edge[range] {
                 if let Some(entry) = lookup.get_mut(&b.block_hash) {
+                    self.holds.retarget(Some(*entry), node);
                     *entry = node;
                 }
             }
@@ -259,8 +339,29 @@ impl DeviceTree {
     fn map_blocks(&mut self, w: WorkerKey, blocks: &[Block], node: NodeId) {
         let lookup = self.lookup.entry(w).or_default();
         for b in blocks {
-            lookup.insert(b.block_hash, node);
+            let old = lookup.insert(b.block_hash, node);
+            self.holds.retarget(old, node);
         }
+    }
+
+    /// A new child of `parent` (held by the link).
+    fn link(&mut self, parent: NodeId, tokens_hash: u64, child: NodeId) {
+        let n = &mut self.nodes[parent as usize];
+        n.link(tokens_hash, child);
+        n.internal = true;
+        self.holds.hold(child);
+    }
+
+    /// Cuts every child link of `id`, for everyone.
+    fn cut_children(&mut self, id: NodeId) {
+        let n = &mut self.nodes[id as usize];
+        if n.children.is_empty() {
+            return;
+        }
+        for (_, c) in n.children.drain() {
+            self.holds.release(c);
+        }
+        self.cuts += 1;
     }
 
     /// Splits `id`'s edge before `pos`: the node keeps the prefix, a new child the rest (with
@@ -303,9 +404,7 @@ impl DeviceTree {
         for c in self.nodes[sid as usize].children.values().copied().collect::<Vec<_>>() {
             self.node_mut(c).parent = sid;
         }
-        let n = self.node_mut(id);
-        n.link(first_tokens, sid);
-        n.internal = true;
+        self.link(id, first_tokens, sid);
         // `apply_split_lookup`: every worker covering the suffix finds its blocks there.
         let s = &self.nodes[sid as usize];
         let moved: Vec<(WorkerKey, Vec<u64>)> = s
@@ -317,7 +416,8 @@ impl DeviceTree {
         for (w, hashes) in moved {
             if let Some(lookup) = self.lookup.get_mut(&w) {
                 for h in hashes {
-                    lookup.insert(h, sid);
+                    let old = lookup.insert(h, sid);
+                    self.holds.retarget(old, sid);
                 }
             }
         }
@@ -349,6 +449,12 @@ impl DeviceTree {
 
     /// Applies a store of `blocks` below `parent` (`None`: from the root) for worker `w`.
     pub fn store(&mut self, w: WorkerKey, parent: Option<u64>, blocks: &[Block]) -> Result<(), StoreError> {
+        let r = self.apply_store(w, parent, blocks);
+        self.collect();
+        r
+    }
+
+    fn apply_store(&mut self, w: WorkerKey, parent: Option<u64>, blocks: &[Block]) -> Result<(), StoreError> {
         self.lookup.entry(w).or_default();
         let (mut cur, mut last) = (ROOT, None);
         if let Some(p) = parent {
@@ -357,9 +463,7 @@ impl DeviceTree {
             if let Some(&pos) = n.edge_index.get(&p)
                 && !n.covers_pos(w, pos)
             {
-                if let Some(l) = self.lookup.get_mut(&w) {
-                    l.remove(&p);
-                }
+                self.unlook(w, p);
                 return Err(StoreError::ParentNotCovered);
             }
             match self.at_parent(w, node, p, blocks) {
@@ -403,9 +507,7 @@ impl DeviceTree {
                         }
                     }
                     let id = self.alloc(Node { parent: cur, ..Node::for_blocks(remaining, w) });
-                    let n = self.node_mut(cur);
-                    n.link(first.tokens_hash, id);
-                    n.internal = true;
+                    self.link(cur, first.tokens_hash, id);
                     self.map_blocks(w, remaining, id);
                     return Ok(());
                 }
@@ -423,9 +525,8 @@ impl DeviceTree {
                 let tail = &remaining[match_len..];
                 self.split(child, match_len);
                 let t = self.alloc(Node { parent: child, ..Node::for_blocks(tail, w) });
-                let n = self.node_mut(child);
-                n.promote(w);
-                n.link(tail[0].tokens_hash, t);
+                self.node_mut(child).promote(w);
+                self.link(child, tail[0].tokens_hash, t);
                 self.map_blocks(w, &remaining[..match_len], child);
                 self.map_blocks(w, tail, t);
                 return Ok(());
@@ -444,6 +545,11 @@ impl DeviceTree {
         if !self.lookup.contains_key(&w) {
             return;
         }
+        self.apply_remove(w, hashes);
+        self.collect();
+    }
+
+    fn apply_remove(&mut self, w: WorkerKey, hashes: &[u64]) {
         let mut i = 0;
         while let Some(&h) = hashes.get(i) {
             match self.resolve(w, h, false) {
@@ -462,15 +568,15 @@ impl DeviceTree {
     }
 
     fn unlook(&mut self, w: WorkerKey, h: u64) {
-        if let Some(l) = self.lookup.get_mut(&w) {
-            l.remove(&h);
+        if let Some(old) = self.lookup.get_mut(&w).and_then(|l| l.remove(&h)) {
+            self.holds.release(old);
         }
     }
 
     /// `remove_worker_for_hashes` on one node: the worker's coverage ends at the earliest of
     /// `hashes`; a node left with no full worker loses its children.
     fn remove_at(&mut self, w: WorkerKey, node: NodeId, hashes: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
-        let n = self.node_mut(node);
+        let n = &mut self.nodes[node as usize];
         let mut min: Option<usize> = None;
         let mut unmatched = Vec::new();
         for h in hashes {
@@ -493,9 +599,8 @@ impl DeviceTree {
             }
             stale
         };
-        if n.full.is_empty() && !n.children.is_empty() {
-            n.children.clear();
-            self.cuts += 1;
+        if n.full.is_empty() {
+            self.cut_children(node);
         }
         Some((stale, unmatched))
     }
@@ -552,7 +657,14 @@ impl DeviceTree {
     /// time in Chromium at 64 SGLang workers x 300 batches/s, each clearing every 2,000 batches;
     /// this walk takes 3.7%.)
     pub fn erase(&mut self, matches: impl Fn(WorkerKey) -> bool) {
-        self.lookup.retain(|&w, _| !matches(w));
+        let holds = &mut self.holds;
+        self.lookup.retain(|&w, lookup| {
+            let keep = !matches(w);
+            if !keep {
+                lookup.values().for_each(|&n| holds.release(n));
+            }
+            keep
+        });
         // The children of every node reached go on the stack before any is cut, so the walk
         // covers what the root reached when the erase began, whatever it cuts on the way.
         let mut seen = vec![false; self.nodes.len()];
@@ -567,11 +679,36 @@ impl DeviceTree {
             n.full.retain(|&w| !matches(w));
             n.cutoffs.retain(|&w, _| !matches(w));
             let removed = before != n.full.len() + n.cutoffs.len();
-            if removed && n.full.is_empty() && !n.children.is_empty() {
-                n.children.clear();
+            if removed && n.full.is_empty() {
+                self.cut_children(id);
+            }
+        }
+        self.collect();
+    }
+
+    /// `sweep_stale_children`, which the real tree runs every 5 minutes
+    /// ([`crate::dynamo::SWEEP_INTERVAL_SECS`]): from the deepest edge up, unlinks each child
+    /// with no workers and no children that nothing but its parent holds (no lookup names it).
+    /// A parent left so is unlinked in the same sweep.
+    pub fn sweep(&mut self) {
+        let mut edges: Vec<(NodeId, u64, NodeId)> = Vec::new();
+        let mut queue = VecDeque::from([ROOT]);
+        while let Some(p) = queue.pop_front() {
+            for (&key, &c) in &self.nodes[p as usize].children {
+                queue.push_back(c);
+                edges.push((p, key, c));
+            }
+        }
+        for (p, key, c) in edges.into_iter().rev() {
+            let child = &self.nodes[c as usize];
+            let stale_leaf = !child.has_workers() && child.children.is_empty() && self.holds.counts[c as usize] == 1;
+            if stale_leaf && self.nodes[p as usize].children.get(&key) == Some(&c) {
+                self.nodes[p as usize].children.remove(&key);
+                self.holds.release(c);
                 self.cuts += 1;
             }
         }
+        self.collect();
     }
 
     /// The blocks `/dump` lists for each worker: those it covers on nodes still reachable from
@@ -707,6 +844,92 @@ mod tests {
         }
     }
 
+    /// The tree keeps exactly the nodes the root or a lookup reaches through children links,
+    /// and each one's count is its holders: the links to it and the lookup entries naming it.
+    fn keeps_what_is_held(d: &DeviceTree) {
+        let mut held = vec![0u32; d.nodes.len()];
+        held[ROOT as usize] += 1;
+        let mut stack = vec![ROOT];
+        for l in d.lookup.values() {
+            for &n in l.values() {
+                held[n as usize] += 1;
+                stack.push(n);
+            }
+        }
+        let mut live = vec![false; d.nodes.len()];
+        while let Some(id) = stack.pop() {
+            if std::mem::replace(&mut live[id as usize], true) {
+                continue;
+            }
+            for &c in d.nodes[id as usize].children.values() {
+                held[c as usize] += 1;
+                stack.push(c);
+            }
+        }
+        for (id, &is_live) in live.iter().enumerate() {
+            let count = d.holds.counts[id];
+            if is_live {
+                assert_eq!(count, held[id], "node {id}: counted holders against real ones");
+            } else {
+                assert_eq!(count, FREED, "node {id} is held by nothing and was not freed");
+            }
+        }
+        assert_eq!(d.nodes(), live.iter().filter(|&&l| l).count(), "nodes() counts the nodes kept");
+        assert!(d.holds.dying.is_empty(), "an operation ended with nodes waiting to be freed");
+    }
+
+    #[test]
+    fn cut_off_nodes_go_when_no_lookup_holds_them() {
+        let b = (2, 0);
+        let mut d = DeviceTree::default();
+        d.store(b, None, &[block(1, 11), block(2, 12)]).unwrap();
+        // Below 11, mid-edge: the edge splits into [11] and [12], and [13] hangs beside [12].
+        d.store(b, Some(11), &[block(3, 13)]).unwrap();
+        assert_eq!(d.nodes(), 4, "the root and three nodes");
+        // 11 removed: its node has no full worker, its children are cut off, but b's lookup
+        // still holds them (its 12 and 13).
+        d.remove(b, &[11]);
+        assert_eq!(d.nodes(), 4, "cut off, but held by b's lookup");
+        assert!(!d.holds(b, 12) && !d.holds(b, 13));
+        keeps_what_is_held(&d);
+        d.remove(b, &[12, 13]);
+        assert_eq!(d.nodes(), 2, "the root and the emptied [11], which the root still links");
+        keeps_what_is_held(&d);
+        d.sweep();
+        assert_eq!(d.nodes(), 1, "the sweep unlinks the empty leaf");
+        keeps_what_is_held(&d);
+    }
+
+    #[test]
+    fn a_sweep_unlinks_only_empty_leaves_no_lookup_holds() {
+        let (a, b) = ((1, 0), (2, 0));
+        let mut d = DeviceTree::default();
+        d.store(a, None, &[block(1, 11), block(2, 12)]).unwrap();
+        d.store(a, Some(11), &[block(5, 15)]).unwrap();
+        // b's leaf beside a's, emptied: a's nodes keep their workers, b's has none.
+        d.store(b, None, &[block(7, 17)]).unwrap();
+        d.remove(b, &[17]);
+        let before = d.nodes();
+        d.sweep();
+        assert_eq!(d.nodes(), before - 1, "only b's emptied leaf goes");
+        assert!(d.holds(a, 11) && d.holds(a, 12) && d.holds(a, 15));
+        // The same tokens under another hash now make a node of their own.
+        d.store(b, None, &[block(7, 27)]).unwrap();
+        assert_eq!(d.dump()[&b], vec![(None, block(7, 27))]);
+        keeps_what_is_held(&d);
+    }
+
+    #[test]
+    fn an_empty_leaf_before_the_sweep_takes_the_same_tokens_under_its_first_hashes() {
+        let b = (2, 0);
+        let mut d = DeviceTree::default();
+        d.store(b, None, &[block(7, 17)]).unwrap();
+        d.remove(b, &[17]);
+        d.store(b, None, &[block(7, 27)]).unwrap();
+        assert_eq!(d.dump()[&b], vec![(None, block(7, 17))], "the first writer's node and hash");
+        keeps_what_is_held(&d);
+    }
+
     #[test]
     fn a_split_edge_s_suffix_and_what_hangs_below_it_stay_held() {
         let w = (1, 0);
@@ -731,23 +954,33 @@ mod tests {
         /// block's hash covers its parent's and its tokens, as engines hash them, so workers
         /// storing the same tokens under the same parent meet on one node with one hash.
         #[test]
-        fn holds_says_what_dump_lists(ops in prop::collection::vec((0usize..2, 0usize..24, 1u64..4, 0u64..3, 0u8..8), 1..40)) {
+        fn holds_says_what_dump_lists(ops in prop::collection::vec((0usize..2, 0usize..24, 1u64..4, 0u64..3, 0u8..9), 1..40)) {
             let workers = [(1, 0), (2, 0)];
             let mut d = DeviceTree::default();
             let mut stored: Vec<u64> = Vec::new();
             for (worker, pick, len, tokens, action) in ops {
                 let w = workers[worker];
-                // Half stores, three in eight removals, one in eight clears.
+                // Four in nine stores, three removals, one clear, one sweep. After every step,
+                // `holds` remembers what it found reachable, and the tree keeps what is held.
+                if action == 8 {
+                    let dump = d.dump();
+                    d.sweep();
+                    prop_assert_eq!(d.dump(), dump, "a sweep changes nothing /dump lists");
+                    holds_agrees_with_dump(&d, &workers, stored.iter().copied());
+                    keeps_what_is_held(&d);
+                    continue;
+                }
                 if action == 7 {
                     d.erase(|x| x == w);
                     prop_assert!(d.dump().get(&w).is_none_or(Vec::is_empty), "a cleared worker holds nothing");
                     holds_agrees_with_dump(&d, &workers, stored.iter().copied());
+                    keeps_what_is_held(&d);
                     continue;
                 }
                 if action >= 4 && !stored.is_empty() {
                     d.remove(w, &[stored[pick % stored.len()]]);
-                    // After every step: `holds` remembers what it found reachable.
                     holds_agrees_with_dump(&d, &workers, stored.iter().copied());
+                    keeps_what_is_held(&d);
                     continue;
                 }
                 let parent = pick.checked_sub(4).and_then(|i| stored.get(i % stored.len().max(1))).copied();
@@ -763,6 +996,7 @@ mod tests {
                 stored.extend(blocks.iter().map(|b| b.block_hash));
                 let _ = d.store(w, parent, &blocks);
                 holds_agrees_with_dump(&d, &workers, stored.iter().copied());
+                keeps_what_is_held(&d);
             }
         }
     }

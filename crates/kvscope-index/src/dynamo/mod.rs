@@ -46,12 +46,19 @@ impl StoreError {
     }
 }
 
+/// How often the real tree sweeps its stale leaves: `CLEANUP_INTERVAL_MS`
+/// (dynamo-kv-router 1.6.1, `cleanup.rs`), checked as each event is queued.
+pub const SWEEP_INTERVAL_SECS: f64 = 300.0;
+
 /// Dynamo 1.6.1's whole index.
 #[derive(Clone, Debug, Default)]
 pub struct DynamoIndex {
     device: DeviceTree,
     /// `host_pinned`, `disk`, `external`, allocated on their first event.
     lower: [Option<LowerTier>; 3],
+    /// The stream's time of the index's start or last sweep, in seconds.
+    swept_at: Option<f64>,
+    sweeps: u64,
 }
 
 fn lower_slot(tier: StorageTier) -> Option<usize> {
@@ -112,6 +119,36 @@ impl DynamoIndex {
             }
             (_, EventData::Cleared) => Ok(()),
         }
+    }
+
+    /// The stream's clock reached `now` (seconds, the batches' publish times): the device
+    /// tree sweeps once [`SWEEP_INTERVAL_SECS`] have passed since the index began or last swept.
+    /// The real clock is the indexer's own, started with it, which the model cannot know; the
+    /// stream's is the nearest it has, so its sweeps fall within one interval of the real one's,
+    /// not on them. A clock that goes back (another engine's) or is not a time is ignored.
+    pub fn tick(&mut self, now: f64) {
+        if !now.is_finite() {
+            return;
+        }
+        match self.swept_at {
+            None => self.swept_at = Some(now),
+            Some(at) if now - at >= SWEEP_INTERVAL_SECS => {
+                self.sweep();
+                self.swept_at = Some(now);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The device tree's sweep of stale leaves ([`DeviceTree::sweep`]), now.
+    pub fn sweep(&mut self) {
+        self.device.sweep();
+        self.sweeps += 1;
+    }
+
+    /// Sweeps of the device tree so far.
+    pub fn sweeps(&self) -> u64 {
+        self.sweeps
     }
 
     /// `AllBlocksCleared` of one worker and rank: every tier.
