@@ -26,6 +26,9 @@ pub enum Missing {
     RemovedWhileHeld,
     /// Its store ran into another worker's blocks for the same tokens and was rejected there.
     ForeignEdge,
+    /// Its tokens are in the index under another block hash (the first writer's): its store
+    /// landed there, and the index lists that hash for it (a lower tier, nothing).
+    UnderOtherHash,
     /// The index lost it: a removal of a block before it in its index edge, or of a block above
     /// it, cut it off.
     CutOff,
@@ -52,6 +55,7 @@ pub enum OrphanRoot {
     AfterStaleSeq,
     AfterRemovedWhileHeld,
     AfterForeignEdge,
+    AfterUnderOtherHash,
     AfterCutOff,
 }
 
@@ -67,6 +71,7 @@ impl Missing {
             Missing::IndexerExited => OrphanRoot::IndexerExited,
             Missing::RemovedWhileHeld => OrphanRoot::AfterRemovedWhileHeld,
             Missing::ForeignEdge => OrphanRoot::AfterForeignEdge,
+            Missing::UnderOtherHash => OrphanRoot::AfterUnderOtherHash,
             Missing::CutOff => OrphanRoot::AfterCutOff,
             Missing::Orphan(o) => o,
         }
@@ -88,6 +93,9 @@ pub enum Stale {
     Unremovable,
     /// The engine restarted, its cache empty; the index kept the blocks from before.
     EngineRestarted,
+    /// The index lists this hash for tokens the engine stored under another one (the index
+    /// keeps a node's first hashes), so a removal by the engine's hash cannot take it out.
+    ListedForOtherHash,
     /// The engine never announced it (the index scores it for this worker anyway: another
     /// worker's blocks for the same tokens, or a block whose removal kvscope did not see).
     NeverAnnounced,
@@ -104,6 +112,7 @@ impl Missing {
             Missing::IndexerExited => "indexer_exited".to_owned(),
             Missing::RemovedWhileHeld => "removed_while_held".to_owned(),
             Missing::ForeignEdge => "foreign_edge".to_owned(),
+            Missing::UnderOtherHash => "under_other_hash".to_owned(),
             Missing::CutOff => "cut_off".to_owned(),
             Missing::Orphan(o) => format!("orphan:{}", o.label()),
         }
@@ -123,6 +132,9 @@ impl Missing {
             Missing::IndexerExited => "the indexer exited on a fatal verdict after it was stored and restarted with an empty index".to_owned(),
             Missing::RemovedWhileHeld => "the router applied a removal of it while the engine still holds another copy".to_owned(),
             Missing::ForeignEdge => "its store ran into another worker's blocks for the same tokens and the index rejected the rest".to_owned(),
+            Missing::UnderOtherHash => "its tokens are in the index under another block hash, the first writer's (another worker's, or an evicted block's node \
+                 that Dynamo's 5-minute sweep has not unlinked yet): the index lists that hash for it, or on a lower tier nothing"
+                .to_owned(),
             Missing::CutOff => "the index lost it: a removal of an earlier block of its index edge, or of a block above it, cut it off".to_owned(),
             Missing::Orphan(o) => format!("the index dropped its whole store: its parent was not in the index ({})", o.sentence()),
         }
@@ -142,6 +154,7 @@ impl OrphanRoot {
             OrphanRoot::AfterStaleSeq => "after_stale_seq".to_owned(),
             OrphanRoot::AfterRemovedWhileHeld => "after_removed_while_held".to_owned(),
             OrphanRoot::AfterForeignEdge => "after_foreign_edge".to_owned(),
+            OrphanRoot::AfterUnderOtherHash => "after_under_other_hash".to_owned(),
             OrphanRoot::AfterCutOff => "after_cut_off".to_owned(),
         }
     }
@@ -158,6 +171,7 @@ impl OrphanRoot {
             OrphanRoot::AfterStaleSeq => "an earlier batch of the chain was dropped as a stale seq".to_owned(),
             OrphanRoot::AfterRemovedWhileHeld => "an earlier block of the chain was removed while the engine held another copy".to_owned(),
             OrphanRoot::AfterForeignEdge => "an earlier store of the chain ran into another worker's blocks".to_owned(),
+            OrphanRoot::AfterUnderOtherHash => "an earlier block of the chain is in the index under another hash".to_owned(),
             OrphanRoot::AfterCutOff => "an earlier block of the chain was cut off by a removal".to_owned(),
         }
     }
@@ -171,6 +185,7 @@ impl Stale {
             Stale::RemovalStaleSeq => "removal_stale_seq".to_owned(),
             Stale::Unremovable => "unremovable".to_owned(),
             Stale::EngineRestarted => "engine_restarted".to_owned(),
+            Stale::ListedForOtherHash => "listed_for_other_hash".to_owned(),
             Stale::NeverAnnounced => "never_announced".to_owned(),
         }
     }
@@ -182,6 +197,11 @@ impl Stale {
             Stale::RemovalStaleSeq => "the engine evicted it, but the indexer dropped the removal's batch as a stale seq".to_owned(),
             Stale::Unremovable => "the engine evicted it and the removal reached the index, which could not take it out".to_owned(),
             Stale::EngineRestarted => "the engine restarted with an empty cache; the index kept it from before".to_owned(),
+            Stale::ListedForOtherHash => {
+                "the engine stored these tokens under another hash, and the index lists this one for them (it keeps a node's first \
+                 hashes): a removal by the engine's hash cannot take it out"
+                    .to_owned()
+            }
             Stale::NeverAnnounced => "the engine never announced it for this worker; the index scores it anyway".to_owned(),
         }
     }

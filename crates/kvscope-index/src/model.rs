@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use crate::cause::{Missing, OrphanRoot, Stale};
-use crate::dynamo::{BlockSets, DynamoIndex, StoreError, WorkerKey, blocks, storage_tier};
+use crate::dynamo::{Block, BlockSets, DynamoIndex, StoreError, WorkerKey, blocks, storage_tier};
 use crate::truth::Truth;
 
 /// What an [`IndexModel`] models.
@@ -130,6 +130,16 @@ impl Side {
         match tier {
             StorageTier::Device => self.index.device().holds(w, h),
             _ => self.index.lower(tier).is_some_and(|t| t.holds(w, h)),
+        }
+    }
+
+    /// Whether a block the index does not hold for the worker has its tokens there under
+    /// another hash, and the hash the index lists for the worker instead, if any (the device
+    /// tier's; a lower tier lists nothing).
+    fn under_other_hash(&self, w: WorkerKey, tier: StorageTier, parent: Option<u64>, b: Block) -> Option<Option<u64>> {
+        match tier {
+            StorageTier::Device => self.index.device().listed_instead(w, b).map(Some),
+            _ => self.index.lower(tier)?.taken_by(parent, b.tokens_hash, b.block_hash).map(|_| None),
         }
     }
 }
@@ -477,13 +487,14 @@ impl IndexModel {
                 self.truth.store(w, tier, s.parent_hash, &blocks);
                 for (k, policy) in policies.iter().enumerate() {
                     let applied = self.apply_index(k, *policy);
+                    let mut under_other_hash = false;
                     for (n, b) in blocks.iter().enumerate() {
                         let key = (w, tier, b.block_hash);
                         if self.sides[k].holds(w, tier, b.block_hash) {
                             remove_if_any(&mut self.sides[k].missing, &key);
                             continue;
                         }
-                        let cause = match (&applied, policy) {
+                        let mut cause = match (&applied, policy) {
                             (_, Err(m)) => *m,
                             (_, Ok(Prediction { outcome: Predicted::Dropped { label, .. }, .. })) => Missing::Dropped(*label),
                             (Some((_, Err(StoreError::ParentNotFound | StoreError::ParentNotCovered))), _) => match s.parent_hash {
@@ -499,6 +510,22 @@ impl IndexModel {
                             (Some((e, Ok(()))), _) if !published(e, b.block_hash) => Missing::NotPublished,
                             _ => Missing::CutOff,
                         };
+                        // A store that ran into the first writer's blocks for the same tokens
+                        // took them under its hashes first (the device tier), or stopped there
+                        // (a lower tier, whose walk loses the rest with it).
+                        if matches!(cause, Missing::CutOff | Missing::ForeignEdge) {
+                            let parent = if n == 0 { s.parent_hash } else { Some(blocks[n - 1].block_hash) };
+                            let other = self.sides[k].under_other_hash(w, tier, parent, *b);
+                            if other.is_some() || (under_other_hash && cause == Missing::CutOff) {
+                                cause = Missing::UnderOtherHash;
+                                under_other_hash = true;
+                            }
+                            if let Some(Some(listed)) = other
+                                && !self.truth.holds(w, tier, listed)
+                            {
+                                self.sides[k].stale.insert((w, tier, listed), Stale::ListedForOtherHash);
+                            }
+                        }
                         self.sides[k].missing.insert(key, cause);
                     }
                 }

@@ -65,8 +65,8 @@ fn before_the_sweep_an_emptied_leaf_takes_a_store_of_its_tokens_under_its_first_
     f.push(240.0, vec![store(12, 1)]);
     assert_eq!(f.model.index().sweeps(), 0);
     let (engine_only, router_only) = f.differences();
-    assert_eq!(engine_only.values().sum::<u64>(), 1, "the engine's 12: {engine_only:?}");
-    assert_eq!(router_only.values().sum::<u64>(), 1, "the leaf's 11, which the engine evicted: {router_only:?}");
+    assert_eq!(engine_only, BTreeMap::from([("under_other_hash".to_owned(), 1)]), "the engine's 12");
+    assert_eq!(router_only, BTreeMap::from([("listed_for_other_hash".to_owned(), 1)]), "the leaf's 11, which the engine evicted");
 }
 
 #[test]

@@ -793,6 +793,19 @@ impl DeviceTree {
         scores
     }
 
+    /// The hash `/dump` lists for the worker's block `b` instead of its own: its store landed on
+    /// a node that keeps these tokens under another hash (the first writer's), which the worker
+    /// now covers. `None` when the worker holds `b` under its own hash, or not at all.
+    pub fn listed_instead(&self, w: WorkerKey, b: Block) -> Option<u64> {
+        let &node = self.lookup.get(&w)?.get(&b.block_hash)?;
+        let n = self.node(node);
+        if n.edge_index.contains_key(&b.block_hash) {
+            return None;
+        }
+        let pos = (0..n.edge.len()).find(|&i| n.edge[i].tokens_hash == b.tokens_hash && n.covers_pos(w, i))?;
+        self.reachable(node).then_some(n.edge[pos].block_hash)
+    }
+
     /// Whether the worker holds `hash` where the root reaches it: what `/dump` lists for it.
     pub fn holds(&self, w: WorkerKey, hash: u64) -> bool {
         let Some(&node) = self.lookup.get(&w).and_then(|l| l.get(&hash)) else { return false };

@@ -63,6 +63,12 @@ impl LowerTier {
         }
     }
 
+    /// The child the edge for `tokens_hash` below `parent` leads to, when it is another hash
+    /// than `block_hash`: its first writer's, which stopped this store there.
+    pub fn taken_by(&self, parent: Option<u64>, tokens_hash: u64, block_hash: u64) -> Option<u64> {
+        self.edges.get(&(parent, tokens_hash)).map(|e| e.child).filter(|&c| c != block_hash)
+    }
+
     pub fn remove(&mut self, w: WorkerKey, hashes: &[u64]) {
         let Some(map) = self.owners.get_mut(&w) else { return };
         for h in hashes {
