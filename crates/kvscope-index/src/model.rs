@@ -109,12 +109,16 @@ impl Source {
 
 type BlockKey = (WorkerKey, StorageTier, u64);
 
-/// One policy's indexer: its index, its listeners (one per source) and the causes of what it
-/// lacks or keeps.
+/// One policy's indexer: its listeners (one per source) and the causes of what its index
+/// ([`IndexModel::indexes`]) lacks or keeps.
 #[derive(Clone, Debug)]
 struct Side {
     policy: Policy,
-    index: DynamoIndex,
+    /// An earlier side whose index this one reads, while every event and sweep either applied
+    /// was the same for both: policies that agree keep one tree, and fork it where they part.
+    shares_with: Option<usize>,
+    /// What the last event did to this side's index, for the sides that share it.
+    applied: Applied,
     listeners: Vec<Listener>,
     missing: FastMap<BlockKey, Missing>,
     stale: FastMap<BlockKey, Stale>,
@@ -125,22 +129,29 @@ struct Side {
     refused_blocks: u64,
 }
 
-impl Side {
-    fn holds(&self, w: WorkerKey, tier: StorageTier, h: u64) -> bool {
-        match tier {
-            StorageTier::Device => self.index.device().holds(w, h),
-            _ => self.index.lower(tier).is_some_and(|t| t.holds(w, h)),
-        }
-    }
+/// What applying an event did to an index.
+#[derive(Clone, Copy, Debug)]
+enum Applied {
+    Nothing,
+    /// The index keeps [`IndexConfig::max_blocks`] nodes: the store was not modelled.
+    Refused,
+    Done(Result<(), StoreError>),
+}
 
-    /// Whether a block the index does not hold for the worker has its tokens there under
-    /// another hash, and the hash the index lists for the worker instead, if any (the device
-    /// tier's; a lower tier lists nothing).
-    fn under_other_hash(&self, w: WorkerKey, tier: StorageTier, parent: Option<u64>, b: Block) -> Option<Option<u64>> {
-        match tier {
-            StorageTier::Device => self.index.device().listed_instead(w, b).map(Some),
-            _ => self.index.lower(tier)?.taken_by(parent, b.tokens_hash, b.block_hash).map(|_| None),
-        }
+fn holds_in(index: &DynamoIndex, w: WorkerKey, tier: StorageTier, h: u64) -> bool {
+    match tier {
+        StorageTier::Device => index.device().holds(w, h),
+        _ => index.lower(tier).is_some_and(|t| t.holds(w, h)),
+    }
+}
+
+/// Whether a block the index does not hold for the worker has its tokens there under another
+/// hash, and the hash the index lists for the worker instead, if any (the device tier's; a
+/// lower tier lists nothing).
+fn tokens_under_other_hash(index: &DynamoIndex, w: WorkerKey, tier: StorageTier, parent: Option<u64>, b: Block) -> Option<Option<u64>> {
+    match tier {
+        StorageTier::Device => index.device().listed_instead(w, b).map(Some),
+        _ => index.lower(tier)?.taken_by(parent, b.tokens_hash, b.block_hash).map(|_| None),
     }
 }
 
@@ -148,6 +159,10 @@ impl Side {
 #[derive(Clone, Debug)]
 pub struct IndexModel {
     config: IndexConfig,
+    /// Each side's own index (a side that shares another's keeps an empty one here).
+    indexes: Vec<DynamoIndex>,
+    /// Indexes copied where sharing sides' policies parted.
+    forks: u64,
     truth: Truth,
     sources: Vec<Source>,
     sides: Vec<Side>,
@@ -198,9 +213,11 @@ impl IndexModel {
         let sides = config
             .policies
             .iter()
-            .map(|&policy| Side {
+            .enumerate()
+            .map(|(k, &policy)| Side {
                 policy,
-                index: DynamoIndex::new(),
+                shares_with: (k > 0).then_some(0),
+                applied: Applied::Nothing,
                 listeners: Vec::new(),
                 missing: FastMap::default(),
                 stale: FastMap::default(),
@@ -211,6 +228,8 @@ impl IndexModel {
             })
             .collect();
         IndexModel {
+            indexes: vec![DynamoIndex::new(); config.policies.len()],
+            forks: 0,
             config,
             truth: Truth::default(),
             sources: Vec::new(),
@@ -238,7 +257,25 @@ impl IndexModel {
     /// # Panics
     /// If `side` did not come from this model.
     pub fn index_of(&self, side: IndexSide) -> &DynamoIndex {
-        &self.sides[side.0].index
+        self.index_for(side.0)
+    }
+
+    fn index_for(&self, k: usize) -> &DynamoIndex {
+        &self.indexes[self.sides[k].shares_with.unwrap_or(k)]
+    }
+
+    /// Indexes copied where policies that had applied the same events so far parted (a
+    /// measure of the sharing, for benchmarks and tests).
+    pub fn forks(&self) -> u64 {
+        self.forks
+    }
+
+    /// Side `k` reads its own index from now on: a copy of the one it shared.
+    fn fork(&mut self, k: usize) {
+        if let Some(owner) = self.sides[k].shares_with.take() {
+            self.indexes[k] = self.indexes[owner].clone();
+            self.forks += 1;
+        }
     }
 
     pub fn truth(&self) -> &Truth {
@@ -411,9 +448,19 @@ impl IndexModel {
         }
         drop(heard);
         // The indexer's sweep is due by its clock as it queues events: after a batch it took.
-        for (side, took) in self.sides.iter_mut().zip(sweep_clock) {
-            if took {
-                side.index.tick(published_at);
+        // A side that shares an index with an owner that took the batch when it did not, or
+        // the other way round, parts here if the clock would change the index.
+        for k in 0..self.sides.len() {
+            if let Some(owner) = self.sides[k].shares_with
+                && sweep_clock[owner] != sweep_clock[k]
+                && self.indexes[owner].tick_changes(published_at)
+            {
+                self.fork(k);
+            }
+        }
+        for (k, took) in sweep_clock.into_iter().enumerate() {
+            if took && self.sides[k].shares_with.is_none() {
+                self.indexes[k].tick(published_at);
             }
         }
         self.scratch = scratch.emptied();
@@ -426,10 +473,22 @@ impl IndexModel {
         let key = self.sources[source].key.clone();
         let policy = self.sides[side].policy;
         let fresh: Vec<Listener> = self.sources.iter().map(|s| Self::listener(policy, s.worker_id, s.dp_rank, s.block_size)).collect();
+        // The sides that read this side's index keep it: the first of them owns it now.
+        if self.sides[side].shares_with.take().is_none()
+            && let Some(heir) = self.sides.iter().position(|s| s.shares_with == Some(side))
+        {
+            self.indexes.swap(side, heir);
+            self.sides[heir].shares_with = None;
+            for s in &mut self.sides {
+                if s.shares_with == Some(side) {
+                    s.shares_with = Some(heir);
+                }
+            }
+        }
+        self.indexes[side] = DynamoIndex::new();
         let s = &mut self.sides[side];
         s.exits += 1;
         s.first_exit.get_or_insert((key, seq));
-        s.index = DynamoIndex::new();
         s.stale.clear();
         s.stale_fallback.clear();
         for ((w, tier), set) in self.truth.sets() {
@@ -465,6 +524,15 @@ impl IndexModel {
 
     /// One engine event: the truth's change, each index's, and the causes of what now differs.
     fn apply_event(&mut self, source: usize, truth: Option<&Prediction>, policies: &[Result<&Prediction, Missing>]) {
+        // Sides that share an index part where their indexers get different events.
+        let event = |k: usize| policies[k].ok().and_then(Prediction::router_event);
+        for k in 0..self.sides.len() {
+            if let Some(owner) = self.sides[k].shares_with
+                && event(owner) != event(k)
+            {
+                self.fork(k);
+            }
+        }
         let Some(t) = truth.and_then(Prediction::router_event) else {
             // The engine's own filter (a non-main group, an ignored event): no prefix block.
             for (k, p) in policies.iter().enumerate() {
@@ -490,7 +558,7 @@ impl IndexModel {
                     let mut under_other_hash = false;
                     for (n, b) in blocks.iter().enumerate() {
                         let key = (w, tier, b.block_hash);
-                        if self.sides[k].holds(w, tier, b.block_hash) {
+                        if holds_in(self.index_for(k), w, tier, b.block_hash) {
                             remove_if_any(&mut self.sides[k].missing, &key);
                             continue;
                         }
@@ -515,7 +583,7 @@ impl IndexModel {
                         // (a lower tier, whose walk loses the rest with it).
                         if matches!(cause, Missing::CutOff | Missing::ForeignEdge) {
                             let parent = if n == 0 { s.parent_hash } else { Some(blocks[n - 1].block_hash) };
-                            let other = self.sides[k].under_other_hash(w, tier, parent, *b);
+                            let other = tokens_under_other_hash(self.index_for(k), w, tier, parent, *b);
                             if other.is_some() || (under_other_hash && cause == Missing::CutOff) {
                                 cause = Missing::UnderOtherHash;
                                 under_other_hash = true;
@@ -535,19 +603,18 @@ impl IndexModel {
                 // the removal matters only for a block other copies still hold, so only those
                 // are asked (`holds` walks up the tree).
                 let removed = self.truth.remove(w, tier, &r.block_hashes);
-                let held_before: PerSide<SmallVec<[bool; 8]>> = self
-                    .sides
-                    .iter()
-                    .map(|side| removed.iter().map(|&(h, still_held)| still_held && side.holds(w, tier, h)).collect())
+                let held_before: PerSide<SmallVec<[bool; 8]>> = (0..self.sides.len())
+                    .map(|k| removed.iter().map(|&(h, still_held)| still_held && holds_in(self.index_for(k), w, tier, h)).collect())
                     .collect();
                 for (k, policy) in policies.iter().enumerate() {
                     self.apply_index(k, *policy);
                 }
                 for (k, policy) in policies.iter().enumerate() {
+                    let index = &self.indexes[self.sides[k].shares_with.unwrap_or(k)];
                     let side = &mut self.sides[k];
                     for (&(h, still_held), &was_held) in removed.iter().zip(&held_before[k]) {
                         let key = (w, tier, h);
-                        let now_held = side.holds(w, tier, h);
+                        let now_held = holds_in(index, w, tier, h);
                         if still_held {
                             if was_held && !now_held {
                                 side.missing.insert(key, Missing::RemovedWhileHeld);
@@ -603,13 +670,24 @@ impl IndexModel {
         policy: Result<&'a Prediction, Missing>,
     ) -> Option<(&'a RouterEvent, Result<(), StoreError>)> {
         let e = policy.ok()?.router_event()?;
+        // A side that shares an index gets the same event as its owner, which applied it first.
+        let applied = match self.sides[side].shares_with {
+            Some(owner) => self.sides[owner].applied,
+            None if matches!(e.event.data, EventData::Stored(_)) && self.indexes[side].device().nodes() >= self.config.max_blocks => {
+                Applied::Refused
+            }
+            None => Applied::Done(self.indexes[side].apply(e)),
+        };
         let s = &mut self.sides[side];
-        if matches!(e.event.data, EventData::Stored(_)) && s.index.device().nodes() >= self.config.max_blocks {
-            s.refused_blocks += 1;
-            return None;
+        s.applied = applied;
+        match applied {
+            Applied::Done(r) => Some((e, r)),
+            Applied::Refused => {
+                s.refused_blocks += 1;
+                None
+            }
+            Applied::Nothing => None,
         }
-        let r = s.index.apply(e);
-        Some((e, r))
     }
 
     /// Every source's and tier's comparison, and the fleet's, for the first (or only) policy.
@@ -619,7 +697,7 @@ impl IndexModel {
 
     /// The comparison for one policy's index.
     pub fn report_of(&self, side: IndexSide) -> IndexReport {
-        let index = &self.sides[side.0].index;
+        let index = self.index_for(side.0);
         self.report_for(side, &index.block_sets(), index)
     }
 
@@ -702,7 +780,7 @@ impl IndexModel {
     /// block: how many, and the first `max` with what the model says of each.
     pub fn differences(&self, side: IndexSide, real: &BlockSets, max: usize) -> (u64, Vec<IndexDifference>) {
         let s = &self.sides[side.0];
-        let model = s.index.block_sets();
+        let model = self.index_for(side.0).block_sets();
         let empty = Default::default();
         let mut keys: Vec<&(WorkerKey, StorageTier)> = model.keys().chain(real.keys()).collect();
         keys.sort();
@@ -743,14 +821,15 @@ impl IndexModel {
 
     pub fn approx_bytes(&self) -> usize {
         self.truth.approx_bytes()
-            + self.sides.iter().map(|s| s.index.approx_bytes() + (s.missing.capacity() + s.stale.capacity()) * 40).sum::<usize>()
+            + self.indexes.iter().map(DynamoIndex::approx_bytes).sum::<usize>()
+            + self.sides.iter().map(|s| (s.missing.capacity() + s.stale.capacity()) * 40).sum::<usize>()
     }
 
     /// Why `side`'s index lacks a block the engine holds, when it does (the inspector's
     /// question); `None` when the engine does not hold it or the index does.
     pub fn why_missing(&self, side: IndexSide, w: WorkerKey, tier: StorageTier, h: u64) -> Option<Missing> {
         let s = &self.sides[side.0];
-        if !self.truth.holds(w, tier, h) || s.holds(w, tier, h) {
+        if !self.truth.holds(w, tier, h) || holds_in(self.index_for(side.0), w, tier, h) {
             return None;
         }
         Some(s.missing.get(&(w, tier, h)).copied().unwrap_or(Missing::CutOff))
@@ -758,7 +837,7 @@ impl IndexModel {
 
     /// Whether `side`'s index holds the block for this worker.
     pub fn holds(&self, side: IndexSide, w: WorkerKey, tier: StorageTier, h: u64) -> bool {
-        self.sides[side.0].holds(w, tier, h)
+        holds_in(self.index_for(side.0), w, tier, h)
     }
 }
 

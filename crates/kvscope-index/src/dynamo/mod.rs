@@ -127,17 +127,18 @@ impl DynamoIndex {
     /// stream's is the nearest it has, so its sweeps fall within one interval of the real one's,
     /// not on them. A clock that goes back (another engine's) or is not a time is ignored.
     pub fn tick(&mut self, now: f64) {
-        if !now.is_finite() {
+        if !self.tick_changes(now) {
             return;
         }
-        match self.swept_at {
-            None => self.swept_at = Some(now),
-            Some(at) if now - at >= SWEEP_INTERVAL_SECS => {
-                self.sweep();
-                self.swept_at = Some(now);
-            }
-            Some(_) => {}
+        if self.swept_at.is_some() {
+            self.sweep();
         }
+        self.swept_at = Some(now);
+    }
+
+    /// Whether [`DynamoIndex::tick`] at `now` would change the index: start its clock, or sweep.
+    pub fn tick_changes(&self, now: f64) -> bool {
+        now.is_finite() && self.swept_at.is_none_or(|at| now - at >= SWEEP_INTERVAL_SECS)
     }
 
     /// The device tree's sweep of stale leaves ([`DeviceTree::sweep`]), now.
