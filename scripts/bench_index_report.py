@@ -75,7 +75,8 @@ for name, about in STREAMS:
 md.append("")
 md.append("Ratios below 1 are the index's cost: at 0.5x, modelling the index halves the events/s. A report")
 md.append("(`check`'s index objects, the page's figures) walks every block once; the page rebuilds it at most")
-md.append("every tenth flush.\n")
+md.append("every tenth flush. A and B (`legacy`, `fixed`) read one tree while their indexers have had the")
+md.append("same events and sweeps, and copy it where they part: on `fleet16` they never part.\n")
 
 sizes = bench_lines("index", "index")
 model = bench_lines("index", "index_model")
