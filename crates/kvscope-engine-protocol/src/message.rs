@@ -9,7 +9,7 @@ use crate::severity::Severity;
 use crate::view::Summary;
 
 /// Bumped whenever a message or a view struct changes shape.
-pub const ENGINE_PROTOCOL_VERSION: u32 = 7;
+pub const ENGINE_PROTOCOL_VERSION: u32 = 8;
 
 /// Where Trunk puts the engine worker's loader (workers keep their names): the page starts it
 /// there, and the page's engine worker starts the other engine workers from the same script.

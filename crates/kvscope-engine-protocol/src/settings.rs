@@ -93,6 +93,9 @@ pub struct Settings {
     pub retain_mib: Option<u32>,
     /// Bound on retained event records, in events (`?events=`).
     pub retain_events: Option<usize>,
+    /// Bound on the nodes each modelled router index keeps, and on the blocks the engines' truth
+    /// beside them holds (`?indexnodes=`); `None`: the index model's own default.
+    pub index_nodes: Option<usize>,
     /// Bound on what the page received and has not applied yet, in MiB (`?intake=`).
     pub intake_mib: Option<u32>,
     /// Payloads larger than this many MiB are refused before decoding (`?maxframe=`), as the
@@ -186,6 +189,7 @@ impl Settings {
                 "ev" => s.selected = EventRef::parse(&v),
                 "mem" => s.retain_mib = v.parse().ok().filter(|&n| n > 0),
                 "events" => s.retain_events = v.parse().ok().filter(|&n| n > 0),
+                "indexnodes" => s.index_nodes = v.parse().ok().filter(|&n| n > 0),
                 "intake" => s.intake_mib = v.parse().ok().filter(|&n| n > 0),
                 "maxframe" => s.max_frame_mib = v.parse().ok().filter(|&n| n > 0),
                 "t" => {
@@ -255,6 +259,9 @@ impl Settings {
         }
         if let Some(v) = self.retain_events {
             put("events", &v.to_string());
+        }
+        if let Some(v) = self.index_nodes {
+            put("indexnodes", &v.to_string());
         }
         if let Some(v) = self.max_frame_mib {
             put("maxframe", &v.to_string());
@@ -336,6 +343,7 @@ mod tests {
             selected: Some(EventRef { source: "w0:0".into(), seq: 17, index: 3 }),
             retain_mib: Some(64),
             retain_events: Some(1000),
+            index_nodes: Some(50_000),
             intake_mib: Some(512),
             max_frame_mib: Some(32),
             window_ms: Some((10.0, 2000.0)),

@@ -26,6 +26,7 @@ pub fn config_from(settings: &Settings, server: Option<&proto::Defaults>, shard:
         trees: settings.trees_side(),
         retain_bytes: settings.retain_bytes(),
         retain_events: settings.retain_events(),
+        index_nodes: settings.index_nodes.unwrap_or(d.index_nodes),
         max_frame_bytes: settings.max_frame_bytes(),
         shard,
     }

@@ -264,6 +264,18 @@ impl IndexModel {
         &self.indexes[self.sides[k].shares_with.unwrap_or(k)]
     }
 
+    /// Nodes the modelled indexes keep, all sides (a shared index once): what
+    /// [`IndexConfig::max_blocks`] bounds, per index.
+    pub fn kept_nodes(&self) -> usize {
+        self.sides.iter().enumerate().filter(|(_, s)| s.shares_with.is_none()).map(|(k, _)| self.indexes[k].device().nodes()).sum()
+    }
+
+    /// What the bound kept out: stores no index modelled (summed over the sides), and blocks the
+    /// engines' truth did not keep.
+    pub fn refused(&self) -> (u64, u64) {
+        (self.sides.iter().map(|s| s.refused_blocks).sum(), self.truth_refused)
+    }
+
     /// Indexes copied where policies that had applied the same events so far parted (a
     /// measure of the sharing, for benchmarks and tests).
     pub fn forks(&self) -> u64 {

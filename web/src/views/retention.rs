@@ -16,7 +16,7 @@ pub fn Retention() -> impl IntoView {
             class="retention"
             class:bound=move || fleet.read(Part::Bar, |p| p.bar.memory_bound_reached)
             data-testid="retention"
-            title="Every event's record is kept (for the timeline, the inspector and search), and the raw bytes of the most recent frames (for the hex view, re-classification and download)"
+            title="Every event's record is kept (for the timeline, the inspector and search), the raw bytes of the most recent frames (for the hex view, re-classification and download), and the router index model's nodes (Dynamo's tree under each policy)"
         >
             <strong>"Kept: "</strong>
             <span

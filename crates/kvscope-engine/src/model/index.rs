@@ -35,9 +35,15 @@ const REFRESH_EVERY: u32 = 10;
 impl RouterIndexes {
     /// The indexes of `policies` this shard models (`modelled`, per side), of every engine
     /// source, each at its own block size or else at `block_size`.
-    pub fn new(sources: &[proto::SourceInfo], policies: [Policy; 2], block_size: u32, modelled: [bool; 2]) -> RouterIndexes {
+    pub fn new(
+        sources: &[proto::SourceInfo],
+        policies: [Policy; 2],
+        block_size: u32,
+        max_nodes: usize,
+        modelled: [bool; 2],
+    ) -> RouterIndexes {
         let owned: Vec<Policy> = policies.iter().zip(modelled).filter(|(_, m)| *m).map(|(p, _)| *p).collect();
-        let model = IndexModel::new(IndexConfig::sides(block_size, &owned));
+        let model = IndexModel::new(IndexConfig { max_blocks: max_nodes, ..IndexConfig::sides(block_size, &owned) });
         // A policy named twice is one index.
         let sides = [0, 1].map(|i| modelled[i].then(|| model.side(policies[i])).flatten());
         let mut indexes = RouterIndexes { model, ids: Vec::new(), sides, reports: [None, None], stale: true, flushes_since: 0 };
@@ -139,5 +145,14 @@ impl RouterIndexes {
 
     pub fn approx_bytes(&self) -> usize {
         self.model.approx_bytes()
+    }
+
+    /// Nodes the modelled indexes keep, the bound on each, and what the bound kept out (stores
+    /// not modelled, engine blocks not kept), for the memory line.
+    pub fn bound_use(&self) -> (u64, usize, (u64, u64)) {
+        if !self.models_any() {
+            return (0, self.model.config().max_blocks, (0, 0));
+        }
+        (self.model.kept_nodes() as u64, self.model.config().max_blocks, self.model.refused())
     }
 }

@@ -69,6 +69,8 @@ pub struct Config {
     pub retain_bytes: usize,
     /// Bound on retained event records, in events.
     pub retain_events: usize,
+    /// Bound on the nodes each modelled router index keeps, and the engines' blocks beside them.
+    pub index_nodes: usize,
     /// Larger payloads are refused before decoding, as a frame error.
     pub max_frame_bytes: usize,
     /// This engine's part of the fleet ([`shard`]): the whole fleet unless the page runs
@@ -86,6 +88,7 @@ impl Default for Config {
             trees: Side::B,
             retain_bytes: settings::DEFAULT_RETAIN_MIB as usize * 1024 * 1024,
             retain_events: settings::DEFAULT_RETAIN_EVENTS,
+            index_nodes: kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS,
             max_frame_bytes: settings::DEFAULT_MAX_FRAME_MIB as usize * 1024 * 1024,
             shard: shard::Shard::ALL,
         }
@@ -403,7 +406,7 @@ impl Model {
     pub fn new(config: Config) -> Model {
         let (runs, config_error) = make_runs(&config);
         let policies = [runs[0].policy(), runs[1].policy()];
-        let index = index::RouterIndexes::new(&[], policies, config.block_size, shard::index_sides(config.shard));
+        let index = index::RouterIndexes::new(&[], policies, config.block_size, config.index_nodes, shard::index_sides(config.shard));
         let first_event_id = shard::first_event_id(config.shard);
         Model {
             index,
@@ -646,7 +649,13 @@ impl Model {
             false => router::RouterSide::for_sources(sources, relay_policy, block_size, shard),
         };
         let policies = [self.runs[0].policy(), self.runs[1].policy()];
-        self.index = index::RouterIndexes::new(sources, policies, self.config.block_size, shard::index_sides(self.config.shard));
+        self.index = index::RouterIndexes::new(
+            sources,
+            policies,
+            self.config.block_size,
+            self.config.index_nodes,
+            shard::index_sides(self.config.shard),
+        );
     }
 
     /// A source the server found after its hello (`--discover`), or one that now reads

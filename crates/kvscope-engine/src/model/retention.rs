@@ -181,6 +181,12 @@ pub struct MemoryUse {
     pub tree_blocks: u64,
     pub tree_bytes: usize,
     pub tree_bound_reached: bool,
+    /// The router indexes modelled: nodes kept, the bound on each index (`?indexnodes=`), and
+    /// what reaching it kept out.
+    pub index_nodes: u64,
+    pub index_bound: usize,
+    pub index_refused_stores: u64,
+    pub index_refused_blocks: u64,
 }
 
 impl MemoryUse {
@@ -199,12 +205,21 @@ impl MemoryUse {
         self.tree_blocks += o.tree_blocks;
         self.tree_bytes += o.tree_bytes;
         self.tree_bound_reached |= o.tree_bound_reached;
+        self.index_nodes += o.index_nodes;
+        self.index_bound = self.index_bound.max(o.index_bound);
+        self.index_refused_stores += o.index_refused_stores;
+        self.index_refused_blocks += o.index_refused_blocks;
     }
 }
 
 impl Model {
     pub fn memory(&self) -> MemoryUse {
+        let (index_nodes, index_bound, (index_refused_stores, index_refused_blocks)) = self.index.bound_use();
         MemoryUse {
+            index_nodes,
+            index_bound,
+            index_refused_stores,
+            index_refused_blocks,
             retained_bytes: self.retained_bytes,
             bound_bytes: self.config.retain_bytes,
             retained_frames: self.frames.len(),

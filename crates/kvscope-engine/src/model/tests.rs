@@ -631,3 +631,26 @@ fn a_source_at_its_own_block_size_is_classified_at_it() {
         assert_eq!(exits(&own), exits(&at_1536), "{side:?}'s index exits where the classification says");
     }
 }
+
+/// The router-index model's bound (`?indexnodes=`): past it the indexes model no more stores,
+/// and the memory line says how many, and the setting that raises it.
+#[test]
+fn the_index_bound_keeps_stores_out_and_the_memory_line_says_so() {
+    let mut small = config(1536);
+    small.index_nodes = 4;
+    let mut m = Model::new(small);
+    m.apply_message(hello(3, 1536), 0.0);
+    let mut roomy = Model::new(config(1536));
+    roomy.apply_message(hello(3, 1536), 0.0);
+    for f in kimi_frames() {
+        m.apply_message(f.clone(), 0.0);
+        roomy.apply_message(f, 0.0);
+    }
+    let (mem, calm) = (m.memory(), roomy.memory());
+    assert!(mem.index_nodes > 0 && mem.index_nodes <= 2 * 4, "each index keeps at most 4 nodes: {mem:?}");
+    assert!(mem.index_refused_stores > 0, "{mem:?}");
+    assert!(calm.index_nodes > mem.index_nodes && calm.index_refused_stores + calm.index_refused_blocks == 0, "{calm:?}");
+    let line = crate::summarize::memory_text(&mem);
+    assert!(line.contains("index bound of 4 nodes reached: ") && line.ends_with("(raise with ?indexnodes=N)"), "{line}");
+    assert!(!crate::summarize::memory_text(&calm).contains("bound"), "{}", crate::summarize::memory_text(&calm));
+}

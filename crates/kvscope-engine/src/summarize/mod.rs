@@ -184,7 +184,9 @@ pub fn bar_of(parts: &[&BarPart], edges: &EdgeState) -> Bar {
             n => format!("{} · across {n} engine workers", memory_text(&memory)),
         },
         engines: parts.len().max(1) as u32,
-        memory_bound_reached: memory.bound_reached || memory.event_bound_reached,
+        memory_bound_reached: memory.bound_reached
+            || memory.event_bound_reached
+            || memory.index_refused_stores + memory.index_refused_blocks > 0,
         engine_wasm_bytes: edges.wasm_bytes,
         catching_up: first.catching_up,
         intake: intake_text(&edges.intake).map(|text| IntakeLine {
@@ -272,6 +274,18 @@ pub fn memory_text(m: &MemoryUse) -> String {
         s.push_str(&format!(
             " · raw-bytes bound reached: {} oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)",
             thousands(m.evicted_frames)
+        ));
+    }
+    if m.index_nodes > 0 {
+        s.push_str(&format!(" · router index model: {} nodes", thousands(m.index_nodes)));
+    }
+    if m.index_refused_stores + m.index_refused_blocks > 0 {
+        s.push_str(&format!(
+            " · index bound of {} nodes reached: {} stores not modelled, {} engine blocks not kept; the index figures are short \
+             of them (raise with ?indexnodes=N)",
+            thousands(m.index_bound as u64),
+            thousands(m.index_refused_stores),
+            thousands(m.index_refused_blocks)
         ));
     }
     s
@@ -392,6 +406,17 @@ mod tests {
         assert!(full.contains("event bound reached: the 250,000 oldest events are gone (raise with ?events=N)"), "{full}");
         assert!(
             full.contains("raw-bytes bound reached: 12 oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)"),
+            "{full}"
+        );
+        assert!(!full.contains("index"), "{full}");
+        (m.index_nodes, m.index_bound, m.index_refused_stores, m.index_refused_blocks) = (2_000_000, 2_000_000, 40, 3);
+        let full = memory_text(&m);
+        assert!(full.contains(" · router index model: 2,000,000 nodes"), "{full}");
+        assert!(
+            full.contains(
+                "index bound of 2,000,000 nodes reached: 40 stores not modelled, 3 engine blocks not kept; the index figures are short \
+                 of them (raise with ?indexnodes=N)"
+            ),
             "{full}"
         );
     }
