@@ -46,6 +46,8 @@ pub struct CheckOptions {
     pub policy: Policy,
     /// The policy Dynamo's relay is predicted to run (`--relay-policy`).
     pub relay_policy: Policy,
+    /// The index model's bound (`--index-max-nodes`).
+    pub index_max_nodes: usize,
     pub stream: StreamOptions,
 }
 
@@ -152,7 +154,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
     // 1.6.1's, so that policy's index is modelled too.
     let any_real = infos.iter().any(|i| i.kind == proto::SourceKind::RouterIndex);
     let policies = if any_real { vec![opts.policy, Policy::DYNAMO_1_6_1] } else { vec![opts.policy] };
-    let mut index = IndexModel::new(IndexConfig::sides(opts.block_size, &policies));
+    let mut index = IndexModel::new(IndexConfig { max_blocks: opts.index_max_nodes, ..IndexConfig::sides(opts.block_size, &policies) });
     let mut lanes: Vec<Option<Lanes>> = Vec::with_capacity(infos.len());
     let mut pipelines: Vec<Fed> = infos
         .iter()

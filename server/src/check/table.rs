@@ -122,6 +122,12 @@ pub fn render(r: &CheckReport) -> String {
             ));
         }
     }
+    if r.index.refused_blocks > 0 {
+        table.push_str(&format!(
+            "the index model reached its bound (--index-max-nodes): {} stores and blocks not modelled; the index figures are short of them\n",
+            r.index.refused_blocks
+        ));
+    }
     if let Some(first) = &r.index.first_exit {
         table.push_str(&format!(
             "the indexer exited {} times on fatal verdicts (first at {} seq {}) and restarted with an empty index each time\n",

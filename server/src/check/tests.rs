@@ -102,7 +102,13 @@ fn assert_golden(name: &str, capture: &Path, opts: &CheckOptions) {
 }
 
 fn options(block_size: u32, policy: Policy) -> CheckOptions {
-    CheckOptions { block_size, policy, relay_policy: Policy::DYNAMO_1_6_1, stream: StreamOptions::default() }
+    CheckOptions {
+        block_size,
+        policy,
+        relay_policy: Policy::DYNAMO_1_6_1,
+        index_max_nodes: kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS,
+        stream: StreamOptions::default(),
+    }
 }
 
 #[test]
@@ -121,6 +127,13 @@ fn kimi_k3_incident_under_legacy_and_fixed() {
     let capture = write_capture(&dir, "kimi-k3", &sources, &records);
     assert_golden("kimi-k3-legacy", &capture, &options(1536, Policy::LEGACY));
     assert_golden("kimi-k3-fixed", &capture, &options(1536, Policy::FIXED));
+    // A bound of 4 nodes (--index-max-nodes): the report counts what it kept out, and says so.
+    let bounded = check(&capture, &CheckOptions { index_max_nodes: 4, ..options(1536, Policy::FIXED) }).unwrap();
+    assert!(bounded.index.refused_blocks > 0, "{:?}", bounded.index);
+    assert!(super::table(&bounded).contains(&format!(
+        "the index model reached its bound (--index-max-nodes): {} stores and blocks not modelled",
+        bounded.index.refused_blocks
+    )));
     std::fs::remove_dir_all(dir).unwrap();
 }
 

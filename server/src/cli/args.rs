@@ -474,6 +474,10 @@ pub struct CheckArgs {
     /// a router mismatch (with --fail-on-router-mismatch) 4.
     #[arg(long)]
     pub fail_on_index_divergence: bool,
+    /// Nodes each modelled index keeps, and blocks the engines' truth beside it holds, before
+    /// the model stops growing (the report counts what it kept out as refused_blocks).
+    #[arg(long, env = "KVSCOPE_INDEX_MAX_NODES", default_value_t = kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS, value_name = "N")]
+    pub index_max_nodes: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

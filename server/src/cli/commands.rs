@@ -409,6 +409,7 @@ pub(super) fn check(args: CheckArgs) -> ExitCode {
         block_size: args.block_size,
         policy: args.policy,
         relay_policy: args.relay.relay_policy,
+        index_max_nodes: args.index_max_nodes,
         stream: args.stream.options(),
     };
     let report = match crate::check::check(&args.file, &opts) {
