@@ -181,6 +181,8 @@ pub struct MemoryUse {
     pub tree_blocks: u64,
     pub tree_bytes: usize,
     pub tree_bound_reached: bool,
+    /// Blocks the tier trees did not take past their bound (a quarter of `?mem=` each).
+    pub tree_refused_blocks: u64,
     /// The router indexes modelled: nodes kept, the bound on each index (`?indexnodes=`), and
     /// what reaching it kept out.
     pub index_nodes: u64,
@@ -205,6 +207,7 @@ impl MemoryUse {
         self.tree_blocks += o.tree_blocks;
         self.tree_bytes += o.tree_bytes;
         self.tree_bound_reached |= o.tree_bound_reached;
+        self.tree_refused_blocks += o.tree_refused_blocks;
         self.index_nodes += o.index_nodes;
         self.index_bound = self.index_bound.max(o.index_bound);
         self.index_refused_stores += o.index_refused_stores;
@@ -235,6 +238,7 @@ impl Model {
             tree_blocks: self.trees.iter().map(Trees::total_blocks).sum(),
             tree_bytes: self.trees.iter().map(Trees::approx_bytes).sum(),
             tree_bound_reached: self.trees.iter().any(Trees::bound_reached),
+            tree_refused_blocks: self.trees.iter().map(Trees::refused_blocks).sum(),
         }
     }
 

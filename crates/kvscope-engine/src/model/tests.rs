@@ -654,3 +654,21 @@ fn the_index_bound_keeps_stores_out_and_the_memory_line_says_so() {
     assert!(line.contains("index bound of 4 nodes reached: ") && line.ends_with("(raise with ?indexnodes=N)"), "{line}");
     assert!(!crate::summarize::memory_text(&calm).contains("bound"), "{}", crate::summarize::memory_text(&calm));
 }
+
+/// The tier trees' bound (a quarter of `?mem=` each): past it the trees take no more blocks,
+/// and the memory line says how many they did not take.
+#[test]
+fn the_tier_tree_bound_is_said_with_what_it_kept_out() {
+    let mut c = config(1536);
+    // Trees of at most 4 KiB each, against the 90 blocks (7.5 KiB) policy B's trees hold.
+    c.retain_bytes = 16 * 1024;
+    let mut m = Model::new(c);
+    m.apply_message(hello(3, 1536), 0.0);
+    for f in kimi_frames() {
+        m.apply_message(f, 0.0);
+    }
+    let mem = m.memory();
+    assert!(mem.tree_bound_reached && mem.tree_refused_blocks > 0, "{mem:?}");
+    let line = crate::summarize::memory_text(&mem);
+    assert!(line.contains(&format!("tier-tree bound reached: {} blocks not placed", mem.tree_refused_blocks)), "{line}");
+}

@@ -186,6 +186,7 @@ pub fn bar_of(parts: &[&BarPart], edges: &EdgeState) -> Bar {
         engines: parts.len().max(1) as u32,
         memory_bound_reached: memory.bound_reached
             || memory.event_bound_reached
+            || memory.tree_bound_reached
             || memory.index_refused_stores + memory.index_refused_blocks > 0,
         engine_wasm_bytes: edges.wasm_bytes,
         catching_up: first.catching_up,
@@ -274,6 +275,13 @@ pub fn memory_text(m: &MemoryUse) -> String {
         s.push_str(&format!(
             " · raw-bytes bound reached: {} oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)",
             thousands(m.evicted_frames)
+        ));
+    }
+    if m.tree_bound_reached {
+        s.push_str(&format!(
+            " · tier-tree bound reached: {} blocks not placed in the trees, which are short of them (each tree may use a quarter of \
+             ?mem=MiB)",
+            thousands(m.tree_refused_blocks)
         ));
     }
     if m.index_nodes > 0 {
@@ -408,7 +416,16 @@ mod tests {
             full.contains("raw-bytes bound reached: 12 oldest frames' bytes dropped, their events kept (raise with ?mem=MiB)"),
             "{full}"
         );
-        assert!(!full.contains("index"), "{full}");
+        assert!(!full.contains("index") && !full.contains("tier-tree"), "{full}");
+        (m.tree_bound_reached, m.tree_refused_blocks) = (true, 1_234);
+        assert!(
+            memory_text(&m).contains(
+                " · tier-tree bound reached: 1,234 blocks not placed in the trees, which are short of them (each tree may use a \
+                 quarter of ?mem=MiB)"
+            ),
+            "{}",
+            memory_text(&m)
+        );
         (m.index_nodes, m.index_bound, m.index_refused_stores, m.index_refused_blocks) = (2_000_000, 2_000_000, 40, 3);
         let full = memory_text(&m);
         assert!(full.contains(" · router index model: 2,000,000 nodes"), "{full}");
