@@ -98,6 +98,7 @@ pub struct Metrics {
     pub index_stale: Family<IndexCauseLabels, Gauge>,
     pub index_prefix_tokens: Family<IndexTokenLabels, Gauge>,
     pub index_exits: Family<PolicyLabels, Gauge>,
+    pub index_refused: Family<PolicyLabels, Gauge>,
     pub router_index_polls: Family<PollLabels, Counter>,
     pub router_index_bytes: Family<UrlLabels, Counter>,
     pub router_index_real_blocks: Family<IndexBlockLabels, Gauge>,
@@ -236,6 +237,7 @@ impl Metrics {
             index_stale: Family::default(),
             index_prefix_tokens: Family::default(),
             index_exits: Family::default(),
+            index_refused: Family::default(),
             router_index_polls: Family::default(),
             router_index_bytes: Family::default(),
             router_index_real_blocks: Family::default(),
@@ -367,6 +369,11 @@ impl Metrics {
             "index_indexer_exits",
             "Times the modelled indexer exited on a fatal verdict and restarted empty",
             m.index_exits.clone(),
+        );
+        r.register(
+            "index_refused",
+            "Stores the modelled index did not model, and engine blocks it did not keep, past its bound (--index-max-nodes)",
+            m.index_refused.clone(),
         );
         r.register(
             "router_index_polls",

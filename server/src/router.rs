@@ -177,6 +177,8 @@ pub struct LiveConfig {
     /// `(key, worker_id, dp_rank)` of every engine source, in order.
     pub engines: Vec<(String, String, u32)>,
     pub block_size: u32,
+    /// The index model's bound (`--index-max-nodes`).
+    pub index_max_nodes: usize,
     /// With an event plane: the relay policy to reconcile under.
     pub reconcile: Option<Policy>,
     /// This server's part of the fleet: other shards' RouterEvents are counted apart.
@@ -199,7 +201,10 @@ struct Models {
 pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch::Receiver<bool>) -> Live {
     let mut reconciler = config.reconcile.map(|_| Reconciler::new(ReconcilerConfig { shard: config.shard, ..ReconcilerConfig::default() }));
     let mut reconciled: HashMap<usize, RouterSourceId> = HashMap::new();
-    let model = IndexModel::new(IndexConfig::sides(config.block_size, &config.index_policies));
+    let model = IndexModel::new(IndexConfig {
+        max_blocks: config.index_max_nodes,
+        ..IndexConfig::sides(config.block_size, &config.index_policies)
+    });
     let mut models = Models { model, ids: HashMap::new() };
     let policy = config.reconcile;
     let add_engine =
@@ -320,6 +325,7 @@ impl Models {
                 }
             }
             metrics.index_exits.get_or_create(&PolicyLabels { policy: policy.clone() }).set(report.indexer_exits as i64);
+            metrics.index_refused.get_or_create(&PolicyLabels { policy: policy.clone() }).set(report.refused_blocks as i64);
             if *modelled == Policy::DYNAMO_1_6_1
                 && let Some(Ok(parts)) = &real
             {

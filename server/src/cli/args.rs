@@ -244,6 +244,10 @@ pub struct PolicyArgs {
     /// The baseline normalizer (policy A).
     #[arg(long, env = "KVSCOPE_POLICY_A", default_value = "legacy", value_parser = parse_policy, value_name = "NAME")]
     pub policy_a: Policy,
+    /// Nodes each modelled router index keeps (/metrics' kvscope_index_*), and blocks the
+    /// engines' truth beside it holds, before the model stops growing (kvscope_index_refused).
+    #[arg(long, env = "KVSCOPE_INDEX_MAX_NODES", default_value_t = kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS, value_name = "N")]
+    pub index_max_nodes: usize,
 }
 
 /// HTTP, relay bounds and safety.

@@ -95,3 +95,24 @@ async fn a_prometheus_server_scrapes_kvscope_and_sees_frames_rise() {
     assert!(rose, "Prometheus saw {series} at {first:?} and never higher");
     assert_eq!(up, Some(1.0), "the scrape target is up");
 }
+
+/// The live index model's bound (`--index-max-nodes`): past it, `kvscope_index_refused` counts
+/// what the model kept out, per policy, while a server at the default bound keeps it at 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_index_model_counts_what_it_kept_out() {
+    let bounded = Server::start(&["demo", "--workers", "2", "--rate", "50", "--listen", "127.0.0.1:0", "--index-max-nodes", "3"]);
+    let roomy = Server::start(&["demo", "--workers", "2", "--rate", "50", "--listen", "127.0.0.1:0"]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let series = "kvscope_index_refused{policy=\"fixed\"}";
+    while bounded.metric(series).await == 0.0 {
+        assert!(tokio::time::Instant::now() < deadline, "{series} stayed 0 at --index-max-nodes 3");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut body = roomy.metrics().await;
+    while !body.lines().any(|l| l.starts_with(series)) {
+        assert!(tokio::time::Instant::now() < deadline, "the roomy server never reported {series}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        body = roomy.metrics().await;
+    }
+    assert_eq!(metric_value(&body, series), 0.0, "at the default bound nothing is kept out");
+}
