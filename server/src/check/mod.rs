@@ -295,6 +295,7 @@ pub fn check(path: &Path, opts: &CheckOptions) -> Result<CheckReport, String> {
             indexer_exits: index.indexer_exits,
             first_exit: index.first_exit,
             refused_blocks: index.refused_blocks,
+            bound: opts.index_max_nodes,
         },
         router_indexes: router_indexes.iter().map(|r| r.report()).collect(),
     })

@@ -69,6 +69,9 @@ pub struct IndexSection {
     pub first_exit: Option<kvscope_index::ExitAt>,
     /// Blocks not modelled: the model's bound was reached.
     pub refused_blocks: u64,
+    /// The bound (`--index-max-nodes`), for the table.
+    #[serde(skip)]
+    pub bound: usize,
 }
 
 /// One engine source.

@@ -124,8 +124,9 @@ pub fn render(r: &CheckReport) -> String {
     }
     if r.index.refused_blocks > 0 {
         table.push_str(&format!(
-            "the index model reached its bound (--index-max-nodes): {} stores and blocks not modelled; the index figures are short of them\n",
-            r.index.refused_blocks
+            "index bound of {} nodes reached: {} stores and blocks not modelled; the index figures are short of them (raise with \
+             --index-max-nodes N)\n",
+            r.index.bound, r.index.refused_blocks
         ));
     }
     if let Some(first) = &r.index.first_exit {

@@ -131,7 +131,8 @@ fn kimi_k3_incident_under_legacy_and_fixed() {
     let bounded = check(&capture, &CheckOptions { index_max_nodes: 4, ..options(1536, Policy::FIXED) }).unwrap();
     assert!(bounded.index.refused_blocks > 0, "{:?}", bounded.index);
     assert!(super::table(&bounded).contains(&format!(
-        "the index model reached its bound (--index-max-nodes): {} stores and blocks not modelled",
+        "index bound of 4 nodes reached: {} stores and blocks not modelled; the index figures are short of them (raise with \
+         --index-max-nodes N)",
         bounded.index.refused_blocks
     )));
     std::fs::remove_dir_all(dir).unwrap();
