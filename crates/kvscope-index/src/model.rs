@@ -565,12 +565,14 @@ impl IndexModel {
                 }
                 let blocks = blocks(s);
                 self.truth.store(w, tier, s.parent_hash, &blocks);
+                let mut held: PerSide<SmallVec<[bool; 8]>> = PerSide::new();
                 for (k, policy) in policies.iter().enumerate() {
                     let applied = self.apply_index(k, *policy);
+                    let side_held = self.holds_each(k, w, tier, blocks.iter().map(|b| (b.block_hash, true)), &held);
                     let mut under_other_hash = false;
                     for (n, b) in blocks.iter().enumerate() {
                         let key = (w, tier, b.block_hash);
-                        if holds_in(self.index_for(k), w, tier, b.block_hash) {
+                        if side_held[n] {
                             remove_if_any(&mut self.sides[k].missing, &key);
                             continue;
                         }
@@ -608,6 +610,7 @@ impl IndexModel {
                         }
                         self.sides[k].missing.insert(key, cause);
                     }
+                    held.push(side_held);
                 }
             }
             EventData::Removed(r) => {
@@ -615,18 +618,20 @@ impl IndexModel {
                 // the removal matters only for a block other copies still hold, so only those
                 // are asked (`holds` walks up the tree).
                 let removed = self.truth.remove(w, tier, &r.block_hashes);
-                let held_before: PerSide<SmallVec<[bool; 8]>> = (0..self.sides.len())
-                    .map(|k| removed.iter().map(|&(h, still_held)| still_held && holds_in(self.index_for(k), w, tier, h)).collect())
-                    .collect();
+                let mut held_before: PerSide<SmallVec<[bool; 8]>> = PerSide::new();
+                for k in 0..self.sides.len() {
+                    let side_held = self.holds_each(k, w, tier, removed.iter().copied(), &held_before);
+                    held_before.push(side_held);
+                }
                 for (k, policy) in policies.iter().enumerate() {
                     self.apply_index(k, *policy);
                 }
+                let mut held_after: PerSide<SmallVec<[bool; 8]>> = PerSide::new();
                 for (k, policy) in policies.iter().enumerate() {
-                    let index = &self.indexes[self.sides[k].shares_with.unwrap_or(k)];
+                    let side_held = self.holds_each(k, w, tier, removed.iter().map(|&(h, _)| (h, true)), &held_after);
                     let side = &mut self.sides[k];
-                    for (&(h, still_held), &was_held) in removed.iter().zip(&held_before[k]) {
+                    for ((&(h, still_held), &was_held), &now_held) in removed.iter().zip(&held_before[k]).zip(&side_held) {
                         let key = (w, tier, h);
-                        let now_held = holds_in(index, w, tier, h);
                         if still_held {
                             if was_held && !now_held {
                                 side.missing.insert(key, Missing::RemovedWhileHeld);
@@ -644,6 +649,7 @@ impl IndexModel {
                             side.stale.insert(key, cause);
                         }
                     }
+                    held_after.push(side_held);
                 }
             }
             EventData::Cleared => {
@@ -672,6 +678,23 @@ impl IndexModel {
                     remove_if_any(&mut side.stale, &(w, tier, b.block_hash));
                 }
             }
+        }
+    }
+
+    /// Whether side `k`'s index holds each hash it is asked of (`(hash, ask)`; not asked: false).
+    /// A side that shares its owner's index takes the owner's answers, in `asked` already: one
+    /// walk up the tree per index, not per side.
+    fn holds_each(
+        &self,
+        k: usize,
+        w: WorkerKey,
+        tier: StorageTier,
+        hashes: impl Iterator<Item = (u64, bool)>,
+        asked: &[SmallVec<[bool; 8]>],
+    ) -> SmallVec<[bool; 8]> {
+        match self.sides[k].shares_with {
+            Some(owner) => asked[owner].clone(),
+            None => hashes.map(|(h, ask)| ask && holds_in(&self.indexes[k], w, tier, h)).collect(),
         }
     }
 
