@@ -130,9 +130,10 @@ impl Output for RelayOutput {
                 Some(last) if last.len() == frame.payload.len() => last.clone(),
                 _ => Bytes::copy_from_slice(&frame.payload),
             };
-            // The events ride along when they are smaller than the bytes (long prompts): a full
-            // queue of small events' decodes would hold several times their payloads.
-            let decoded = decoded.filter(Decoded::smaller_than_payload);
+            // The events and their ids as bytes ride along when they hold at most twice the
+            // payload (long prompts): a full queue of small events' decodes would hold several
+            // times their payloads.
+            let decoded = decoded.filter(Decoded::worth_handing_on);
             r.tap.send(crate::router::Input::Engine { source: r.source, seq: frame.seq, payload, replayed: frame.replayed, decoded });
         }
         let bytes = Bytes::from(proto::encode_ref(proto::MessageRef::Frame(frame)));

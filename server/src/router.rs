@@ -104,7 +104,7 @@ pub fn table_line(key: &str, c: &RouterCounts) -> String {
 #[derive(Debug)]
 pub enum Input {
     /// An engine batch of a source (by its index among the engine sources), as relayed, and
-    /// decoded when the intake's decode was worth handing on ([`Decoded::smaller_than_payload`]).
+    /// decoded when the intake's decode was worth handing on ([`Decoded::worth_handing_on`]).
     Engine { source: usize, seq: u64, payload: Bytes, replayed: bool, decoded: Option<Decoded> },
     /// A decoded event-plane envelope.
     Plane(kvscope_router::Envelope),

@@ -187,17 +187,20 @@ impl Decoded {
         self.result.is_some().then_some(self.events.as_slice())
     }
 
-    /// Whether its events (and the token ids it kept as bytes, if any) take fewer bytes than the
-    /// payload: true for long prompts (Kimi-K3's token ids, kilobytes an event), where reading
-    /// the token ids is most of a decode and handing the events on (to another task, through a
-    /// queue) saves it; false for small events, which are cheaper to decode again than to hold
-    /// a few times their size, and for ids kept as bytes (four per id, more than most ids take
-    /// in msgpack).
-    pub fn smaller_than_payload(&self) -> bool {
+    /// Whether handing it on (to another task, through a queue) saves more than it holds: its
+    /// events and the token ids it kept as bytes take at most twice the payload. True for long
+    /// prompts (Kimi-K3's token ids, kilobytes an event), where reading the ids is most of a
+    /// decode and hashing them reads them again (ids kept as bytes take four each, about 4/3 of
+    /// the uint16s most ids are in msgpack); false for small events, which are cheaper to decode
+    /// again than to hold a few times their size.
+    pub fn worth_handing_on(&self) -> bool {
         let tokens = self.tokens.as_ref().map_or(0, TokenBytes::held_bytes);
-        self.result.is_some() && self.events.len() * KEPT_EVENT_BYTES + tokens <= self.len
+        self.result.is_some() && self.events.len() * KEPT_EVENT_BYTES + tokens <= HANDED_ON_PER_PAYLOAD_BYTE * self.len
     }
 }
+
+/// What a decode handed on may hold per byte of its payload ([`Decoded::worth_handing_on`]).
+const HANDED_ON_PER_PAYLOAD_BYTE: usize = 2;
 
 /// About what a kept event costs in memory, its boxed store included (an upper estimate: only
 /// the few strings and lists a store may carry come on top).

@@ -167,21 +167,23 @@ fn batch_of_one_long_store(tokens: u32) -> Vec<u8> {
     out
 }
 
-/// Long prompts' events are worth handing on decoded; small events, and a batch past the chunk
-/// (which keeps none), are not.
+/// Long prompts' events, with their ids kept as bytes, are worth handing on decoded; small
+/// events, and a batch past the chunk (which keeps none), are not.
 #[test]
-fn decoded_events_are_handed_on_only_when_smaller_than_their_payload() {
+fn decoded_events_are_handed_on_only_when_they_hold_at_most_twice_their_payload() {
     let long = batch_of_one_long_store(2048);
     let decoded = Decoded::new(&long);
     assert_eq!(decoded.events().map(<[KvEvent]>::len), Some(1));
-    assert!(decoded.smaller_than_payload(), "one store of 2,048 token ids in {} bytes", long.len());
-    // Its ids as bytes take four each, more than the uint16s they were.
-    assert!(!Decoded::with_token_bytes(&long).smaller_than_payload());
+    assert!(decoded.worth_handing_on(), "one store of 2,048 token ids in {} bytes", long.len());
+    // Its ids as bytes take four each, more than the uint16s they were, but not twice as much.
+    let with_bytes = Decoded::with_token_bytes(&long);
+    assert!(with_bytes.token_bytes().is_some_and(|t| t.held_bytes() > long.len()));
+    assert!(with_bytes.worth_handing_on());
     let small = batch_of_cleared(50);
-    assert!(!Decoded::new(&small).smaller_than_payload(), "50 clears in {} bytes", small.len());
-    assert!(!Decoded::new(&batch_of_cleared(STREAM_CHUNK + 3)).smaller_than_payload());
+    assert!(!Decoded::new(&small).worth_handing_on(), "50 clears in {} bytes", small.len());
+    assert!(!Decoded::new(&batch_of_cleared(STREAM_CHUNK + 3)).worth_handing_on());
     // A payload cut short keeps its error and no event: handing that on costs nothing either.
     let cut = Decoded::new(&long[..long.len() / 2]);
-    assert!(cut.smaller_than_payload());
+    assert!(cut.worth_handing_on());
     assert!(cut.feed(&long[..long.len() / 2], &mut Record::default()).is_err());
 }

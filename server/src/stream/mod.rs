@@ -234,8 +234,9 @@ impl<O: Output> Pipeline<O> {
             }
         }
         self.source.received(seq, recv_time_nanos);
-        // One decode for the classifier and what the output feeds next (the router task, check).
-        let decoded = self.output.takes_decoded().then(|| Decoded::new(&payload));
+        // One decode for the classifier and what the output feeds next (the router task, check),
+        // whose tokens hashes read the ids this walk writes out as it counts them.
+        let decoded = self.output.takes_decoded().then(|| Decoded::with_token_bytes(&payload));
         let decode_error = match &mut self.classifier {
             Some(c) => c.classify(seq, &payload, decoded.as_ref()).err(),
             None => None,
