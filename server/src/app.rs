@@ -43,6 +43,8 @@ pub struct AppConfig {
     pub policy_b: Policy,
     /// The live index model's bound (`--index-max-nodes`).
     pub index_max_nodes: usize,
+    /// What the router task may have queued (`--router-queue-bytes`).
+    pub router_queue_bytes: usize,
     /// The policy Dynamo's relays are predicted to run, for the live reconciliation with the
     /// event plane (`/metrics`' `kvscope_router_*`); used only with event-plane sources.
     pub relay_policy: Policy,
@@ -77,6 +79,7 @@ impl AppConfig {
             policy_a: Policy::LEGACY,
             policy_b: Policy::FIXED,
             index_max_nodes: kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS,
+            router_queue_bytes: crate::router::DEFAULT_QUEUE_BYTES,
             relay_policy: kvscope_router::RelayConfig::DEFAULT_POLICY,
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             http: HttpConfig::loopback(65536),
@@ -252,6 +255,7 @@ impl App {
                 engines: infos[..num_engines].iter().map(|i| (i.key.clone(), i.worker_id.clone(), i.dp_rank)).collect(),
                 block_size: config.block_size,
                 index_max_nodes: config.index_max_nodes,
+                queue_max_bytes: config.router_queue_bytes,
                 reconcile: (!config.planes.is_empty() || !config.discover.is_empty()).then_some(config.relay_policy),
                 shard: config.shard,
                 index_policies,

@@ -341,7 +341,7 @@ impl Metrics {
         );
         r.register(
             "router_dropped_inputs",
-            "Engine batches and envelopes the live reconciler had no room for (its counts then undercount)",
+            "Engine batches and envelopes the router task (index model, reconciler) had no room for: its queue held --router-queue-bytes (its figures then undercount)",
             m.router_dropped_inputs.clone(),
         );
         r.register(

@@ -10,12 +10,15 @@
 //! (and a note saying so); RouterEvents for a worker no source has are counted as unknown
 //! workers.
 //!
-//! The live task never blocks an intake: inputs go through a bounded channel with `try_send`,
-//! and what does not fit is counted (`kvscope_router_dropped_inputs_total`), so a reconciler that
-//! falls behind shows up as such rather than as back-pressure on the engines.
+//! The live task never blocks an intake: inputs go through a channel bounded in bytes
+//! (`--router-queue-bytes`: payloads and the decodes handed on with them) with `try_send`, and
+//! what does not fit is counted (`kvscope_router_dropped_inputs_total`) and logged once, so a
+//! reconciler that falls behind shows up as such rather than as back-pressure on the engines or
+//! as memory that grows with the backlog.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -125,17 +128,51 @@ pub struct NewEngine {
     pub block_size: u32,
 }
 
+impl Input {
+    /// The bytes it holds while queued: the payload and the decode handed on with it.
+    fn held_bytes(&self) -> usize {
+        match self {
+            Input::Engine { payload, decoded, .. } => payload.len() + decoded.as_ref().map_or(0, Decoded::held_bytes),
+            Input::Plane(env) => env.payload.len() + env.topic.len(),
+            Input::AddEngine(_) => 0,
+        }
+    }
+}
+
+/// What the live task has queued, in bytes, against its bound.
+#[derive(Debug)]
+struct Queued {
+    bytes: AtomicUsize,
+    max_bytes: usize,
+    /// Whether the bound was ever reached (logged once).
+    reached: AtomicBool,
+}
+
 /// Where intakes send their inputs: cheap to clone, never blocks.
 #[derive(Clone, Debug)]
 pub struct Tap {
     tx: mpsc::Sender<Input>,
+    queued: Arc<Queued>,
     metrics: Arc<Metrics>,
 }
 
 impl Tap {
+    /// Queues `input`, or drops and counts it when the queue holds `--router-queue-bytes`.
     pub fn send(&self, input: Input) {
-        if self.tx.try_send(input).is_err() {
-            self.metrics.router_dropped_inputs.inc();
+        let n = input.held_bytes();
+        let q = &self.queued;
+        let fits = q.bytes.fetch_add(n, Ordering::Relaxed) + n <= q.max_bytes;
+        if fits && self.tx.try_send(input).is_ok() {
+            return;
+        }
+        q.bytes.fetch_sub(n, Ordering::Relaxed);
+        self.metrics.router_dropped_inputs.inc();
+        if !q.reached.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                bound = q.max_bytes,
+                "the router task is behind: its queue reached --router-queue-bytes, and the batches it has no room for are \
+                 dropped (kvscope_router_dropped_inputs_total), so /metrics' kvscope_router_* and kvscope_index_* undercount"
+            );
         }
     }
 
@@ -154,8 +191,11 @@ pub struct EngineTap {
     pub source: usize,
 }
 
-/// Inputs queued for the live task before they are counted as dropped.
+/// Inputs queued for the live task before they are counted as dropped, whatever their bytes.
 const QUEUE: usize = 64 * 1024;
+
+/// The default of `--router-queue-bytes`: about 4,000 Kimi-K3 batches and their decodes.
+pub const DEFAULT_QUEUE_BYTES: usize = 512 << 20;
 
 /// How often the live reconciler's counts are exported to /metrics.
 const EXPORT_EVERY: Duration = Duration::from_millis(100);
@@ -179,6 +219,8 @@ pub struct LiveConfig {
     pub block_size: u32,
     /// The index model's bound (`--index-max-nodes`).
     pub index_max_nodes: usize,
+    /// The queue's bound (`--router-queue-bytes`).
+    pub queue_max_bytes: usize,
     /// With an event plane: the relay policy to reconcile under.
     pub reconcile: Option<Policy>,
     /// This server's part of the fleet: other shards' RouterEvents are counted apart.
@@ -228,7 +270,8 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
         add_engine(&mut reconciler, &mut reconciled, &mut models, e);
     }
     let (tx, mut rx) = mpsc::channel::<Input>(QUEUE);
-    let tap = Tap { tx, metrics: metrics.clone() };
+    let queued = Arc::new(Queued { bytes: AtomicUsize::new(0), max_bytes: config.queue_max_bytes, reached: AtomicBool::new(false) });
+    let tap = Tap { tx, queued: queued.clone(), metrics: metrics.clone() };
     let mut dumps = config.dumps;
     let task = tokio::spawn(async move {
         let mut exported = Exported::default();
@@ -247,6 +290,7 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                         break;
                     }
                     for input in buf.drain(..) {
+                        let held = input.held_bytes();
                         // Errors are counted where they are kept (engine decode errors by the
                         // reconciler and the models, plane payload errors per publisher).
                         match input {
@@ -263,6 +307,7 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                             }
                             Input::AddEngine(e) => add_engine(&mut reconciler, &mut reconciled, &mut models, e),
                         }
+                        queued.bytes.fetch_sub(held, Ordering::Relaxed);
                     }
                     dirty = true;
                 }

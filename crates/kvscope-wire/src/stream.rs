@@ -194,8 +194,13 @@ impl Decoded {
     /// the uint16s most ids are in msgpack); false for small events, which are cheaper to decode
     /// again than to hold a few times their size.
     pub fn worth_handing_on(&self) -> bool {
-        let tokens = self.tokens.as_ref().map_or(0, TokenBytes::held_bytes);
-        self.result.is_some() && self.events.len() * KEPT_EVENT_BYTES + tokens <= HANDED_ON_PER_PAYLOAD_BYTE * self.len
+        self.result.is_some() && self.held_bytes() <= HANDED_ON_PER_PAYLOAD_BYTE * self.len
+    }
+
+    /// About the bytes it holds (its events, upper estimate, and the ids kept as bytes), for a
+    /// queue's memory bound.
+    pub fn held_bytes(&self) -> usize {
+        self.events.len() * KEPT_EVENT_BYTES + self.tokens.as_ref().map_or(0, TokenBytes::held_bytes)
     }
 }
 

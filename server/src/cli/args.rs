@@ -248,6 +248,11 @@ pub struct PolicyArgs {
     /// engines' truth beside it holds, before the model stops growing (kvscope_index_refused).
     #[arg(long, env = "KVSCOPE_INDEX_MAX_NODES", default_value_t = kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS, value_name = "N")]
     pub index_max_nodes: usize,
+    /// Bytes of engine batches and envelopes queued for the router task (the index model and
+    /// the reconciliation) while it is behind; past it they are dropped and counted
+    /// (kvscope_router_dropped_inputs_total), and its figures undercount.
+    #[arg(long, env = "KVSCOPE_ROUTER_QUEUE_BYTES", default_value = "512MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub router_queue_bytes: usize,
 }
 
 /// HTTP, relay bounds and safety.

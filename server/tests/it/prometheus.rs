@@ -116,3 +116,30 @@ async fn a_bounded_index_model_counts_what_it_kept_out() {
     }
     assert_eq!(metric_value(&body, series), 0.0, "at the default bound nothing is kept out");
 }
+
+/// The router task's queue is bounded in bytes (`--router-queue-bytes`): a server whose bound
+/// holds no batch drops every one and counts it, and relays them all the same; at the default
+/// bound a demo drops none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_router_queue_drops_and_counts_but_still_relays() {
+    let full = Server::start(&["demo", "--workers", "2", "--rate", "50", "--listen", "127.0.0.1:0", "--router-queue-bytes", "1"]);
+    let roomy = Server::start(&["demo", "--workers", "2", "--rate", "50", "--listen", "127.0.0.1:0"]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let dropped = "kvscope_router_dropped_inputs_total";
+    while full.metric(dropped).await < 20.0 {
+        assert!(tokio::time::Instant::now() < deadline, "{dropped} stayed under 20 at --router-queue-bytes 1");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(frames(&full).await >= 20.0, "the batches the router task had no room for are relayed");
+    while frames(&roomy).await < 20.0 {
+        assert!(tokio::time::Instant::now() < deadline, "the roomy server relayed fewer than 20 frames");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(roomy.metric(dropped).await, 0.0, "at the default bound the router task drops nothing");
+}
+
+/// Engine frames relayed, over every source.
+async fn frames(server: &Server) -> f64 {
+    let body = server.metrics().await;
+    body.lines().filter(|l| l.starts_with("kvscope_frames_total{")).filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok()).sum()
+}
