@@ -98,16 +98,22 @@ async fn main_thread_seconds(b: &Browser) -> [f64; 4] {
     [get("TaskDuration"), get("ScriptDuration"), get("LayoutDuration"), get("RecalcStyleDuration")]
 }
 
-/// The functions with the most self time in a DevTools CPU profile, as `[name, url:line, ms]`.
 /// The page's main-thread tasks of 50 ms or more in a trace, as `[wall ms, on-CPU ms]`: a task
 /// that ran a third of its wall time waited for a core (the shared machine's other threads),
-/// and a shorter task is what makes it short again.
-fn long_tasks_on_cpu(events: &Value) -> Vec<(f64, f64)> {
+/// and a shorter task is what makes it short again. Only the renderers that loaded something
+/// from `origin` (the page's server) count: Chromium's own WebUI (the omnibox popup) runs in
+/// renderers too, and its start-up tasks are not the page's.
+fn long_tasks_on_cpu(events: &Value, origin: &str) -> Vec<(f64, f64)> {
     let events = events.as_array().map(Vec::as_slice).unwrap_or_default();
+    let loads_from_origin = |e: &&Value| {
+        [&e["args"]["data"]["url"], &e["args"]["beginData"]["url"]].iter().any(|u| u.as_str().is_some_and(|u| u.starts_with(origin)))
+    };
+    let page: std::collections::HashSet<u64> = events.iter().filter(loads_from_origin).filter_map(|e| e["pid"].as_u64()).collect();
     let main: std::collections::HashSet<(u64, u64)> = events
         .iter()
         .filter(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "CrRendererMain")
         .filter_map(|e| Some((e["pid"].as_u64()?, e["tid"].as_u64()?)))
+        .filter(|(pid, _)| page.contains(pid))
         .collect();
     events
         .iter()
@@ -119,6 +125,7 @@ fn long_tasks_on_cpu(events: &Value) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The functions with the most self time in a DevTools CPU profile, as `[name, url:line, ms]`.
 fn top_self_time(profile: &Value, n: usize) -> Vec<Value> {
     let nodes = profile["nodes"].as_array().cloned().unwrap_or_default();
     let (samples, deltas) = (profile["samples"].as_array(), profile["timeDeltas"].as_array());
@@ -178,7 +185,7 @@ async fn measure(workers: u32, rate: f64, scenario: &str, seconds: u64) -> (Step
     if std::env::var("KVSCOPE_TRACE").as_deref() == Ok("1") {
         let path = artifacts_dir().join("bench-startup-trace.json");
         let events = b.trace_events().await;
-        let long = long_tasks_on_cpu(&events);
+        let long = long_tasks_on_cpu(&events, server.url.trim_end_matches('/'));
         let _ = std::fs::write(&path, json!({ "traceEvents": events }).to_string());
         println!("BENCH {}", json!({"kind": "startup_trace", "path": path.display().to_string(), "long_tasks_wall_and_cpu_ms": long}));
     }
