@@ -84,6 +84,9 @@ pub fn table_line(key: &str, c: &RouterCounts) -> String {
         "  {key}: router: expected {}, received {}, matched {}, missing {}, unexpected {}, mismatched {}",
         c.expected, c.received, c.matched, c.missing, c.unexpected, c.mismatched
     );
+    if c.before_window > 0 {
+        line.push_str(&format!(" ({} received for batches before the engine stream's window, not compared)", c.before_window));
+    }
     if c.mismatched > 0 {
         let f = &c.mismatched_fields;
         line.push_str(&format!(

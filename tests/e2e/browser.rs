@@ -124,7 +124,7 @@ async fn assert_headline_matches_check(b: &Browser, legacy: &Value, same_order: 
 }
 
 /// The alignment's counts, by the names the page, /metrics and `check --json` share.
-const ROUTER_COUNTS: [&str; 6] = ["expected", "received", "matched", "missing", "unexpected", "mismatched"];
+const ROUTER_COUNTS: [&str; 7] = ["expected", "received", "matched", "missing", "unexpected", "mismatched", "before_window"];
 
 /// Every card's router row: `{key, policy, expected, received, ..., pending}`.
 async fn router_rows(b: &Browser) -> Vec<Value> {

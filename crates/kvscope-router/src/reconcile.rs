@@ -18,8 +18,9 @@
 //! Within a lane, each engine source predicting under its key has a stream of its own, and each
 //! publisher is bound to one stream: the first whose next predictions (up to `BIND_REACH`, 64)
 //! hold one of the publisher's parked events, an unbound engine first (a clear is no evidence:
-//! every relay sends the same). Receptions parked before that match (a relay's messages for
-//! batches before a late-joining reader's window) are unexpected. Usually a key has one engine,
+//! every relay sends the same). Receptions parked before that match are a relay's messages for
+//! batches before a late-joining reader's window when the engine stream began past seq 0
+//! (`before_window`, not compared), else unexpected. Usually a key has one engine,
 //! and its relay binds at its first event. Several engines share a key when DP ranks' batches carry no rank (Dynamo's relay files
 //! them all under rank 0): their relays' messages interleave on the plane in any order, and are
 //! still each aligned with their own engine. A publisher with no match in `BIND_REACH` events
@@ -198,9 +199,10 @@ impl MismatchCounts {
 /// A source's router-side counts: the `"router"` object of `kvscope check --json`.
 ///
 /// `expected` = `matched + mismatched + missing` (+ pending and overflowed ones) and
-/// `received` = `matched + mismatched + unexpected` (+ pending and overflowed ones). Anything
-/// but `matched` non-zero means the router's view of this engine differs from what its relay
-/// should have published under the policy: look at the source's differences.
+/// `received` = `matched + mismatched + unexpected + before_window` (+ pending and overflowed
+/// ones). Anything but `matched` and `before_window` non-zero means the router's view of this
+/// engine differs from what its relay should have published under the policy: look at the
+/// source's differences.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterCounts {
     /// Engine batches predicted.
@@ -217,6 +219,11 @@ pub struct RouterCounts {
     pub missing: u64,
     /// Arrived, never predicted.
     pub unexpected: u64,
+    /// Arrived for engine batches before this reader's window: its engine stream began past seq
+    /// 0 (a page that joined late, a history that had evicted the start), and a relay's
+    /// messages for the batches before it came first. Nothing was predicted for them, so they
+    /// are not compared, and not a difference.
+    pub before_window: u64,
     /// Arrived in place of a prediction but different; which fields in `mismatched_fields`.
     pub mismatched: u64,
     pub mismatched_fields: MismatchCounts,
@@ -245,7 +252,7 @@ pub struct RouterCounts {
 impl RouterCounts {
     /// The alignment's counts by the names `/metrics` (`kvscope_router_events_total{count}`),
     /// `check --json` and the page's router row all use, in that order.
-    pub fn alignment(&self) -> [(&'static str, u64); 6] {
+    pub fn alignment(&self) -> [(&'static str, u64); 7] {
         [
             ("expected", self.expected),
             ("received", self.received),
@@ -253,6 +260,7 @@ impl RouterCounts {
             ("missing", self.missing),
             ("unexpected", self.unexpected),
             ("mismatched", self.mismatched),
+            ("before_window", self.before_window),
         ]
     }
 
@@ -276,6 +284,7 @@ impl RouterCounts {
         self.matched += o.matched;
         self.missing += o.missing;
         self.unexpected += o.unexpected;
+        self.before_window += o.before_window;
         self.mismatched += o.mismatched;
         self.mismatched_fields.merge(&o.mismatched_fields);
         for (label, n) in &o.dropped_by_policy {
@@ -495,6 +504,8 @@ struct Source {
     name: String,
     predictor: Predictor,
     counts: RouterCounts,
+    /// The seq of the first engine batch this reader got: past 0, it joined the stream late.
+    first_seq: Option<u64>,
 }
 
 impl Source {
@@ -531,6 +542,8 @@ struct Lane {
 #[derive(Clone, Debug)]
 struct Stream {
     source: usize,
+    /// Its engine stream began past seq 0: a relay's first messages may be for batches before it.
+    joined_late: bool,
     /// Publishers bound here: its relay's, and the ids it took after restarts.
     publishers: Vec<u64>,
     expected: VecDeque<Expected>,
@@ -567,6 +580,10 @@ impl Tally<'_> {
     fn unexpected(&mut self, r: Received) {
         self.counts.unexpected += 1;
         self.note(|| r.difference(DifferenceKind::Unexpected));
+    }
+
+    fn before_window(&mut self, _: Received) {
+        self.counts.before_window += 1;
     }
 
     fn overflowed_expected(&mut self, e: Expected) {
@@ -674,18 +691,19 @@ impl Stream {
 }
 
 impl Lane {
-    /// A prediction of engine source `source` under this key.
-    fn expect(&mut self, source: usize, e: Expected) {
+    /// A prediction of engine source `source` (whose stream began past seq 0 if `joined_late`)
+    /// under this key.
+    fn expect(&mut self, source: usize, joined_late: bool, e: Expected) {
         self.counts.expected += 1;
         let k = match self.streams.iter().position(|s| s.source == source) {
             Some(k) => k,
-            None => self.add_stream(source),
+            None => self.add_stream(source, joined_late),
         };
         self.streams[k].expected.push_back(e);
     }
 
-    fn add_stream(&mut self, source: usize) -> usize {
-        self.streams.push(Stream { source, publishers: Vec::new(), expected: VecDeque::new(), received: VecDeque::new() });
+    fn add_stream(&mut self, source: usize, joined_late: bool) -> usize {
+        self.streams.push(Stream { source, joined_late, publishers: Vec::new(), expected: VecDeque::new(), received: VecDeque::new() });
         self.streams.len() - 1
     }
 
@@ -748,7 +766,8 @@ impl Lane {
 /// id goes to its own engine, which has its old one). Every parked event is looked for, not
 /// only the first few: a page that joins late, or a server started while the fleet runs,
 /// receives a relay's messages for engine batches that came before its window, and they match
-/// nothing. What came before the match is aligned at once, receptions as unexpected and
+/// nothing. What came before the match is aligned at once: receptions as before the window when
+/// they are the first a stream that began past seq 0 is bound to (else as unexpected), and
 /// predictions as missing, when it is more than the lookahead would pair. One that matches
 /// none in [`BIND_REACH`] events, or at the end, goes to an engine no publisher has, else the
 /// first: its events are then aligned as differences, as they are.
@@ -772,10 +791,16 @@ fn bind(streams: &mut [Stream], unbound: &mut Vec<(u64, VecDeque<Received>)>, cf
         };
         let (p, mut q) = unbound.remove(i);
         let s = &mut streams[k];
+        // The stream's first publisher, its engine stream begun late: what the relay sent before
+        // the match is for batches before the window (a restarted relay's new id is not first).
+        let before_window = s.joined_late && s.publishers.is_empty();
         if let Some((j, e)) = at
-            && (j > la || e > la)
+            && (before_window || j > la || e > la)
         {
-            q.drain(..j).for_each(|r| tally.unexpected(r));
+            match before_window {
+                true => q.drain(..j).for_each(|r| tally.before_window(r)),
+                false => q.drain(..j).for_each(|r| tally.unexpected(r)),
+            }
             // Predictions another publisher's receptions still wait for are theirs to align.
             if s.received.is_empty() {
                 s.expected.drain(..e).for_each(|x| tally.missing(x));
@@ -827,7 +852,12 @@ impl Reconciler {
             self.policy = format!("{},{}", self.policy, relay.policy.name);
         }
         let index = self.sources.len();
-        self.sources.push(Source { name: name.to_owned(), predictor: Predictor::new(relay), counts: RouterCounts::default() });
+        self.sources.push(Source {
+            name: name.to_owned(),
+            predictor: Predictor::new(relay),
+            counts: RouterCounts::default(),
+            first_seq: None,
+        });
         let lane = self.lanes.entry((relay.worker_id, relay.dp_rank)).or_default();
         // A lane that received events before its source was added (or that another source's
         // predictions opened) is this source's from now on.
@@ -900,6 +930,7 @@ impl Reconciler {
             return Err(e);
         }
         source.counts.engine_batches += 1;
+        let joined_late = *source.first_seq.get_or_insert(seq) > 0;
         let mut touched = Vec::new();
         let mut marks = Vec::with_capacity(predictions.len());
         for p in predictions {
@@ -909,7 +940,7 @@ impl Reconciler {
                     let key = (event.worker_id, event.event.dp_rank);
                     let lane = self.lanes.entry(key).or_default();
                     lane.owner.get_or_insert(index);
-                    lane.expect(index, Expected { origin: p.origin, event });
+                    lane.expect(index, joined_late, Expected { origin: p.origin, event });
                     if !touched.contains(&key) {
                         touched.push(key);
                     }

@@ -186,11 +186,11 @@ fn one_engine_under_a_key_still_pairs_what_differs_as_mismatched() {
     assert_eq!(c.matched + 1, c.expected);
 }
 
-#[test]
-fn a_reader_that_joins_late_binds_each_relay_to_its_own_engine() {
-    // The window starts at batch 8 for the engines, but each relay's messages from batch 3 on
-    // are still there (a page joining after the server's history evicted the rest): more
-    // events before the first match than the lookahead, on every relay.
+/// A reader whose engine streams begin at batch 8 (`late`: under their own seqs, so past 0; else
+/// renumbered from 0, a stream that seems whole), with each relay's messages from batch 3 on: a
+/// page joining after the server's history evicted the rest.
+fn joined_at_batch_8(late: bool) -> RouterCounts {
+    // More events before the first match than the lookahead, on every relay.
     const FIRST_ENGINE_BATCH: usize = 8;
     const FIRST_PLANE_BATCH: usize = 3;
     let engines: Vec<Vec<Vec<u8>>> = (0..RANKS).map(engine_batches).collect();
@@ -201,19 +201,37 @@ fn a_reader_that_joins_late_binds_each_relay_to_its_own_engine() {
     let mut r = Reconciler::new(ReconcilerConfig::default());
     let ids: Vec<_> = (0..RANKS).map(|rank| r.add_source(&format!("{WORKER}:{rank}"), relay_config(rank))).collect();
     for i in FIRST_ENGINE_BATCH..BATCHES as usize {
+        let seq = if late { i } else { i - FIRST_ENGINE_BATCH };
         for (id, batches) in ids.iter().zip(&engines) {
-            r.push_engine(*id, i as u64, &batches[i]).unwrap();
+            r.push_engine(*id, seq as u64, &batches[i]).unwrap();
         }
     }
     for env in &plane {
         r.push_envelope(env).unwrap();
     }
     r.finish();
-    let c = r.report().sources[0].router.clone();
-    // Per rank: batches 8-11 are a store each and a removal in 11; batches 3-7 came before the
-    // window, five stores and removals in 3 and 7.
-    let window = u64::from(RANKS) * 5;
-    let before = u64::from(RANKS) * 7;
-    assert_eq!((c.expected, c.matched, c.received), (window, window, window + before), "{c:#?}");
-    assert_eq!((c.mismatched, c.missing, c.unexpected), (0, 0, before), "only the events before the window differ: {c:#?}");
+    r.report().sources[0].router.clone()
+}
+
+// Per rank: batches 8-11 are a store each and a removal in 11; batches 3-7 came before the
+// window, five stores and removals in 3 and 7.
+const IN_WINDOW: u64 = RANKS as u64 * 5;
+const BEFORE_WINDOW: u64 = RANKS as u64 * 7;
+
+#[test]
+fn a_reader_that_joins_late_binds_each_relay_to_its_own_engine() {
+    let c = joined_at_batch_8(true);
+    assert_eq!((c.expected, c.matched, c.received), (IN_WINDOW, IN_WINDOW, IN_WINDOW + BEFORE_WINDOW), "{c:#?}");
+    assert_eq!((c.mismatched, c.missing, c.unexpected), (0, 0, 0), "{c:#?}");
+    assert_eq!(c.before_window, BEFORE_WINDOW, "the relays' messages for batches 3-7 are before the window: {c:#?}");
+    assert!(c.is_clean(), "nothing differs: {c:#?}");
+}
+
+/// The same messages before the first match, on engine streams that begin at seq 0: nothing
+/// came before them, so those messages are unexpected, as a relay's extra messages are.
+#[test]
+fn messages_before_a_stream_that_began_at_seq_0_are_unexpected() {
+    let c = joined_at_batch_8(false);
+    assert_eq!((c.matched, c.unexpected, c.before_window), (IN_WINDOW, BEFORE_WINDOW, 0), "{c:#?}");
+    assert!(!c.is_clean());
 }
