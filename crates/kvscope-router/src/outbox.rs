@@ -23,6 +23,8 @@
 
 use std::collections::HashMap;
 
+use kvscope_tiers::BuildBlockHasher;
+
 use crate::event::{EventData, PlaneTier, RouterEvent};
 
 /// `DEFAULT_MAX_BATCH_BLOCKS` of Dynamo 1.6.1's publisher.
@@ -52,14 +54,18 @@ pub enum Sent {
 /// The publisher stage of one relay.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    /// Stores counted per (dp_rank, tier) and block hash.
-    refcounts: HashMap<(u32, PlaneTier), HashMap<u64, u32>>,
+    /// Stores counted per (dp_rank, tier) and block hash: a few (rank, tier) pairs, looked up
+    /// in order, and a block-hash map each (every stored block and removed hash is counted).
+    refcounts: Vec<((u32, PlaneTier), RefCounts)>,
     next_event_id: u64,
 }
 
+/// How many sent stores hold each block hash, on one (dp_rank, tier).
+type RefCounts = HashMap<u64, u32, BuildBlockHasher>;
+
 impl Default for Outbox {
     fn default() -> Self {
-        Outbox { refcounts: HashMap::new(), next_event_id: 1 }
+        Outbox { refcounts: Vec::new(), next_event_id: 1 }
     }
 }
 
@@ -118,7 +124,7 @@ impl Outbox {
                     self.emit(p, &mut out);
                 }
                 let rank = k.event.event.dp_rank;
-                self.refcounts.retain(|(r, _), _| *r != rank);
+                self.refcounts.retain(|((r, _), _)| *r != rank);
                 let mut event = k.event;
                 event.event.event_id = self.take_id();
                 out[at] = Sent::Event(event);
@@ -160,7 +166,15 @@ impl Outbox {
     /// event, or stays [`Sent::RemovalHeldBack`] along with what was coalesced into it.
     fn emit(&mut self, p: Pending, out: &mut [Sent]) {
         let mut event = p.event;
-        let counts = self.refcounts.entry((event.event.dp_rank, event.storage_tier.clone())).or_default();
+        let key = (event.event.dp_rank, &event.storage_tier);
+        let at = match self.refcounts.iter().position(|((r, t), _)| (*r, t) == key) {
+            Some(at) => at,
+            None => {
+                self.refcounts.push(((event.event.dp_rank, event.storage_tier.clone()), HashMap::default()));
+                self.refcounts.len() - 1
+            }
+        };
+        let counts = &mut self.refcounts[at].1;
         match &mut event.event.data {
             EventData::Stored(s) => {
                 for b in &s.blocks {
