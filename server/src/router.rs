@@ -197,7 +197,7 @@ pub struct EngineTap {
 /// Inputs queued for the live task before they are counted as dropped, whatever their bytes.
 const QUEUE: usize = 64 * 1024;
 
-/// The default of `--router-queue-bytes`: about 4,000 Kimi-K3 batches and their decodes.
+/// The default of `--router-queue-bytes`: some 5,000 Kimi-K3 batches (43-64 KB) with their decodes.
 pub const DEFAULT_QUEUE_BYTES: usize = 512 << 20;
 
 /// How often the live reconciler's counts are exported to /metrics.
