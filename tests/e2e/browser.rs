@@ -47,6 +47,17 @@ async fn wait_for_frames(b: &Browser, frames: u64, what: &str) {
     b.wait_for(&script, Duration::from_secs(60), what).await;
 }
 
+/// Waits until the page shows a card per source and the cards count `frames` in all: the cards
+/// are a part of their own, drawn after the fleet bar's count may already say every frame.
+async fn wait_for_cards(b: &Browser, sources: usize, frames: u64) {
+    let script = format!(
+        "const c = Array.from(document.querySelectorAll('[data-testid=\"worker-card\"]')); \
+         return c.length === {sources} && c.reduce((n, e) => n + Number((e.querySelector('[data-testid=\"frames\"]') || \
+         {{textContent: '0'}}).textContent.replace(/[^0-9]/g, '')), 0) === {frames};"
+    );
+    b.wait_for(&script, Duration::from_secs(30), "a card per source, counting every frame").await;
+}
+
 /// Waits for the overview to list `sources` sources, then until the page's frame count stops
 /// moving (the demo has published its batches), then a moment more for the recording, which is
 /// flushed continuously.
@@ -327,6 +338,8 @@ async fn page_reconnects_after_a_server_restart_without_double_counting() {
     b.open(&server.url).await;
     let expected = total_frames(&check_json(&capture, BLOCK_SIZE, "fixed"));
     wait_for_frames(&b, expected, "every frame before the restart").await;
+    let sources = check_json(&capture, BLOCK_SIZE, "fixed")["sources"].as_array().map_or(0, Vec::len);
+    wait_for_cards(&b, sources, expected).await;
     let before = b.cards().await;
 
     server.kill().await;
@@ -348,6 +361,7 @@ async fn page_reconnects_after_a_server_restart_without_double_counting() {
     // Stay a moment: nothing more may arrive (a double count would show up here).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(frames_shown(&b).await, expected, "frames after the restart");
+    wait_for_cards(&b, sources, expected).await;
     let after = b.cards().await;
     assert_eq!(before, after, "every figure is the same after the reconnect");
     assert_page_equals_check(&b, &capture).await;

@@ -124,17 +124,11 @@ async fn a_bounded_index_model_counts_what_it_kept_out() {
 async fn a_full_router_queue_drops_and_counts_but_still_relays() {
     let full = Server::start(&["demo", "--workers", "2", "--rate", "50", "--listen", "127.0.0.1:0", "--router-queue-bytes", "1"]);
     let roomy = Server::start(&["demo", "--workers", "2", "--rate", "50", "--listen", "127.0.0.1:0"]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let dropped = "kvscope_router_dropped_inputs_total";
-    while full.metric(dropped).await < 20.0 {
-        assert!(tokio::time::Instant::now() < deadline, "{dropped} stayed under 20 at --router-queue-bytes 1");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let wait = Duration::from_secs(30);
+    assert!(wait_until(wait, || async { full.metric(dropped).await >= 20.0 }).await, "{dropped} stayed under 20 at --router-queue-bytes 1");
     assert!(frames(&full).await >= 20.0, "the batches the router task had no room for are relayed");
-    while frames(&roomy).await < 20.0 {
-        assert!(tokio::time::Instant::now() < deadline, "the roomy server relayed fewer than 20 frames");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    assert!(wait_until(wait, || async { frames(&roomy).await >= 20.0 }).await, "the roomy server relayed fewer than 20 frames");
     assert_eq!(roomy.metric(dropped).await, 0.0, "at the default bound the router task drops nothing");
 }
 
