@@ -400,6 +400,26 @@ pub struct Browser {
     pub client: Client,
     driver: Child,
     profile: PathBuf,
+    /// Stops the Chromium of this profile if the test ends without [`Browser::close`].
+    _chromium: ChromiumGuard,
+}
+
+/// A test that panics drops its [`Browser`] unclosed: chromedriver is killed with it
+/// (`kill_on_drop`), but the Chromium it started would live on, its renderers busy, beside the
+/// next tests. Chromium's profile lock (`SingletonLock`, a link to `host-PID`) names it.
+#[derive(Debug)]
+struct ChromiumGuard(PathBuf);
+
+impl Drop for ChromiumGuard {
+    fn drop(&mut self) {
+        let pid = std::fs::read_link(self.0.join("SingletonLock"))
+            .ok()
+            .and_then(|target| target.to_str()?.rsplit('-').next()?.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl std::fmt::Debug for Browser {
@@ -466,7 +486,7 @@ impl Browser {
                 Err(e) => panic!("cannot start a Chromium session through chromedriver: {e}"),
             }
         };
-        let b = Browser { client, driver, profile };
+        let b = Browser { client, driver, _chromium: ChromiumGuard(profile.clone()), profile };
         b.cdp("Page.addScriptToEvaluateOnNewDocument", json!({ "source": SHIM_JS })).await;
         b
     }
