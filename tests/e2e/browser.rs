@@ -8,7 +8,7 @@
 //! each test says what is missing and fails, unless KVSCOPE_E2E_SKIP_MISSING=1.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kvscope_e2e::*;
 use serde_json::{Value, json};
@@ -112,8 +112,15 @@ async fn headline_exit(b: &Browser) -> Value {
 /// the exit must be that source's own first fatal, and the crashloop (every later fatal event) the
 /// same.
 async fn assert_headline_matches_check(b: &Browser, legacy: &Value, same_order: bool) {
-    let page = headline_exit(b).await;
     let fleet = &legacy["fleet"];
+    // With several engine workers the headline is merged from their reports, one coordinator
+    // round after the frame counts: wait up to 10 s for it to settle, then hold it to check.
+    let mut page = headline_exit(b).await;
+    let settle = Instant::now() + Duration::from_secs(10);
+    while same_order && page["never"] != fleet["events_after_first_fatal"] && Instant::now() < settle {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        page = headline_exit(b).await;
+    }
     let first = &fleet["first_fatal"];
     assert!(first.is_object(), "check --json names the fleet's first fatal: {fleet}");
     let line = page["line"].as_str().unwrap_or_default();
