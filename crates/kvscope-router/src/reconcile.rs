@@ -797,9 +797,8 @@ fn bind(streams: &mut [Stream], unbound: &mut Vec<(u64, VecDeque<Received>)>, cf
         if let Some((j, e)) = at
             && (before_window || j > la || e > la)
         {
-            match before_window {
-                true => q.drain(..j).for_each(|r| tally.before_window(r)),
-                false => q.drain(..j).for_each(|r| tally.unexpected(r)),
+            for r in q.drain(..j) {
+                if before_window { tally.before_window(r) } else { tally.unexpected(r) }
             }
             // Predictions another publisher's receptions still wait for are theirs to align.
             if s.received.is_empty() {

@@ -116,6 +116,13 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// The flag's default, written as text for --help, is the one the server's own configs use.
+    #[test]
+    fn the_router_queue_s_default_is_the_server_s() {
+        let Ok(Cli { command: Command::Demo(args) }) = Cli::try_parse_from(["kvscope", "demo"]) else { panic!("kvscope demo parses") };
+        assert_eq!(args.policy.router_queue_bytes, crate::router::DEFAULT_QUEUE_BYTES);
+    }
+
     #[test]
     fn sizes_and_speeds() {
         assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
