@@ -58,10 +58,15 @@ impl Model {
                     if fatal && counts.first_fatal.is_none() {
                         counts.first_fatal = Some((seq, outcome.rule()));
                     }
-                    if exits[side].is_some() {
+                    // The exit this shard holds may be another shard's, adopted from a stretch
+                    // of the stream it has not read yet: an event counts only once past it.
+                    // (At the same position the exit is this frame's, so its ids are ours.)
+                    let exit_at = exits[side].as_ref().map(|e| (e.position, e.event_id));
+                    if exit_at.is_some_and(|at| at < (frame.position, event_id)) {
                         counts.after_exit += 1;
                         counts.fatal_after_exit += u64::from(fatal);
                     } else if fatal {
+                        // The first fatal, or one before the exit adopted from further on.
                         exits[side] = Some(IndexerExit {
                             position: frame.position,
                             event_id,

@@ -71,9 +71,12 @@ fn run(hello: &proto::Message, messages: &[proto::Message], block_size: u32, sha
     m
 }
 
-/// `count` shards fed the stream together, agreeing on the fleet's exit every `every` messages
-/// (as a coordinator does at each flush) and once at the end.
-fn run_shards(hello: &proto::Message, messages: &[proto::Message], block_size: u32, count: u32, every: usize) -> Vec<Model> {
+/// Shards fed the stream at their own paces, as engine workers on a busy machine are: in each
+/// round shard `i` applies its next `paces[i]` messages, then they agree on the fleet's exit (as
+/// a coordinator does at each flush). A shard may take an exit from a stretch of the stream it
+/// has not read yet.
+fn run_shards(hello: &proto::Message, messages: &[proto::Message], block_size: u32, paces: &[usize]) -> Vec<Model> {
+    let count = paces.len() as u32;
     let mut shards: Vec<Model> =
         (0..count).map(|index| Model::new(Config { shard: Shard { index, count }, ..config(block_size) })).collect();
     let agree = |shards: &mut Vec<Model>| {
@@ -85,13 +88,16 @@ fn run_shards(hello: &proto::Message, messages: &[proto::Message], block_size: u
     for m in &mut shards {
         m.apply_message(hello.clone(), 0.0);
     }
-    for (i, message) in messages.iter().enumerate() {
-        for m in &mut shards {
-            m.apply_message(message.clone(), 0.0);
+    let mut read = vec![0usize; shards.len()];
+    while read.iter().any(|r| *r < messages.len()) {
+        for ((m, read), pace) in shards.iter_mut().zip(&mut read).zip(paces) {
+            let to = read.saturating_add(*pace).min(messages.len());
+            for message in &messages[*read..to] {
+                m.apply_message(message.clone(), 0.0);
+            }
+            *read = to;
         }
-        if i % every == every - 1 {
-            agree(&mut shards);
-        }
+        agree(&mut shards);
     }
     agree(&mut shards);
     for m in &mut shards {
@@ -114,8 +120,12 @@ fn own_counts(c: &Counts, classes: &classes::ClassTable) -> OwnCounts {
 fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::Message], block_size: u32) {
     let whole = run(hello, messages, block_size, Shard::ALL);
     let whole_rows = overview::rows(&whole, 0.0);
-    for (count, every) in [(2, 1), (2, 5), (3, 7), (3, usize::MAX)] {
-        let shards = run_shards(hello, messages, block_size, count, every);
+    // In step, and at paces far apart: a shard that races ahead reports exits the others have
+    // not reached yet.
+    let paces: [&[usize]; 7] = [&[1, 1], &[5, 5], &[7, 7, 7], &[usize::MAX; 3], &[1, 9], &[13, 2], &[2, usize::MAX, 5]];
+    for paces in paces {
+        let count = paces.len() as u32;
+        let shards = run_shards(hello, messages, block_size, paces);
         for m in &shards {
             assert_eq!(m.position(), whole.position(), "every shard counts every frame");
         }
@@ -127,12 +137,7 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
                 let (mine, theirs) = (own.counts(side), src.counts(side));
                 assert_eq!(own_counts(mine, m.classes()), own_counts(theirs, whole.classes()), "{} {side:?}", src.key);
                 let after = |c: &Counts| (c.after_exit, c.fatal_after_exit);
-                assert_eq!(
-                    after(mine),
-                    after(theirs),
-                    "{} {side:?}: after the fleet's exit, {count} shards agreeing every {every}",
-                    src.key
-                );
+                assert_eq!(after(mine), after(theirs), "{} {side:?}: after the fleet's exit, shards at paces {paces:?}", src.key);
             }
             assert_eq!(
                 (own.frames, own.payload_bytes, &own.seq, own.decode_errors),
@@ -181,7 +186,7 @@ fn shards_hold_what_one_model_holds(hello: &proto::Message, messages: &[proto::M
             let modelled = shards.iter().find(|m| m.index().report(side).is_some()).expect("a shard models the index");
             assert_eq!(restarts(modelled), restarts(&whole), "{side:?}'s index restarts, {count} shards");
         }
-        fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, every);
+        fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, paces);
         the_timeline_of_the_shards_is_one_model_s(&whole, &shards, count);
         the_trees_of_the_shards_are_one_model_s(&whole, &shards);
         for kind in [kvscope_engine_protocol::ExportKind::Capture, kvscope_engine_protocol::ExportKind::VerdictsJsonl] {
@@ -337,7 +342,7 @@ fn reports_through_bytes(shards: &[Model], settings: &Settings) -> Vec<coordinat
 }
 
 /// The shards' facts, merged, are the whole model's; their event ids name the same events.
-fn fleet_facts_merge_to_the_whole_fleet_s(whole: &Model, shards: &[Model], count: u32, every: usize) {
+fn fleet_facts_merge_to_the_whole_fleet_s(whole: &Model, shards: &[Model], paces: &[usize]) {
     let parts: Vec<fleet::FleetFacts> = reports_through_bytes(shards, &Settings::default()).into_iter().map(|r| r.fleet).collect();
     let (mut merged, mut expected) = (fleet::FleetFacts::merge(&parts.iter().collect::<Vec<_>>()), fleet::FleetFacts::of(whole));
     let in_shard = |id: u64| event_name(&shards[shard::of_event_id(id) as usize], id);
@@ -352,7 +357,7 @@ fn fleet_facts_merge_to_the_whole_fleet_s(whole: &Model, shards: &[Model], count
         f.differences.iter_mut().for_each(|d| d.first_event = 0);
         f.sides.iter_mut().filter_map(|s| s.exit.as_mut()).for_each(|e| e.event_id = 0);
     }
-    assert_eq!(merged, expected, "{count} shards agreeing every {every}");
+    assert_eq!(merged, expected, "shards at paces {paces:?}");
     let crashloop = expected.sides[0].crashloop.len();
     assert_eq!(crate::summarize::headline_of(&merged), crate::summarize::headline_of(&expected), "{crashloop} crashloop sources");
 }
@@ -434,7 +439,7 @@ fn the_shards_that_model_the_indexes_index_every_worker_again_after_a_reclassifi
     let mut whole = run(&hello, &messages, 16, Shard::ALL);
     whole.reconfigure(swapped(&whole));
     whole.refresh_index();
-    let mut shards = run_shards(&hello, &messages, 16, 2, 5);
+    let mut shards = run_shards(&hello, &messages, 16, &[5, 5]);
     for m in &mut shards {
         m.reconfigure(swapped(m));
         m.refresh_index();
@@ -488,6 +493,6 @@ fn shards_of_an_opened_capture_hold_what_one_model_holds() {
         }
         let parts: Vec<overview::OverviewPart> = shards.iter().map(|m| overview::part(m, 0.0)).collect();
         assert_eq!(overview::merge(&parts.iter().collect::<Vec<_>>()), rows, "the overview's rows of {count} shards");
-        fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, count, usize::MAX);
+        fleet_facts_merge_to_the_whole_fleet_s(&whole, &shards, &vec![usize::MAX; count as usize]);
     }
 }
