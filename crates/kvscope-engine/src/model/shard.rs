@@ -42,18 +42,19 @@ pub fn of_event_id(id: u64) -> u32 {
 }
 
 /// Which policies' indexes of the router `shard` models, per side, for every engine source:
-/// both with one shard; with more, shard 0 policy A's and shard 1 policy B's.
+/// both, in shard 0 alone.
 ///
 /// An index cannot be split by worker as the rest can. Dynamo's radix tree is one tree for the
 /// fleet, keyed by tokens hash: where a worker's store lands depends on what other workers
-/// stored under the same prefix, and a fatal verdict anywhere empties all of it. The two
-/// policies' indexes share nothing but the engines' truth, which each shard keeps for itself.
-/// A shard that models one decodes and hashes every worker's frames for it: that, not the
-/// index, is most of its cost (the engine's README, "Shards", has the figures).
+/// stored under the same prefix, and a fatal verdict anywhere empties all of it. A shard that
+/// models one decodes and hashes every worker's frames for it: that, not the index, is most of
+/// its cost. Policies that agree share one tree (`kvscope_index`), so the second policy costs
+/// that shard little, where a second shard would decode and hash every frame again (the
+/// engine's README, "Shards", has the figures).
 pub fn index_sides(shard: Shard) -> [bool; 2] {
     match shard.count {
         0 | 1 => [true, true],
-        _ => [shard.index == 0, shard.index == 1],
+        _ => [shard.index == 0; 2],
     }
 }
 

@@ -446,7 +446,7 @@ fn the_shards_that_model_the_indexes_index_every_worker_again_after_a_reclassifi
     }
     assert_eq!(shards[0].config().policy_a, "fixed", "the policies changed sides");
     for side in [Side::A, Side::B] {
-        let modelled = &shards[side as usize];
+        let modelled = shards.iter().find(|m| super::shard::index_sides(m.config().shard)[side as usize]).expect("a shard models it");
         for src in whole.engine_sources() {
             let index = |m: &Model| m.index().counts(side, src.index).cloned();
             assert!(index(&whole).is_some_and(|c| c.blocks.engine_blocks > 0), "{} holds blocks", src.key);
