@@ -7,7 +7,8 @@
 //! with the server's default 10 ms batch window:
 //! - burst: N frames published as fast as the sockets take them; frames/s and bytes/s delivered
 //!   to the receiving end (raw SUB; 1 and 10 WebSocket clients through `kvscope`), and the bytes
-//!   the server copied per frame per client to fan them out (its own counters);
+//!   the server copied per frame per client to fan them out (its own counters: into shared
+//!   batches, and into each socket's buffer);
 //! - a sweep of paced rates: what each client received, frames lost (lag notices), and the
 //!   latency from the publisher's send to the client's receipt, p50 and p99. Added latency is
 //!   the relay's minus raw ZMQ's at the same rate.
@@ -198,6 +199,7 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
     }
     let copies = Copies {
         live_bytes: app.metrics.ws_live_bytes_copied.get(),
+        socket_bytes: app.metrics.ws_socket_bytes_copied.get(),
         ws_messages: app.metrics.client_ws_messages.get(),
         frames_offered: n * clients as u64,
         frames_delivered: out.iter().map(|r| r.frames).sum(),
@@ -210,6 +212,9 @@ async fn relay(payload: &Bytes, n: u64, rate: f64, clients: usize) -> (Vec<Recei
 struct Copies {
     /// Bytes copied into live batches (once per batch, shared by every client).
     live_bytes: u64,
+    /// Bytes copied into the clients' socket buffers (per client: messages under 8 KiB),
+    /// the preamble and history included.
+    socket_bytes: u64,
     /// WebSocket messages queued for the clients (history and preamble included).
     ws_messages: u64,
     /// Frames published times clients: what the fan-out was asked to deliver.
@@ -219,7 +224,11 @@ struct Copies {
 
 impl Copies {
     fn per_frame_per_client(&self) -> f64 {
-        self.live_bytes as f64 / self.frames_offered.max(1) as f64
+        (self.live_bytes + self.socket_bytes) as f64 / self.frames_offered.max(1) as f64
+    }
+
+    fn socket_copies_per_frame_per_client(&self) -> f64 {
+        self.socket_bytes as f64 / self.frames_offered.max(1) as f64
     }
 }
 
@@ -267,9 +276,10 @@ fn main() {
                     human(total_bytes),
                 );
                 println!(
-                    "copies {burst} frames | kvscope -> {clients:>2} client(s): {:.1} bytes copied per frame per client, {:.1} frames per WebSocket message",
+                    "copies {burst} frames | kvscope -> {clients:>2} client(s): {:.1} bytes copied per frame per client, {:.1} frames per WebSocket message, of which {:.1} bytes into each socket's buffer",
                     copies.per_frame_per_client(),
                     copies.frames_delivered as f64 / copies.ws_messages.max(1) as f64,
+                    copies.socket_copies_per_frame_per_client(),
                 );
             }
             println!(

@@ -23,17 +23,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use futures_util::{SinkExt, StreamExt};
 use kvscope_protocol as proto;
 use serde::Deserialize;
 
 use crate::metrics::{self, KindLabels, Metrics};
 use crate::relay::{BATCH_BYTES, BATCH_MESSAGES, Hub};
+use crate::ws::Socket;
 
 /// What the HTTP side needs to know.
 #[derive(Debug, Clone)]
@@ -170,12 +169,7 @@ fn check_origin(config: &HttpConfig, headers: &HeaderMap) -> Result<(), (&'stati
     }
 }
 
-async fn ws(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
-    upgrade: WebSocketUpgrade,
-) -> Response {
+async fn ws(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(query): Query<TokenQuery>, request: Request) -> Response {
     if !token_ok(&state.config, &headers, &query) {
         return refuse(
             &state.metrics,
@@ -188,7 +182,10 @@ async fn ws(
         return refuse(&state.metrics, StatusCode::FORBIDDEN, reason, text);
     }
     let cap = state.config.max_ws_message_bytes;
-    upgrade.max_message_size(cap).max_frame_size(cap).on_upgrade(move |socket| client(socket, state))
+    match crate::ws::upgrade(request, cap, move |socket| client(socket, state)) {
+        Ok(response) => response,
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
 }
 
 /// Collects the history's already-encoded messages into batches for one newcomer (live
@@ -210,7 +207,7 @@ impl Batcher {
     }
 
     /// The WebSocket message for what was pushed (a lone message is sent as itself), or `None`.
-    fn take(&mut self, metrics: &Metrics) -> Option<Message> {
+    fn take(&mut self, metrics: &Metrics) -> Option<bytes::Bytes> {
         self.bytes = 0;
         if !self.messages.is_empty() {
             metrics.client_ws_messages.inc();
@@ -218,12 +215,12 @@ impl Batcher {
         }
         match self.messages.len() {
             0 => None,
-            1 => self.messages.pop().map(Message::Binary),
+            1 => self.messages.pop(),
             _ => {
                 let batch = proto::encode_batch(&self.messages);
                 metrics.ws_history_bytes_copied.inc_by(batch.len() as u64);
                 self.messages.clear();
-                Some(Message::Binary(batch.into()))
+                Some(batch.into())
             }
         }
     }
@@ -232,22 +229,11 @@ impl Batcher {
 /// Queued messages written before one flush of the socket.
 const FEED_AT_ONCE: usize = 64;
 
-async fn client(socket: WebSocket, state: Arc<AppState>) {
+async fn client(mut socket: Socket, state: Arc<AppState>) {
     let mut sub = state.hub.subscribe();
     let id = sub.id;
-    let (mut tx, mut rx) = socket.split();
-    // The reader only watches for the close (or an oversized message, which tungstenite turns
-    // into an error and a close).
-    let (closed_tx, mut closed) = tokio::sync::oneshot::channel::<()>();
-    let reader = tokio::spawn(async move {
-        while let Some(Ok(message)) = rx.next().await {
-            if matches!(message, Message::Close(_)) {
-                break;
-            }
-        }
-        let _ = closed_tx.send(());
-    });
-    let result: Result<(), axum::Error> = async {
+    let metrics = &state.metrics;
+    let result: Result<(), fastwebsockets::WebSocketError> = async {
         let mut batch = Batcher::default();
         batch.push(sub.hello.clone());
         for status in std::mem::take(&mut sub.statuses) {
@@ -258,29 +244,34 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
         for message in history {
             batch.push(message);
             if batch.is_full()
-                && let Some(m) = batch.take(&state.metrics)
+                && let Some(m) = batch.take(metrics)
             {
-                tx.send(m).await?;
+                socket.send(&m, metrics).await?;
             }
         }
         batch.push(sub.history_complete());
-        if let Some(m) = batch.take(&state.metrics) {
-            tx.send(m).await?;
+        if let Some(m) = batch.take(metrics) {
+            socket.send(&m, metrics).await?;
         }
+        socket.flush().await?;
         loop {
             tokio::select! {
                 biased;
-                _ = &mut closed => return Ok(()),
-                message = sub.recv(&state.metrics) => {
+                said = socket.client_says() => {
+                    if !socket.answer(said).await {
+                        return Ok(());
+                    }
+                }
+                message = sub.recv(metrics) => {
                     let Some(message) = message else { return Ok(()) };
                     // Live messages are the hub's shared batches: sent as they are, what is
                     // queued already in one flush.
-                    tx.feed(Message::Binary(message)).await?;
+                    socket.send(&message, metrics).await?;
                     for _ in 0..FEED_AT_ONCE {
-                        let Some(more) = sub.try_recv(&state.metrics) else { break };
-                        tx.feed(Message::Binary(more)).await?;
+                        let Some(more) = sub.try_recv(metrics) else { break };
+                        socket.send(&more, metrics).await?;
                     }
-                    tx.flush().await?;
+                    socket.flush().await?;
                     if sub.rx.is_empty() && sub.lossy.load(std::sync::atomic::Ordering::Relaxed) {
                         state.hub.deliver_pending_notice(id);
                     }
@@ -293,8 +284,7 @@ async fn client(socket: WebSocket, state: Arc<AppState>) {
         tracing::debug!(client = id, "WebSocket client gone: {e}");
     }
     state.hub.unsubscribe(id);
-    let _ = tokio::time::timeout(Duration::from_secs(1), tx.close()).await;
-    reader.abort();
+    socket.close().await;
 }
 
 /// `/frame?source=I&seq=N&recv=NANOS`: which frame the page asks for.

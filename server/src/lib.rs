@@ -47,3 +47,4 @@ pub mod source_state;
 pub mod sources;
 pub mod stream;
 pub mod time;
+pub mod ws;

@@ -81,6 +81,9 @@ pub struct Metrics {
     pub ws_live_bytes_copied: Counter,
     /// Bytes copied into history batches: per newcomer.
     pub ws_history_bytes_copied: Counter,
+    /// Bytes copied into a client's socket buffer: messages under `ws::WRITE_SHARED_FROM`, per
+    /// client (larger ones are written from the shared bytes).
+    pub ws_socket_bytes_copied: Counter,
     pub history_bytes: Gauge,
     pub history_frames: Gauge,
     pub history_evicted_frames: Counter,
@@ -220,6 +223,7 @@ impl Metrics {
             client_protocol_messages: Counter::default(),
             ws_live_bytes_copied: Counter::default(),
             ws_history_bytes_copied: Counter::default(),
+            ws_socket_bytes_copied: Counter::default(),
             history_bytes: Gauge::default(),
             history_frames: Gauge::default(),
             history_evicted_frames: Counter::default(),
@@ -297,6 +301,11 @@ impl Metrics {
             "ws_history_bytes_copied",
             "Bytes copied into the history batches each newcomer is sent",
             m.ws_history_bytes_copied.clone(),
+        );
+        r.register(
+            "ws_socket_bytes_copied",
+            "Bytes copied into a client's socket buffer, per client: messages under 8 KiB; larger ones go out from the shared bytes",
+            m.ws_socket_bytes_copied.clone(),
         );
         r.register("history_bytes", "Bytes held by the history ring", m.history_bytes.clone());
         r.register("history_frames", "Frames held by the history ring", m.history_frames.clone());

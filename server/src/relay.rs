@@ -22,7 +22,8 @@
 //! ([`proto::encode_batch`]) and offers the same `Bytes` to every client. A browser pays per
 //! WebSocket message it dispatches, so batches are what let a page keep up; building them once
 //! rather than per client means ten pages cost the server one copy of each frame, not ten
-//! (`kvscope_ws_live_bytes_copied_total`). A lone message goes out as itself, uncopied.
+//! (`kvscope_ws_live_bytes_copied_total`). A lone message goes out as itself, uncopied, and the
+//! socket writes large messages from these same bytes (`ws`).
 //!
 //! Neighbours: `intake` and `replay` publish; `http` subscribes one client per WebSocket; the
 //! app runs [`Hub::run_flusher`], which closes a pending batch when its window is over.

@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use futures_util::SinkExt;
+use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::*;
@@ -133,15 +133,61 @@ async fn an_oversized_client_message_closes_that_client_only() {
     read_preamble(&mut other).await;
     wait_until(Duration::from_secs(10), || async { server.metric("kvscope_clients").await == 2.0 }).await;
     big.send(Message::Binary(vec![0u8; 4096].into())).await.unwrap();
-    // The server drops the connection: the socket ends.
-    let ended =
-        tokio::time::timeout(Duration::from_secs(10), async { while next_message(&mut big, Duration::from_secs(10)).await.is_some() {} })
-            .await;
-    assert!(ended.is_ok(), "the oversized sender was disconnected");
+    // The server closes the connection with 1009 (message too big), then the socket ends.
+    let close = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match big.stream.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return None,
+            }
+        }
+    })
+    .await;
+    assert_eq!(close, Ok(Some(1009)), "the oversized sender was told why and disconnected");
     assert!(wait_until(Duration::from_secs(10), || async { server.metric("kvscope_clients").await == 1.0 }).await);
     // Small messages from the other client are fine.
     other.send(Message::Binary(vec![0u8; 16].into())).await.unwrap();
     assert_eq!(server.metric("kvscope_clients").await, 1.0);
+}
+
+/// A plain GET of `/ws` says what the endpoint is; a client's ping is answered with its payload,
+/// between the stream's messages; a close is answered with a close.
+async fn said(ws: &mut Ws) -> Option<Result<Message, tokio_tungstenite::tungstenite::Error>> {
+    tokio::time::timeout(Duration::from_secs(10), ws.stream.next()).await.expect("an answer within 10 s")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ping_is_answered_and_a_close_is_returned() {
+    let server = Server::start(&["serve", "--workers", &unused_workers(), "--listen", "127.0.0.1:0"]);
+    let (status, _, body) = http_get(&server.addr, "/ws", &[]).await;
+    assert_eq!(status, 400, "a plain GET of /ws: {body}");
+    assert!(body.starts_with("this is kvscope's WebSocket endpoint: open it with a WebSocket client"), "{body}");
+    let mut ws = ws_connect(&server.ws_url(), &[]).await.unwrap();
+    read_preamble(&mut ws).await;
+    ws.stream.send(Message::Ping(b"are you there".to_vec().into())).await.unwrap();
+    loop {
+        match said(&mut ws).await {
+            Some(Ok(Message::Pong(payload))) => {
+                assert_eq!(&payload[..], b"are you there");
+                break;
+            }
+            Some(Ok(Message::Binary(_))) => continue,
+            other => panic!("a pong, not {other:?}"),
+        }
+    }
+    ws.stream.send(Message::Close(None)).await.unwrap();
+    loop {
+        match said(&mut ws).await {
+            Some(Ok(Message::Close(frame))) => {
+                assert_eq!(frame.map(|f| u16::from(f.code)), Some(1000), "a normal close");
+                break;
+            }
+            Some(Ok(Message::Binary(_))) => continue,
+            other => panic!("a close, not {other:?}"),
+        }
+    }
+    assert!(wait_until(Duration::from_secs(10), || async { server.metric("kvscope_clients").await == 0.0 }).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -216,7 +216,7 @@ pub type WsStream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeT
 /// bundles queued messages into one WebSocket message; the tests read them one at a time).
 #[derive(Debug)]
 pub struct Ws {
-    stream: WsStream,
+    pub stream: WsStream,
     pending: std::collections::VecDeque<proto::Message>,
     /// WebSocket messages that were batches of two or more, so tests can see batching happen.
     pub batches: u64,
