@@ -27,11 +27,10 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use kvscope_protocol as proto;
 use serde::Deserialize;
 
 use crate::metrics::{self, KindLabels, Metrics};
-use crate::relay::{BATCH_BYTES, BATCH_MESSAGES, Hub};
+use crate::relay::{BATCH_BYTES, BATCH_MESSAGES, Hub, Outgoing};
 use crate::ws::Socket;
 
 /// What the HTTP side needs to know.
@@ -207,22 +206,16 @@ impl Batcher {
     }
 
     /// The WebSocket message for what was pushed (a lone message is sent as itself), or `None`.
-    fn take(&mut self, metrics: &Metrics) -> Option<bytes::Bytes> {
+    fn take(&mut self, metrics: &Metrics) -> Option<Outgoing> {
         self.bytes = 0;
-        if !self.messages.is_empty() {
-            metrics.client_ws_messages.inc();
-            metrics.client_protocol_messages.inc_by(self.messages.len() as u64);
+        if self.messages.is_empty() {
+            return None;
         }
-        match self.messages.len() {
-            0 => None,
-            1 => self.messages.pop(),
-            _ => {
-                let batch = proto::encode_batch(&self.messages);
-                metrics.ws_history_bytes_copied.inc_by(batch.len() as u64);
-                self.messages.clear();
-                Some(batch.into())
-            }
-        }
+        metrics.client_ws_messages.inc();
+        metrics.client_protocol_messages.inc_by(self.messages.len() as u64);
+        let message = Outgoing::of(std::mem::take(&mut self.messages));
+        metrics.ws_history_bytes_copied.inc_by(message.copied() as u64);
+        Some(message)
     }
 }
 
@@ -233,7 +226,7 @@ async fn client(mut socket: Socket, state: Arc<AppState>) {
     let mut sub = state.hub.subscribe();
     let id = sub.id;
     let metrics = &state.metrics;
-    let result: Result<(), fastwebsockets::WebSocketError> = async {
+    let result: std::io::Result<()> = async {
         let mut batch = Batcher::default();
         batch.push(sub.hello.clone());
         for status in std::mem::take(&mut sub.statuses) {

@@ -18,12 +18,12 @@
 //! client and the latest status of each source is kept aside, so they are never evicted.
 //!
 //! Live messages are fanned out as shared bytes: the hub gathers what is published for
-//! [`HubConfig::batch_window`] (or until a batch is full) into one pending batch, encodes it once
-//! ([`proto::encode_batch`]) and offers the same `Bytes` to every client. A browser pays per
-//! WebSocket message it dispatches, so batches are what let a page keep up; building them once
-//! rather than per client means ten pages cost the server one copy of each frame, not ten
-//! (`kvscope_ws_live_bytes_copied_total`). A lone message goes out as itself, uncopied, and the
-//! socket writes large messages from these same bytes (`ws`).
+//! [`HubConfig::batch_window`] (or until a batch is full) into one pending batch, frames it once
+//! ([`Outgoing`]: its messages' own bytes and a few bytes of framing, never copied into one
+//! buffer) and offers the same batch to every client. A browser pays per WebSocket message it
+//! dispatches, so batches are what let a page keep up. Building a batch copies its framing
+//! only, once whatever the number of clients (`kvscope_ws_live_bytes_copied_total`), and the
+//! socket writes it from these same bytes (`ws`).
 //!
 //! Neighbours: `intake` and `replay` publish; `http` subscribes one client per WebSocket; the
 //! app runs [`Hub::run_flusher`], which closes a pending batch when its window is over.
@@ -215,10 +215,76 @@ impl Loss {
     }
 }
 
+/// One WebSocket message a client is sent: a message as it was published, or a batch of them,
+/// shared by every client. A batch is kept as its framing and its messages' own bytes
+/// ([`proto::BatchFraming`]), never copied into one buffer: the socket writes them as slices
+/// (`ws`), so fanning a batch out copies only its framing, once.
+#[derive(Debug, Clone)]
+pub enum Outgoing {
+    One(Bytes),
+    Batch(Arc<SharedBatch>),
+}
+
+/// A batch's framing and its messages.
+#[derive(Debug)]
+pub struct SharedBatch {
+    framing: proto::BatchFraming,
+    messages: Vec<Bytes>,
+    len: usize,
+}
+
+impl Outgoing {
+    /// Several messages as one batch, or one as itself.
+    pub fn of(mut messages: Vec<Bytes>) -> Outgoing {
+        if messages.len() == 1 {
+            return Outgoing::One(messages.remove(0));
+        }
+        let framing = proto::BatchFraming::of(&messages);
+        let len = framing.len_with(&messages);
+        Outgoing::Batch(Arc::new(SharedBatch { framing, messages, len }))
+    }
+
+    /// The message's length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Outgoing::One(b) => b.len(),
+            Outgoing::Batch(b) => b.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes copied to build it: a batch's framing (its messages are shared, not copied).
+    pub fn copied(&self) -> usize {
+        match self {
+            Outgoing::One(_) => 0,
+            Outgoing::Batch(b) => b.framing.len(),
+        }
+    }
+
+    /// The message's bytes, in order, as slices of what is already held.
+    pub fn slices(&self) -> Vec<&[u8]> {
+        match self {
+            Outgoing::One(b) => vec![&b[..]],
+            Outgoing::Batch(b) => b.framing.heads().zip(&b.messages).flat_map(|(head, message)| [head, &message[..]]).collect(),
+        }
+    }
+
+    /// The message in one buffer (a copy, for a batch): what the client receives.
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            Outgoing::One(b) => b.clone(),
+            Outgoing::Batch(_) => Bytes::from(self.slices().concat()),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ClientSlot {
     id: u64,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Outgoing>,
     queued: Arc<AtomicU64>,
     loss: Option<Loss>,
     /// Mirrors `loss.is_some()` for the writer, which checks it without the lock.
@@ -315,7 +381,7 @@ pub struct Subscription {
     pub statuses: Vec<Bytes>,
     pub history: HistorySnapshot,
     pub evicted_frames: u64,
-    pub rx: mpsc::Receiver<Bytes>,
+    pub rx: mpsc::Receiver<Outgoing>,
     /// Bytes in `rx` not yet taken; the writer subtracts what it takes.
     pub queued: Arc<AtomicU64>,
     /// True while this client owes a lag notice.
@@ -324,7 +390,7 @@ pub struct Subscription {
 
 impl Subscription {
     /// Takes the next live message, keeping the byte accounting right.
-    pub async fn recv(&mut self, metrics: &Metrics) -> Option<Bytes> {
+    pub async fn recv(&mut self, metrics: &Metrics) -> Option<Outgoing> {
         let bytes = self.rx.recv().await?;
         self.queued.fetch_sub(bytes.len() as u64, Ordering::Relaxed);
         metrics.client_queued_bytes.dec_by(bytes.len() as i64);
@@ -332,7 +398,7 @@ impl Subscription {
     }
 
     /// The next live message if one is queued already, with the same accounting.
-    pub fn try_recv(&mut self, metrics: &Metrics) -> Option<Bytes> {
+    pub fn try_recv(&mut self, metrics: &Metrics) -> Option<Outgoing> {
         let bytes = self.rx.try_recv().ok()?;
         self.queued.fetch_sub(bytes.len() as u64, Ordering::Relaxed);
         metrics.client_queued_bytes.dec_by(bytes.len() as i64);
@@ -477,15 +543,11 @@ impl Hub {
     /// message as itself). A client without room loses the whole batch, counted per message.
     fn flush_locked(&self, state: &mut HubState) {
         let pending = std::mem::take(&mut state.pending);
-        let message = match pending.entries.as_slice() {
-            [] => return,
-            [only] => only.bytes.clone(),
-            entries => {
-                let bytes = proto::encode_batch(&entries.iter().map(|e| &e.bytes[..]).collect::<Vec<_>>());
-                self.metrics.ws_live_bytes_copied.inc_by(bytes.len() as u64);
-                Bytes::from(bytes)
-            }
-        };
+        if pending.entries.is_empty() {
+            return;
+        }
+        let message = Outgoing::of(pending.entries.iter().map(|e| e.bytes.clone()).collect());
+        self.metrics.ws_live_bytes_copied.inc_by(message.copied() as u64);
         let messages = pending.entries.len() as u64;
         let queue_bound = self.config.client_queue_bytes as u64;
         let sticky = &state.sticky;
@@ -606,7 +668,7 @@ impl Hub {
 /// Queues the lag notice a client owes, if any; `Sent` also when it owed none.
 fn deliver_notice(client: &mut ClientSlot, sticky: &Sticky, queue_bound: u64, metrics: &Metrics) -> Offer {
     let Some(loss) = client.loss.take() else { return Offer::Sent };
-    let notice = Bytes::from(proto::encode(&loss.notice(queue_bound)));
+    let notice = Outgoing::One(Bytes::from(proto::encode(&loss.notice(queue_bound))));
     let result = offer(client, notice, 1, queue_bound, metrics);
     let Offer::Sent = result else {
         // Not delivered: the client still owes this notice.
@@ -619,7 +681,7 @@ fn deliver_notice(client: &mut ClientSlot, sticky: &Sticky, queue_bound: u64, me
     // not left with a stale view.
     if loss.statuses {
         for status in sticky.after_loss() {
-            let _ = offer(client, status.clone(), 1, u64::MAX, metrics);
+            let _ = offer(client, Outgoing::One(status.clone()), 1, u64::MAX, metrics);
         }
     }
     result
@@ -632,7 +694,7 @@ enum Offer {
 }
 
 /// Queues one WebSocket message holding `messages` protocol messages, if the client has room.
-fn offer(client: &ClientSlot, bytes: Bytes, messages: u64, bound: u64, metrics: &Metrics) -> Offer {
+fn offer(client: &ClientSlot, bytes: Outgoing, messages: u64, bound: u64, metrics: &Metrics) -> Offer {
     let len = bytes.len() as u64;
     let queued = client.queued.load(Ordering::Relaxed);
     // An empty queue takes any one message, so a message larger than the bound still flows.
@@ -715,7 +777,7 @@ mod tests {
         assert!(history.iter().copied().enumerate().all(|(i, b)| b == i as u8));
         let mut live = Vec::new();
         while let Ok(b) = sub.rx.try_recv() {
-            live.push(b[0]);
+            live.push(b.to_bytes()[0]);
         }
         assert_eq!(live, (1000u64..1010).map(|s| s as u8).collect::<Vec<_>>());
     }
@@ -744,45 +806,53 @@ mod tests {
             hub.publish(b, k);
         }
         // 250-byte bound: seq 0 and 1 fit (200 bytes), 2..=4 are lost.
-        let a = sub.rx.try_recv().unwrap();
+        let a = sub.rx.try_recv().unwrap().to_bytes();
         sub.queued.fetch_sub(a.len() as u64, Ordering::Relaxed);
-        let b = sub.rx.try_recv().unwrap();
+        let b = sub.rx.try_recv().unwrap().to_bytes();
         sub.queued.fetch_sub(b.len() as u64, Ordering::Relaxed);
         assert_eq!((a[0], b[0]), (0, 1));
         let (f, k) = frame(5);
         hub.publish(f, k);
-        let notice = proto::decode(&sub.rx.try_recv().unwrap()).unwrap();
+        let notice = proto::decode(&sub.rx.try_recv().unwrap().to_bytes()).unwrap();
         let proto::Message::LagNotice(notice) = notice else { panic!("{notice:?}") };
         assert_eq!(notice.frames_lost, 3);
         assert_eq!(notice.sources, vec![proto::SourceLoss { source: 0, frames: 3, first_seq: 2, last_seq: 4 }]);
         assert_eq!(notice.flag, "--client-queue-bytes");
-        assert_eq!(sub.rx.try_recv().unwrap()[0], 5);
+        assert_eq!(sub.rx.try_recv().unwrap().to_bytes()[0], 5);
     }
 
     #[test]
     fn ten_clients_are_sent_one_shared_batch_copied_once() {
         let hub = batching_hub(1 << 20, 1 << 20, Duration::from_secs(3600));
         let mut subs: Vec<Subscription> = (0..10).map(|_| hub.subscribe()).collect();
+        let mut published = Vec::new();
         for seq in 0..40 {
             let (b, k) = frame(seq);
+            published.push(b.clone());
             hub.publish(b, k);
         }
         assert!(subs.iter_mut().all(|s| s.rx.try_recv().is_err()), "nothing is sent before the window closes");
         hub.flush();
-        let batches: Vec<Bytes> = subs.iter_mut().map(|s| s.rx.try_recv().unwrap()).collect();
-        // The same allocation for every client: shared, not copied per client.
-        assert!(batches.iter().all(|b| b.as_ptr() == batches[0].as_ptr()));
-        let frames = proto::unbatch(&batches[0]).unwrap();
+        let batches: Vec<Outgoing> = subs.iter_mut().map(|s| s.rx.try_recv().unwrap()).collect();
+        // The same batch for every client, and in it the frames as they were published: only
+        // the framing was copied, once.
+        let Outgoing::Batch(shared) = &batches[0] else { panic!("a batch") };
+        assert!(batches.iter().all(|b| matches!(b, Outgoing::Batch(other) if Arc::ptr_eq(other, shared))));
+        assert!(shared.messages.iter().zip(&published).all(|(m, p)| m.as_ptr() == p.as_ptr()), "the frames' own bytes");
+        let frames_bytes = batches[0].to_bytes();
+        let frames = proto::unbatch(&frames_bytes).unwrap();
         assert_eq!(frames.iter().map(|f| f[0]).collect::<Vec<_>>(), (0..40).collect::<Vec<u8>>());
-        assert_eq!(hub.metrics.ws_live_bytes_copied.get(), batches[0].len() as u64);
+        let framing = (batches[0].len() - 40 * 100) as u64;
+        assert!(framing < 200, "{framing} bytes of framing");
+        assert_eq!(hub.metrics.ws_live_bytes_copied.get(), framing);
         assert_eq!(hub.metrics.client_protocol_messages.get(), 400);
         assert_eq!(hub.metrics.client_ws_messages.get(), 10);
         // A lone message goes as itself, uncopied.
         let (b, k) = frame(40);
         hub.publish(b.clone(), k);
         hub.flush();
-        assert!(subs.iter_mut().all(|s| s.rx.try_recv().unwrap().as_ptr() == b.as_ptr()));
-        assert_eq!(hub.metrics.ws_live_bytes_copied.get(), batches[0].len() as u64);
+        assert!(subs.iter_mut().all(|s| matches!(s.rx.try_recv().unwrap(), Outgoing::One(o) if o.as_ptr() == b.as_ptr())));
+        assert_eq!(hub.metrics.ws_live_bytes_copied.get(), framing);
     }
 
     #[test]
@@ -793,7 +863,7 @@ mod tests {
             let (b, k) = frame(seq);
             hub.publish(b, k);
         }
-        assert_eq!(proto::unbatch(&sub.rx.try_recv().unwrap()).unwrap().len(), BATCH_MESSAGES);
+        assert_eq!(proto::unbatch(&sub.rx.try_recv().unwrap().to_bytes()).unwrap().len(), BATCH_MESSAGES);
         assert!(sub.rx.try_recv().is_err(), "the 257th waits for the window");
     }
 
@@ -808,7 +878,7 @@ mod tests {
         let mut second = hub.subscribe();
         assert_eq!(second.history.messages().count(), 3);
         assert!(second.rx.try_recv().is_err(), "pending messages are not sent again live");
-        assert_eq!(proto::unbatch(&first.rx.try_recv().unwrap()).unwrap().len(), 3);
+        assert_eq!(proto::unbatch(&first.rx.try_recv().unwrap().to_bytes()).unwrap().len(), 3);
     }
 
     #[test]
@@ -826,13 +896,13 @@ mod tests {
         }
         hub.flush();
         let first = sub.try_recv(&hub.metrics).unwrap();
-        assert_eq!(proto::unbatch(&first).unwrap().len(), 8);
+        assert_eq!(proto::unbatch(&first.to_bytes()).unwrap().len(), 8);
         let (b, k) = frame(20);
         hub.publish(b, k);
         hub.flush();
-        let proto::Message::LagNotice(notice) = proto::decode(&sub.rx.try_recv().unwrap()).unwrap() else { panic!("a notice") };
+        let proto::Message::LagNotice(notice) = proto::decode(&sub.rx.try_recv().unwrap().to_bytes()).unwrap() else { panic!("a notice") };
         assert_eq!(notice.sources, vec![proto::SourceLoss { source: 0, frames: 12, first_seq: 8, last_seq: 19 }]);
         assert_eq!(hub.metrics.lagged_frames.get(), 12);
-        assert_eq!(sub.rx.try_recv().unwrap()[0], 20);
+        assert_eq!(sub.rx.try_recv().unwrap().to_bytes()[0], 20);
     }
 }

@@ -1,33 +1,40 @@
 //! The relay's WebSocket: the upgrade, and frames written from the hub's shared bytes.
 //!
-//! Every client is sent the same `Bytes` (the hub's batches, the history's messages). A
-//! WebSocket library that frames into its own write buffer copies each message once per client:
-//! axum's (tungstenite) did, 43 KB per Kimi-K3 batch per client, uncounted. Here a message of
-//! [`WRITE_SHARED_FROM`] bytes or more goes out as its frame header and the shared bytes in one
-//! vectored write (fastwebsockets), straight from the hub's buffer to the kernel; smaller ones
-//! are copied into the socket's buffer, where several make one write, and counted
+//! Every client is sent the same messages: the hub's batches, as their messages' own bytes and a
+//! few bytes of framing ([`Outgoing`]). A WebSocket library frames a message from one buffer of
+//! its own: axum's (tungstenite) copied every message into its write buffer, per client (43 KB per
+//! Kimi-K3 frame per client, uncounted), and none writes a message from many slices. So the
+//! writer here is ours: a server's frame is a 2-10 byte header and the payload, unmasked (RFC
+//! 6455, 5.2), written as that header and the message's slices in vectored writes. A message of
+//! [`WRITE_SHARED_FROM`] bytes or more goes from the shared bytes to the kernel uncopied; a
+//! smaller one is copied into the socket's buffer, where several make one write, and counted
 //! (`kvscope_ws_socket_bytes_copied_total`).
 //!
-//! Clients have nothing to send but control frames: a task reads them and the writer answers
-//! ([`Socket::client_says`]): a pong for a ping, a close for a close, close code 1009 for a
-//! message over the cap (`--max-ws-message-bytes`); an error ends the socket.
+//! The upgrade and the reading are fastwebsockets': clients send nothing but control frames,
+//! which a task reads and the writer answers ([`Socket::client_says`]): a pong for a ping, a close
+//! for a close, close code 1009 for a message over the cap (`--max-ws-message-bytes`); an error
+//! ends the socket.
 
+use std::io::IoSlice;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Request;
 use axum::response::Response;
-use bytes::Bytes;
-use fastwebsockets::{Frame, OpCode, Payload, WebSocket, WebSocketError, WebSocketRead, WebSocketWrite};
+use fastwebsockets::{Frame, OpCode, Role, WebSocketError, WebSocketRead};
 use hyper_util::rt::TokioIo;
-use tokio::io::{BufWriter, ReadHalf, WriteHalf};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
+use crate::relay::Outgoing;
 
 /// Messages of this many bytes or more are written from the shared bytes, uncopied; smaller ones
 /// are copied into the socket's buffer, where several small messages make one write.
 pub const WRITE_SHARED_FROM: usize = 8 * 1024;
+
+/// How long a close waits for a client that does not read.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 type Io = TokioIo<hyper::upgrade::Upgraded>;
 
@@ -59,7 +66,7 @@ where
         fastwebsockets::upgrade::upgrade(&mut request).map_err(|e| NotAnUpgrade(format!("WebSocket upgrade refused: {e}")))?;
     tokio::spawn(async move {
         match upgraded.await {
-            Ok(ws) => serve(Socket::new(ws, max_message_bytes)).await,
+            Ok(ws) => serve(Socket::new(ws.into_inner(), max_message_bytes)).await,
             Err(e) => tracing::debug!("WebSocket upgrade did not complete: {e}"),
         }
     });
@@ -69,14 +76,16 @@ where
 /// One client's socket: the writer here, the reader in a task of its own that tells the writer
 /// what the client asked for ([`Socket::client_says`]).
 pub struct Socket {
-    write: WebSocketWrite<BufWriter<WriteHalf<Io>>>,
+    write: BufWriter<WriteHalf<Io>>,
     said: mpsc::Receiver<ClientSays>,
     reader: tokio::task::JoinHandle<()>,
+    /// A close was sent: nothing more may be.
+    closed: bool,
 }
 
 impl std::fmt::Debug for Socket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Socket").field("closed", &self.write.is_closed()).finish_non_exhaustive()
+        f.debug_struct("Socket").field("closed", &self.closed).finish_non_exhaustive()
     }
 }
 
@@ -91,23 +100,26 @@ pub enum ClientSays {
     Gone,
 }
 
+/// The opcodes the server sends (RFC 6455, 5.2).
+#[derive(Debug, Clone, Copy)]
+enum Sends {
+    Binary = 0x2,
+    Close = 0x8,
+    Pong = 0xa,
+}
+
 impl Socket {
-    fn new(ws: WebSocket<Io>, max_message_bytes: usize) -> Socket {
-        let (mut read, mut write) = ws.split(|io| {
-            let (r, w) = tokio::io::split(io);
-            (r, BufWriter::with_capacity(WRITE_SHARED_FROM, w))
-        });
-        // Every frame goes out as its header and payload in one vectored write, which the
-        // BufWriter copies (once) below its capacity and passes through at or above it.
-        write.set_writev(true);
-        write.set_writev_threshold(0);
+    fn new(io: Io, max_message_bytes: usize) -> Socket {
+        let (read, write) = tokio::io::split(io);
+        // The read half only: this module writes its own frames.
+        let (mut read, _) = fastwebsockets::after_handshake_split(read, tokio::io::sink(), Role::Server);
         read.set_max_message_size(max_message_bytes);
         // The writer answers pings and closes, in its own order with the data.
         read.set_auto_pong(false);
         read.set_auto_close(false);
         let (tell, said) = mpsc::channel(4);
         let reader = tokio::spawn(async move { read_until_closed(&mut read, &tell).await });
-        Socket { write, said, reader }
+        Socket { write: BufWriter::with_capacity(WRITE_SHARED_FROM, write), said, reader, closed: false }
     }
 
     /// The next thing the client asks for. Cancel-safe: answer it with [`Socket::answer`].
@@ -118,50 +130,89 @@ impl Socket {
     /// Answers what the client said; false when the client is gone.
     pub async fn answer(&mut self, said: ClientSays) -> bool {
         match said {
-            ClientSays::Ping(payload) => {
-                self.write.write_frame(Frame::pong(Payload::Owned(payload))).await.is_ok() && self.flush().await.is_ok()
-            }
+            ClientSays::Ping(payload) => self.write_frame(Sends::Pong, &[&payload]).await.is_ok() && self.flush().await.is_ok(),
             ClientSays::Close(code) => {
-                let _ = tokio::time::timeout(CLOSE_WAIT, async {
-                    self.write.write_frame(Frame::close(code, b"")).await?;
-                    self.flush().await
-                })
-                .await;
+                self.send_close(code).await;
                 false
             }
             ClientSays::Gone => false,
         }
     }
 
-    /// Queues one binary message; small ones wait in the socket's buffer for [`Socket::flush`].
-    pub async fn send(&mut self, message: &Bytes, metrics: &Metrics) -> Result<(), WebSocketError> {
+    /// Queues one message; one under [`WRITE_SHARED_FROM`] bytes waits in the socket's buffer
+    /// for [`Socket::flush`].
+    pub async fn send(&mut self, message: &Outgoing, metrics: &Metrics) -> std::io::Result<()> {
         if message.len() < WRITE_SHARED_FROM {
             metrics.ws_socket_bytes_copied.inc_by(message.len() as u64);
         }
-        self.write.write_frame(Frame::binary(Payload::Borrowed(message))).await
+        self.write_frame(Sends::Binary, &message.slices()).await
     }
 
     /// Writes what small messages wait in the socket's buffer.
-    pub async fn flush(&mut self) -> Result<(), WebSocketError> {
+    pub async fn flush(&mut self) -> std::io::Result<()> {
         self.write.flush().await
     }
 
-    /// Sends a normal close unless one was sent, waiting at most [`CLOSE_WAIT`] for the client
-    /// to take it.
+    /// Sends a normal close unless one was sent, and stops reading.
     pub async fn close(mut self) {
-        if !self.write.is_closed() {
-            let _ = tokio::time::timeout(CLOSE_WAIT, async {
-                self.write.write_frame(Frame::close(1000, b"")).await?;
-                self.flush().await
-            })
-            .await;
-        }
+        self.send_close(1000).await;
         self.reader.abort();
+    }
+
+    /// Sends a close with `code`, once, waiting at most [`CLOSE_WAIT`] for the client to take it.
+    async fn send_close(&mut self, code: u16) {
+        if self.closed {
+            return;
+        }
+        let _ = tokio::time::timeout(CLOSE_WAIT, async {
+            self.write_frame(Sends::Close, &[&code.to_be_bytes()]).await?;
+            self.flush().await
+        })
+        .await;
+        self.closed = true;
+    }
+
+    async fn write_frame(&mut self, opcode: Sends, payload: &[&[u8]]) -> std::io::Result<()> {
+        if self.closed {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the WebSocket was closed"));
+        }
+        let (head, head_len) = frame_head(opcode, payload.iter().map(|p| p.len()).sum());
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(payload.len() + 1);
+        slices.push(IoSlice::new(&head[..head_len]));
+        slices.extend(payload.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)));
+        write_all_vectored(&mut self.write, &mut slices).await
     }
 }
 
-/// How long a close waits for a client that does not read.
-const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// A server's frame header: FIN, the opcode, the payload's length; a server does not mask.
+fn frame_head(opcode: Sends, len: usize) -> ([u8; 10], usize) {
+    let mut head = [0u8; 10];
+    head[0] = 0x80 | opcode as u8;
+    let n = if len < 126 {
+        head[1] = len as u8;
+        2
+    } else if let Ok(short) = u16::try_from(len) {
+        head[1] = 126;
+        head[2..4].copy_from_slice(&short.to_be_bytes());
+        4
+    } else {
+        head[1] = 127;
+        head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        10
+    };
+    (head, n)
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin>(write: &mut W, mut slices: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    while !slices.is_empty() {
+        let n = write.write_vectored(slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
+}
 
 async fn read_until_closed(read: &mut WebSocketRead<ReadHalf<Io>>, tell: &mpsc::Sender<ClientSays>) {
     // With auto pong and close off, nothing is sent from here.
@@ -181,5 +232,29 @@ async fn read_until_closed(read: &mut WebSocketRead<ReadHalf<Io>>, tell: &mpsc::
         if tell.send(said).await.is_err() || last {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The three length forms of RFC 6455's header, at their edges, as a client reads them.
+    #[test]
+    fn a_frame_head_spells_its_length_in_the_shortest_form() {
+        let cases: [(usize, &[u8]); 6] = [
+            (0, &[0x82, 0]),
+            (125, &[0x82, 125]),
+            (126, &[0x82, 126, 0, 126]),
+            (65_535, &[0x82, 126, 0xff, 0xff]),
+            (65_536, &[0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0]),
+            (43_000_000_000, &[0x82, 127, 0, 0, 0, 0x0a, 0x02, 0xff, 0xee, 0x00]),
+        ];
+        for (len, want) in cases {
+            let (head, n) = frame_head(Sends::Binary, len);
+            assert_eq!(&head[..n], want, "{len} bytes");
+        }
+        assert_eq!(frame_head(Sends::Close, 2).0[..2], [0x88, 2]);
+        assert_eq!(frame_head(Sends::Pong, 0).0[..2], [0x8a, 0]);
     }
 }

@@ -92,20 +92,69 @@ fn encode_body(message: &impl Serialize, capacity: usize) -> Vec<u8> {
 
 /// Encodes several already-encoded messages as one [`Message::Batch`], to the same bytes as
 /// `encode(&Message::Batch(..))` without copying each message into a `ByteBuf` first.
-#[allow(clippy::expect_used, reason = "a Vec never fails to write")]
 pub fn encode_batch<B: AsRef<[u8]>>(messages: &[B]) -> Vec<u8> {
-    let body: usize = messages.iter().map(|m| m.as_ref().len() + 5).sum();
-    let mut out = Vec::with_capacity(WS_PREFIX_LEN + 24 + body);
-    out.extend_from_slice(&WS_MAGIC);
-    out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-    out.extend_from_slice(BATCH_HEAD);
-    rmp::encode::write_map_len(&mut out, 1).expect("Vec write");
-    rmp::encode::write_str(&mut out, "messages").expect("Vec write");
-    rmp::encode::write_array_len(&mut out, messages.len() as u32).expect("Vec write");
-    for m in messages {
-        rmp::encode::write_bin(&mut out, m.as_ref()).expect("Vec write");
+    let framing = BatchFraming::of(messages);
+    if messages.is_empty() {
+        return framing.bytes;
+    }
+    let mut out = Vec::with_capacity(framing.len_with(messages));
+    for (head, message) in framing.heads().zip(messages) {
+        out.extend_from_slice(head);
+        out.extend_from_slice(message.as_ref());
     }
     out
+}
+
+/// The bytes a [`Message::Batch`] adds around its messages: the prefix and the batch's head
+/// before the first, and each message's msgpack `bin` length before it. A batch is these heads
+/// and the messages' own bytes, interleaved ([`BatchFraming::heads`]), so a writer can send it
+/// as slices of bytes it already holds (`writev`) instead of copying every message into one
+/// buffer; [`encode_batch`] is the same bytes, copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchFraming {
+    bytes: Vec<u8>,
+    /// Where each message's head ends in `bytes`.
+    ends: Vec<u32>,
+}
+
+impl BatchFraming {
+    #[allow(clippy::expect_used, reason = "a Vec never fails to write")]
+    pub fn of<B: AsRef<[u8]>>(messages: &[B]) -> BatchFraming {
+        let mut bytes = Vec::with_capacity(WS_PREFIX_LEN + 24 + 5 * messages.len());
+        bytes.extend_from_slice(&WS_MAGIC);
+        bytes.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+        bytes.extend_from_slice(BATCH_HEAD);
+        rmp::encode::write_map_len(&mut bytes, 1).expect("Vec write");
+        rmp::encode::write_str(&mut bytes, "messages").expect("Vec write");
+        rmp::encode::write_array_len(&mut bytes, messages.len() as u32).expect("Vec write");
+        let mut ends = Vec::with_capacity(messages.len());
+        for m in messages {
+            rmp::encode::write_bin_len(&mut bytes, m.as_ref().len() as u32).expect("Vec write");
+            ends.push(bytes.len() as u32);
+        }
+        BatchFraming { bytes, ends }
+    }
+
+    /// The head before each message, in order (the first carries the batch's own head; a batch
+    /// of no messages has none, and is [`encode_batch`]'s bytes alone).
+    pub fn heads(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(start, end)| &self.bytes[start as usize..*end as usize])
+    }
+
+    /// The bytes of the heads: what sending the batch as slices copies.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The whole batch's length, with these messages.
+    pub fn len_with<B: AsRef<[u8]>>(&self, messages: &[B]) -> usize {
+        self.bytes.len() + messages.iter().map(|m| m.as_ref().len()).sum::<usize>()
+    }
 }
 
 /// How a batch's body starts: a map of one key, `"batch"` (the variant's name).
@@ -232,6 +281,24 @@ mod tests {
         assert_eq!(decode_all(&batch).unwrap().len(), 3);
         assert_eq!(unbatch(&parts[0]).unwrap(), vec![&parts[0][..]]);
         assert_eq!(unbatch(&encode_batch::<Vec<u8>>(&[])).unwrap(), Vec::<&[u8]>::new());
+    }
+
+    /// A batch's framing and its messages' own bytes, interleaved, are the batch serde writes,
+    /// across msgpack's bin8, bin16 and bin32 lengths.
+    #[test]
+    fn a_batch_s_framing_around_its_messages_is_the_batch() {
+        let parts: Vec<Vec<u8>> = [0usize, 1, 255, 256, 65_535, 65_536, 70_000].iter().map(|n| vec![7u8; *n]).collect();
+        let owned = Message::Batch(Batch { messages: parts.iter().map(|p| serde_bytes::ByteBuf::from(p.clone())).collect() });
+        let framing = BatchFraming::of(&parts);
+        let mut sliced = Vec::new();
+        for (head, part) in framing.heads().zip(&parts) {
+            sliced.extend_from_slice(head);
+            sliced.extend_from_slice(part);
+        }
+        assert_eq!(sliced, encode(&owned));
+        assert_eq!(framing.len_with(&parts), sliced.len());
+        assert_eq!(framing.heads().count(), parts.len());
+        assert!(framing.len() < 64, "the framing is {} bytes", framing.len());
     }
 
     #[test]
