@@ -14,7 +14,9 @@
 //! (`--router-queue-bytes`: payloads and the decodes handed on with them) with `try_send`, and
 //! what does not fit is counted (`kvscope_router_dropped_inputs_total`) and logged once, so a
 //! reconciler that falls behind shows up as such rather than as back-pressure on the engines or
-//! as memory that grows with the backlog.
+//! as memory that grows with the backlog. The index model is told which engine batches it never
+//! saw (`IndexModel::note_unseen`), so what they hid reads as kvscope's blind spot
+//! (`orphan:kvscope_dropped`), not as frames the router's indexer lost.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -151,11 +153,50 @@ struct Queued {
     reached: AtomicBool,
 }
 
+/// Engine batches the queue dropped, per source, until the task meets that source's next batch:
+/// the index model is told of them there ([`IndexModel::note_unseen`]), in the source's order,
+/// so a chain that began in one reads as kvscope's blind spot, not as frames the indexer lost.
+#[derive(Debug, Default)]
+struct Unseen {
+    by_source: std::sync::Mutex<HashMap<usize, Vec<(u64, bool)>>>,
+    noted: AtomicUsize,
+}
+
+/// Dropped batches noted at most (16 bytes each); past it a gap reads as the indexer's loss
+/// again, unless an earlier note already marked its source.
+const UNSEEN_NOTED: usize = 64 * 1024;
+
+impl Unseen {
+    fn note(&self, source: usize, seq: u64, replayed: bool) {
+        if self.noted.fetch_add(1, Ordering::Relaxed) >= UNSEEN_NOTED {
+            self.noted.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let mut by_source = self.by_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        by_source.entry(source).or_default().push((seq, replayed));
+    }
+
+    /// The notes of `source`'s batches before `seq`, in order: the intake sends a source's
+    /// batches in seq order, so they were all dropped before this one was sent.
+    fn take_before(&self, source: usize, seq: u64) -> Vec<(u64, bool)> {
+        let mut by_source = self.by_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(notes) = by_source.get_mut(&source) else { return Vec::new() };
+        let (before, after): (Vec<_>, Vec<_>) = notes.iter().partition(|(s, _)| *s < seq);
+        *notes = after;
+        if notes.is_empty() {
+            by_source.remove(&source);
+        }
+        self.noted.fetch_sub(before.len(), Ordering::Relaxed);
+        before
+    }
+}
+
 /// Where intakes send their inputs: cheap to clone, never blocks.
 #[derive(Clone, Debug)]
 pub struct Tap {
     tx: mpsc::Sender<Input>,
     queued: Arc<Queued>,
+    unseen: Arc<Unseen>,
     metrics: Arc<Metrics>,
 }
 
@@ -165,16 +206,25 @@ impl Tap {
         let n = input.held_bytes();
         let q = &self.queued;
         let fits = q.bytes.fetch_add(n, Ordering::Relaxed) + n <= q.max_bytes;
-        if fits && self.tx.try_send(input).is_ok() {
-            return;
-        }
+        let input = if fits {
+            match self.tx.try_send(input) {
+                Ok(()) => return,
+                Err(e) => e.into_inner(),
+            }
+        } else {
+            input
+        };
         q.bytes.fetch_sub(n, Ordering::Relaxed);
+        if let Input::Engine { source, seq, replayed, .. } = input {
+            self.unseen.note(source, seq, replayed);
+        }
         self.metrics.router_dropped_inputs.inc();
         if !q.reached.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 bound = q.max_bytes,
                 "the router task is behind: its queue reached --router-queue-bytes, and the batches it has no room for are \
-                 dropped (kvscope_router_dropped_inputs_total), so /metrics' kvscope_router_* and kvscope_index_* undercount"
+                 dropped (kvscope_router_dropped_inputs_total), so /metrics' kvscope_router_* and kvscope_index_* undercount \
+                 (the index names what a dropped batch hid as orphan:kvscope_dropped)"
             );
         }
     }
@@ -274,7 +324,8 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
     }
     let (tx, mut rx) = mpsc::channel::<Input>(QUEUE);
     let queued = Arc::new(Queued { bytes: AtomicUsize::new(0), max_bytes: config.queue_max_bytes, reached: AtomicBool::new(false) });
-    let tap = Tap { tx, queued: queued.clone(), metrics: metrics.clone() };
+    let unseen = Arc::new(Unseen::default());
+    let tap = Tap { tx, queued: queued.clone(), unseen: unseen.clone(), metrics: metrics.clone() };
     let mut dumps = config.dumps;
     let task = tokio::spawn(async move {
         let mut exported = Exported::default();
@@ -299,6 +350,11 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                         match input {
                             Input::Engine { source, seq, payload, replayed, decoded } => {
                                 let router = reconciler.as_mut().zip(reconciled.get(&source).copied());
+                                if let Some(&id) = models.ids.get(&source) {
+                                    for (dropped, replayed) in unseen.take_before(source, seq) {
+                                        models.model.note_unseen(id, dropped, replayed);
+                                    }
+                                }
                                 let index = models.ids.get(&source).map(|&id| (&mut models.model, id));
                                 push_engine_batch(router, index, (seq, &payload, replayed), decoded.as_ref());
                                 index_dirty = true;
@@ -448,6 +504,39 @@ mod tests {
         assert_eq!(relay_config("42", 1, 16, p).map(|r| (r.worker_id, r.dp_rank, r.kv_block_size)), Some((42, 1, 16)));
         assert!(relay_config("w0", 0, 16, p).is_none());
         assert!(relay_config("-1", 0, 16, p).is_none());
+    }
+
+    fn engine(source: usize, seq: u64, bytes: usize) -> Input {
+        Input::Engine { source, seq, payload: Bytes::from(vec![0u8; bytes]), replayed: false, decoded: None }
+    }
+
+    /// A batch the full queue drops is noted, and the task hands the note to the index model
+    /// when it meets the source's next batch, not before the batches queued ahead of it.
+    #[test]
+    fn a_batch_the_queue_drops_is_noted_for_its_source_s_next_batch() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let queued = Arc::new(Queued { bytes: AtomicUsize::new(0), max_bytes: 150, reached: AtomicBool::new(false) });
+        let unseen = Arc::new(Unseen::default());
+        let metrics = Arc::new(Metrics::new());
+        let tap = Tap { tx, queued: queued.clone(), unseen: unseen.clone(), metrics: metrics.clone() };
+        tap.send(engine(0, 0, 100));
+        tap.send(engine(0, 1, 100)); // 200 bytes > 150: dropped
+        tap.send(engine(1, 0, 10));
+        assert_eq!(metrics.router_dropped_inputs.get(), 1);
+        let seqs = |rx: &mut mpsc::Receiver<Input>| match rx.try_recv() {
+            Ok(Input::Engine { source, seq, .. }) => (source, seq),
+            other => panic!("an engine batch, not {other:?}"),
+        };
+        assert_eq!(seqs(&mut rx), (0, 0));
+        assert_eq!(unseen.take_before(0, 0), vec![], "batch 1 was dropped after batch 0");
+        assert_eq!(seqs(&mut rx), (1, 0));
+        assert_eq!(unseen.take_before(1, 0), vec![], "another source's drop");
+        queued.bytes.fetch_sub(110, Ordering::Relaxed);
+        tap.send(engine(0, 2, 100));
+        assert_eq!(seqs(&mut rx), (0, 2));
+        assert_eq!(unseen.take_before(0, 2), vec![(1, false)]);
+        assert_eq!(unseen.take_before(0, 3), vec![], "a note is handed on once");
+        assert_eq!(unseen.noted.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub enum OrphanRoot {
     LateJoin,
     /// Frames of the source were lost (a gap no replay filled).
     LostFrames,
+    /// kvscope itself did not model some of the source's batches (its own queue dropped them):
+    /// the chain may have begun there, which the indexer very likely heard.
+    KvscopeDropped,
     /// The chain began before the engine restarted.
     EngineRestarted,
     /// The indexer exited on a fatal verdict and restarted empty.
@@ -146,6 +149,7 @@ impl OrphanRoot {
         match self {
             OrphanRoot::LateJoin => "late_join".to_owned(),
             OrphanRoot::LostFrames => "lost_frames".to_owned(),
+            OrphanRoot::KvscopeDropped => "kvscope_dropped".to_owned(),
             OrphanRoot::EngineRestarted => "engine_restarted".to_owned(),
             OrphanRoot::IndexerExited => "indexer_exited".to_owned(),
             OrphanRoot::NeverAnnounced => "never_announced".to_owned(),
@@ -163,6 +167,11 @@ impl OrphanRoot {
         match self {
             OrphanRoot::LateJoin => "the chain began before kvscope joined the stream".to_owned(),
             OrphanRoot::LostFrames => "frames of this source were lost, the chain's start among them".to_owned(),
+            OrphanRoot::KvscopeDropped => {
+                "kvscope's own queue dropped batches of this source before it modelled them, perhaps the chain's start: \
+                 a blind spot of kvscope's, not frames the indexer lost"
+                    .to_owned()
+            }
             OrphanRoot::EngineRestarted => "the chain began before the engine restarted".to_owned(),
             OrphanRoot::IndexerExited => "the indexer restarted empty after exiting on a fatal verdict".to_owned(),
             OrphanRoot::NeverAnnounced => "the engine named a parent it never announced".to_owned(),

@@ -97,6 +97,8 @@ struct Source {
     engine: Predictor,
     last_seq: Option<u64>,
     restarted: bool,
+    /// Batches of this source kvscope itself did not model ([`IndexModel::note_unseen`]).
+    unseen_batches: u64,
     /// Every rank this source's batches named.
     ranks: Vec<u32>,
 }
@@ -323,6 +325,7 @@ impl IndexModel {
             engine,
             last_seq: None,
             restarted: false,
+            unseen_batches: 0,
             ranks: vec![dp_rank],
         });
         for i in 0..self.sides.len() {
@@ -330,6 +333,30 @@ impl IndexModel {
             self.sides[i].listeners.push(l);
         }
         IndexSourceId(self.sources.len() as u32 - 1)
+    }
+
+    /// kvscope itself did not model batch `seq` of `id`: its own queue dropped it (the server's
+    /// `--router-queue-bytes`). The indexer very likely heard it, so its listeners move past it
+    /// without noting a gap, and a store whose chain began there is kvscope's blind spot
+    /// ([`OrphanRoot::KvscopeDropped`]), not frames the indexer lost.
+    ///
+    /// # Panics
+    /// If `id` did not come from this model.
+    pub fn note_unseen(&mut self, id: IndexSourceId, seq: u64, replayed: bool) {
+        let i = id.0 as usize;
+        self.sources[i].unseen_batches += 1;
+        for side in &mut self.sides {
+            let l = &mut side.listeners[i];
+            if hears(l, seq, replayed).is_ok() {
+                note_heard(l, seq);
+                l.watermark = Some(seq);
+            }
+        }
+    }
+
+    /// Batches kvscope did not model, over every source ([`IndexModel::note_unseen`]).
+    pub fn unseen_batches(&self) -> u64 {
+        self.sources.iter().map(|s| s.unseen_batches).sum()
     }
 
     /// One engine batch of a source, in relay order (`replayed`: it came from the engine's
@@ -521,7 +548,9 @@ impl IndexModel {
             return OrphanRoot::AfterCutOff;
         }
         let l = &s.listeners[source];
-        if l.lost_frames {
+        if self.sources[source].unseen_batches > 0 {
+            OrphanRoot::KvscopeDropped
+        } else if l.lost_frames {
             OrphanRoot::LostFrames
         } else if self.sources[source].restarted {
             OrphanRoot::EngineRestarted
