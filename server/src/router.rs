@@ -89,6 +89,12 @@ pub fn table_line(key: &str, c: &RouterCounts) -> String {
     if c.before_window > 0 {
         line.push_str(&format!(" ({} received for batches before the engine stream's window, not compared)", c.before_window));
     }
+    if c.before_plane_window > 0 {
+        line.push_str(&format!(
+            " ({} expected for messages the relay sent before kvscope subscribed to the plane, not compared)",
+            c.before_plane_window
+        ));
+    }
     if c.mismatched > 0 {
         let f = &c.mismatched_fields;
         line.push_str(&format!(

@@ -142,7 +142,8 @@ async fn assert_headline_matches_check(b: &Browser, legacy: &Value, same_order: 
 }
 
 /// The alignment's counts, by the names the page, /metrics and `check --json` share.
-const ROUTER_COUNTS: [&str; 7] = ["expected", "received", "matched", "missing", "unexpected", "mismatched", "before_window"];
+const ROUTER_COUNTS: [&str; 8] =
+    ["expected", "received", "matched", "missing", "unexpected", "mismatched", "before_window", "before_plane_window"];
 
 /// Every card's router row: `{key, policy, expected, received, ..., pending}`.
 async fn router_rows(b: &Browser) -> Vec<Value> {

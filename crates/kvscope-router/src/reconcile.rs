@@ -20,7 +20,9 @@
 //! hold one of the publisher's parked events, an unbound engine first (a clear is no evidence:
 //! every relay sends the same). Receptions parked before that match are a relay's messages for
 //! batches before a late-joining reader's window when the engine stream began past seq 0
-//! (`before_window`, not compared), else unexpected. Usually a key has one engine,
+//! (`before_window`, not compared), else unexpected; predictions before that match are for
+//! messages sent before kvscope subscribed to the plane when the publisher was first heard past
+//! its sequence 0 (`before_plane_window`, not compared), else missing. Usually a key has one engine,
 //! and its relay binds at its first event. Several engines share a key when DP ranks' batches carry no rank (Dynamo's relay files
 //! them all under rank 0): their relays' messages interleave on the plane in any order, and are
 //! still each aligned with their own engine. A publisher with no match in `BIND_REACH` events
@@ -198,11 +200,11 @@ impl MismatchCounts {
 
 /// A source's router-side counts: the `"router"` object of `kvscope check --json`.
 ///
-/// `expected` = `matched + mismatched + missing` (+ pending and overflowed ones) and
-/// `received` = `matched + mismatched + unexpected + before_window` (+ pending and overflowed
-/// ones). Anything but `matched` and `before_window` non-zero means the router's view of this
-/// engine differs from what its relay should have published under the policy: look at the
-/// source's differences.
+/// `expected` = `matched + mismatched + missing + before_plane_window` (+ pending and
+/// overflowed ones) and `received` = `matched + mismatched + unexpected + before_window` (+
+/// pending and overflowed ones). Anything but `matched` and the two windows non-zero means the
+/// router's view of this engine differs from what its relay should have published under the
+/// policy: look at the source's differences.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterCounts {
     /// Engine batches predicted.
@@ -224,6 +226,12 @@ pub struct RouterCounts {
     /// messages for the batches before it came first. Nothing was predicted for them, so they
     /// are not compared, and not a difference.
     pub before_window: u64,
+    /// Predicted for messages the relay published before kvscope's subscription to the plane
+    /// began: the first message kvscope received from the stream's relay had a sequence past 0
+    /// (a server started while the fleet runs, its event-plane connection made after its engine
+    /// sockets'), and these predictions come before it. Never receivable, so not compared, and
+    /// not a difference.
+    pub before_plane_window: u64,
     /// Arrived in place of a prediction but different; which fields in `mismatched_fields`.
     pub mismatched: u64,
     pub mismatched_fields: MismatchCounts,
@@ -252,7 +260,7 @@ pub struct RouterCounts {
 impl RouterCounts {
     /// The alignment's counts by the names `/metrics` (`kvscope_router_events_total{count}`),
     /// `check --json` and the page's router row all use, in that order.
-    pub fn alignment(&self) -> [(&'static str, u64); 7] {
+    pub fn alignment(&self) -> [(&'static str, u64); 8] {
         [
             ("expected", self.expected),
             ("received", self.received),
@@ -261,6 +269,7 @@ impl RouterCounts {
             ("unexpected", self.unexpected),
             ("mismatched", self.mismatched),
             ("before_window", self.before_window),
+            ("before_plane_window", self.before_plane_window),
         ]
     }
 
@@ -285,6 +294,7 @@ impl RouterCounts {
         self.missing += o.missing;
         self.unexpected += o.unexpected;
         self.before_window += o.before_window;
+        self.before_plane_window += o.before_plane_window;
         self.mismatched += o.mismatched;
         self.mismatched_fields.merge(&o.mismatched_fields);
         for (label, n) in &o.dropped_by_policy {
@@ -586,6 +596,10 @@ impl Tally<'_> {
         self.counts.before_window += 1;
     }
 
+    fn before_plane_window(&mut self, _: Expected) {
+        self.counts.before_plane_window += 1;
+    }
+
     fn overflowed_expected(&mut self, e: Expected) {
         self.counts.overflowed_expected += 1;
         self.note(|| e.difference(DifferenceKind::OverflowedExpected));
@@ -794,15 +808,21 @@ fn bind(streams: &mut [Stream], unbound: &mut Vec<(u64, VecDeque<Received>)>, cf
         // The stream's first publisher, its engine stream begun late: what the relay sent before
         // the match is for batches before the window (a restarted relay's new id is not first).
         let before_window = s.joined_late && s.publishers.is_empty();
+        // The stream's first publisher, first heard past its sequence 0: kvscope subscribed to
+        // the plane after the relay had published, and predictions before the match are for
+        // messages sent before that.
+        let before_plane_window = s.publishers.is_empty() && q.front().is_some_and(|r| r.at.sequence > 0);
         if let Some((j, e)) = at
-            && (before_window || j > la || e > la)
+            && (before_window || before_plane_window || j > la || e > la)
         {
             for r in q.drain(..j) {
                 if before_window { tally.before_window(r) } else { tally.unexpected(r) }
             }
             // Predictions another publisher's receptions still wait for are theirs to align.
             if s.received.is_empty() {
-                s.expected.drain(..e).for_each(|x| tally.missing(x));
+                for x in s.expected.drain(..e) {
+                    if before_plane_window { tally.before_plane_window(x) } else { tally.missing(x) }
+                }
             }
         }
         s.publishers.push(p);
