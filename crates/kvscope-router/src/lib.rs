@@ -40,6 +40,6 @@ pub use predict::{
 };
 pub use reconcile::{
     Difference, DifferenceKind, MismatchCounts, MismatchField, PlaneEventRef, PublisherCounts, Reconciler, ReconcilerConfig, RouterCounts,
-    RouterReport, RouterSourceId, SharedKey, SourceReport, UnknownWorker, differing_fields,
+    RouterReport, RouterSourceId, SharedKey, SourceReport, UnknownWorker, differing_fields, subscribed_late,
 };
 pub use shard::Shard;

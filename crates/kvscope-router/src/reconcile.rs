@@ -49,8 +49,9 @@
 //! `event_id` and `residency_domain` are not compared beyond [`MismatchField::Other`]'s
 //! `residency_domain` and `start_position`: the event id is the relay's own counter.
 //!
-//! Per publisher: messages, gaps on `sequence` (from 0; a return to 0 is a restart, a repeat
-//! or a step back is `out_of_order`), decode errors.
+//! Per publisher: messages, the first sequence heard (past 0 when kvscope subscribed after the
+//! relay had published: [`subscribed_late`]), gaps on `sequence` after it (a return to 0 is a
+//! restart, a repeat or a step back is `out_of_order`), decode errors.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -375,7 +376,10 @@ pub struct PublisherCounts {
     pub publisher_id: u64,
     /// Envelopes received.
     pub messages: u64,
-    /// Jumps forward in `sequence` (counted from 0: a first message at 5 is a gap of 5).
+    /// The first `sequence` heard: past 0, kvscope subscribed after the publisher had sent that
+    /// many messages ([`subscribed_late`]), which is neither a gap nor a loss.
+    pub first_sequence: Option<u64>,
+    /// Jumps forward in `sequence` after the first message heard.
     pub gaps: u64,
     /// Messages the gaps skipped.
     pub missed_messages: u64,
@@ -775,6 +779,14 @@ impl Lane {
     }
 }
 
+/// Whether a publisher first heard at `first_sequence` had published before kvscope subscribed
+/// to the plane: Dynamo's relay numbers its envelopes from 0, and its plane has no replay. The
+/// publisher's counts then take it as their start (no gap), and the predictions before its
+/// first match are `before_plane_window`.
+pub const fn subscribed_late(first_sequence: u64) -> bool {
+    first_sequence > 0
+}
+
 /// Binds a lane's parked publishers to its streams: each to the engine whose next predictions
 /// hold one of its parked events, an engine no publisher has yet first (a restarted relay's new
 /// id goes to its own engine, which has its old one). Every parked event is looked for, not
@@ -811,7 +823,7 @@ fn bind(streams: &mut [Stream], unbound: &mut Vec<(u64, VecDeque<Received>)>, cf
         // The stream's first publisher, first heard past its sequence 0: kvscope subscribed to
         // the plane after the relay had published, and predictions before the match are for
         // messages sent before that.
-        let before_plane_window = s.publishers.is_empty() && q.front().is_some_and(|r| r.at.sequence > 0);
+        let before_plane_window = s.publishers.is_empty() && q.front().is_some_and(|r| subscribed_late(r.at.sequence));
         if let Some((j, e)) = at
             && (before_window || before_plane_window || j > la || e > la)
         {
@@ -987,10 +999,7 @@ impl Reconciler {
             .or_insert_with(|| PublisherCounts { publisher_id: env.publisher_id, ..PublisherCounts::default() });
         publisher.messages += 1;
         match publisher.last_sequence {
-            None if env.sequence > 0 => {
-                publisher.gaps += 1;
-                publisher.missed_messages += env.sequence;
-            }
+            None => publisher.first_sequence = Some(env.sequence),
             Some(_) if env.sequence == 0 => publisher.restarts += 1,
             Some(last) if env.sequence <= last => publisher.out_of_order += 1,
             Some(last) if env.sequence > last + 1 => {

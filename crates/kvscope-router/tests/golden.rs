@@ -157,6 +157,21 @@ fn a_lost_message_is_one_missing_and_one_gap() {
     assert_eq!(lost.sequence, 4);
 }
 
+/// A plane heard from its sixth message on (kvscope subscribed late): the publisher's start, not
+/// a gap, and the engine's first predictions are before the plane's window, not missing. (From
+/// the fifth, the placeholder's empty store would pair with the identical one before it.)
+#[test]
+fn a_plane_first_heard_past_sequence_0_is_no_gap() {
+    let (_, envs) = nats_map();
+    let report = reconcile_plane_first(&envs[5..]);
+    let p = &report.publishers[0];
+    assert_eq!((p.first_sequence, p.gaps, p.missed_messages), (Some(5), 0, 0), "{p:?}");
+    assert!(kvscope_router::subscribed_late(5));
+    let c = &report.sources[0].router;
+    assert_eq!((c.missing, c.unexpected, c.mismatched), (0, 0, 0), "{c:#?}");
+    assert_eq!((c.before_plane_window, c.matched, c.expected), (5, 4, 9), "{c:#?}");
+}
+
 #[test]
 fn a_duplicated_message_is_one_unexpected_and_out_of_order() {
     let (_, mut envs) = nats_map();

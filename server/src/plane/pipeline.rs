@@ -144,6 +144,7 @@ impl<O: Output> PlanePipeline<O> {
     fn track(&mut self, publisher: u64, sequence: u64) {
         let next = self.publishers.insert(publisher, sequence.saturating_add(1));
         match next {
+            // The first heard is the start, past 0 or not (`kvscope_router::subscribed_late`).
             None => {}
             Some(n) if sequence == n => {}
             Some(n) if sequence > n => self.record_gap(publisher, n, sequence - 1),

@@ -231,8 +231,14 @@ pub fn planes(m: &Model) -> Option<Planes> {
         .into_iter()
         .take(Planes::LISTED)
         .map(|p| {
+            let from = match p.first_sequence {
+                Some(first) if kvscope_router::subscribed_late(first) => {
+                    format!(" from sequence {} (it had published before kvscope subscribed)", thousands(first))
+                }
+                _ => String::new(),
+            };
             format!(
-                "publisher {}: {} messages, {} gaps ({} missed), {} restarts, {} decode errors",
+                "publisher {}: {} messages{from}, {} gaps ({} missed), {} restarts, {} decode errors",
                 p.publisher_id,
                 thousands(p.messages),
                 p.gaps,
