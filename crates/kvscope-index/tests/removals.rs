@@ -4,20 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 
-use kvscope_encode::{Batch, Event, Hash, Removed, Stored, encode_batch_lossy, release};
+use kvscope_encode::{Event, Hash, Removed};
 use kvscope_index::{IndexConfig, IndexModel};
 use kvscope_normalize::Policy;
-
-fn payload(events: Vec<Event>) -> Vec<u8> {
-    encode_batch_lossy(&release::VLLM_0_33.layout, &Batch { ts: 1.0, events, dp_rank: Some(0) }).unwrap()
-}
-
-fn store(hash: u64, parent: Option<u64>) -> Event {
-    let tokens = (0..16).map(move |t| (hash as u32).wrapping_mul(31).wrapping_add(t) % 50_000);
-    Stored::new([Hash::U64(hash)], 16).parent(parent.map(Hash::U64)).tokens(tokens).medium(Some("GPU")).into()
-}
+use support::{payload, store};
 
 fn remove(hash: u64) -> Event {
     Removed::new([Hash::U64(hash)]).medium(Some("GPU")).into()

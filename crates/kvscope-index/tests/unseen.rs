@@ -4,24 +4,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 
-use kvscope_encode::{Batch, Event, Hash, Stored, encode_batch_lossy, release};
 use kvscope_index::{IndexConfig, IndexModel};
 use kvscope_normalize::Policy;
+use support::{payload, store};
 
-fn payload(events: Vec<Event>) -> Vec<u8> {
-    encode_batch_lossy(&release::VLLM_0_33.layout, &Batch { ts: 1.0, events, dp_rank: Some(0) }).unwrap()
-}
-
-fn store(hash: u64, parent: Option<u64>) -> Event {
-    let tokens = (0..16).map(move |t| (hash as u32).wrapping_mul(31).wrapping_add(t) % 50_000);
-    Stored::new([Hash::U64(hash)], 16).parent(parent.map(Hash::U64)).tokens(tokens).medium(Some("GPU")).into()
-}
-
-/// Three batches: a store, its child, and a store of its own; the middle one is `skipped` as
-/// kvscope's loss (`note_unseen`) or not at all (a gap in the stream). What the device tier's
-/// index lacks of what the engine holds, by cause, and how many batches kvscope did not model.
+/// A store, a batch kvscope never sees (its child's parent), a store under that batch's block,
+/// and a store of its own. The missing batch is noted as kvscope's loss (`note_unseen`) or not
+/// at all (a gap in the stream). What the device tier's index lacks of what the engine holds,
+/// by cause, and how many batches kvscope did not model.
 fn missing_when_the_second_batch_is(noted_as_unseen: bool) -> (BTreeMap<String, u64>, u64) {
     let mut m = IndexModel::new(IndexConfig::new(16, Policy::DYNAMO_1_6_1));
     let id = m.add_source("7:0", "7", 0);

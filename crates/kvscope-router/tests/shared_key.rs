@@ -186,22 +186,23 @@ fn one_engine_under_a_key_still_pairs_what_differs_as_mismatched() {
     assert_eq!(c.matched + 1, c.expected);
 }
 
-/// A reader whose engine streams begin at batch 8 (`late`: under their own seqs, so past 0; else
-/// renumbered from 0, a stream that seems whole), with each relay's messages from batch 3 on: a
-/// page joining after the server's history evicted the rest.
-fn joined_at_batch_8(late: bool) -> RouterCounts {
-    // More events before the first match than the lookahead, on every relay.
-    const FIRST_ENGINE_BATCH: usize = 8;
-    const FIRST_PLANE_BATCH: usize = 3;
+/// Rank 0's counts for a reader that has every rank's engine batches from `engine_from` on
+/// (under their own seqs when `engine_late`, so past 0; else renumbered from 0, a stream that
+/// seems whole) and each relay's messages from `plane_from` on (under their relay's sequences when
+/// `plane_late`; else renumbered from 0, a plane that seems heard from its start).
+fn windows(engine_from: usize, engine_late: bool, plane_from: usize, plane_late: bool) -> RouterCounts {
     let engines: Vec<Vec<Vec<u8>>> = (0..RANKS).map(engine_batches).collect();
     // A relay publishes one envelope per batch here: no batch of these is all skipped.
     let planes: Vec<Vec<Envelope>> = (0..RANKS).map(|rank| relayed(rank, 100 + u64::from(rank), &engines[rank as usize])).collect();
-    let plane: Vec<Envelope> =
-        (FIRST_PLANE_BATCH..BATCHES as usize).flat_map(|i| planes.iter().rev().filter_map(move |p| p.get(i).cloned())).collect();
+    let mut plane: Vec<Envelope> =
+        (plane_from..BATCHES as usize).flat_map(|i| planes.iter().rev().filter_map(move |p| p.get(i).cloned())).collect();
+    if !plane_late {
+        plane.iter_mut().for_each(|env| env.sequence -= plane_from as u64);
+    }
     let mut r = Reconciler::new(ReconcilerConfig::default());
     let ids: Vec<_> = (0..RANKS).map(|rank| r.add_source(&format!("{WORKER}:{rank}"), relay_config(rank))).collect();
-    for i in FIRST_ENGINE_BATCH..BATCHES as usize {
-        let seq = if late { i } else { i - FIRST_ENGINE_BATCH };
+    for i in engine_from..BATCHES as usize {
+        let seq = if engine_late { i } else { i - engine_from };
         for (id, batches) in ids.iter().zip(&engines) {
             r.push_engine(*id, seq as u64, &batches[i]).unwrap();
         }
@@ -211,6 +212,13 @@ fn joined_at_batch_8(late: bool) -> RouterCounts {
     }
     r.finish();
     r.report().sources[0].router.clone()
+}
+
+/// A reader whose engine streams begin at batch 8, with each relay's messages from batch 3 on:
+/// a page joining after the server's history evicted the rest. More events come before the first
+/// match than the lookahead, on every relay.
+fn joined_at_batch_8(late: bool) -> RouterCounts {
+    windows(8, late, 3, true)
 }
 
 // Per rank: batches 8-11 are a store each and a removal in 11; batches 3-7 came before the
@@ -238,32 +246,8 @@ fn messages_before_a_stream_that_began_at_seq_0_are_unexpected() {
 
 /// The other way round: engine streams from batch 3, each relay's messages from batch 8 (a
 /// server started while the fleet runs that subscribed to the plane after its engine sockets).
-/// `late`: the messages carry their relay's own sequences, so past 0; else renumbered from 0, a
-/// plane that seems heard from its start.
 fn plane_joined_at_batch_8(late: bool) -> RouterCounts {
-    const FIRST_ENGINE_BATCH: usize = 3;
-    const FIRST_PLANE_BATCH: usize = 8;
-    let engines: Vec<Vec<Vec<u8>>> = (0..RANKS).map(engine_batches).collect();
-    let planes: Vec<Vec<Envelope>> = (0..RANKS).map(|rank| relayed(rank, 100 + u64::from(rank), &engines[rank as usize])).collect();
-    let mut plane: Vec<Envelope> =
-        (FIRST_PLANE_BATCH..BATCHES as usize).flat_map(|i| planes.iter().filter_map(move |p| p.get(i).cloned())).collect();
-    if !late {
-        for env in &mut plane {
-            env.sequence -= FIRST_PLANE_BATCH as u64;
-        }
-    }
-    let mut r = Reconciler::new(ReconcilerConfig::default());
-    let ids: Vec<_> = (0..RANKS).map(|rank| r.add_source(&format!("{WORKER}:{rank}"), relay_config(rank))).collect();
-    for i in FIRST_ENGINE_BATCH..BATCHES as usize {
-        for (id, batches) in ids.iter().zip(&engines) {
-            r.push_engine(*id, i as u64, &batches[i]).unwrap();
-        }
-    }
-    for env in &plane {
-        r.push_envelope(env).unwrap();
-    }
-    r.finish();
-    r.report().sources[0].router.clone()
+    windows(3, true, 8, late)
 }
 
 #[test]
