@@ -358,7 +358,7 @@ pub fn start_live(config: LiveConfig, metrics: Arc<Metrics>, mut shutdown: watch
                                 let router = reconciler.as_mut().zip(reconciled.get(&source).copied());
                                 if let Some(&id) = models.ids.get(&source) {
                                     for (dropped, replayed) in unseen.take_before(source, seq) {
-                                        models.model.note_unseen(id, dropped, replayed);
+                                        models.model.note_unseen(id, dropped, 1, replayed);
                                     }
                                 }
                                 let index = models.ids.get(&source).map(|&id| (&mut models.model, id));

@@ -335,21 +335,22 @@ impl IndexModel {
         IndexSourceId(self.sources.len() as u32 - 1)
     }
 
-    /// kvscope itself did not model batch `seq` of `id`: its own queue dropped it (the server's
-    /// `--router-queue-bytes`). The indexer very likely heard it, so its listeners move past it
-    /// without noting a gap, and a store whose chain began there is kvscope's blind spot
-    /// ([`OrphanRoot::KvscopeDropped`]), not frames the indexer lost.
+    /// kvscope itself did not model `batches` batches of `id`, the last of them at `last_seq`:
+    /// its own queue dropped them (the server's `--router-queue-bytes`, or a page's share of the
+    /// relay that a lag notice names). The indexer very likely heard them, so its listeners move
+    /// past them without noting a gap, and a store whose chain began there is kvscope's blind
+    /// spot ([`OrphanRoot::KvscopeDropped`]), not frames the indexer lost.
     ///
     /// # Panics
     /// If `id` did not come from this model.
-    pub fn note_unseen(&mut self, id: IndexSourceId, seq: u64, replayed: bool) {
+    pub fn note_unseen(&mut self, id: IndexSourceId, last_seq: u64, batches: u64, replayed: bool) {
         let i = id.0 as usize;
-        self.sources[i].unseen_batches += 1;
+        self.sources[i].unseen_batches += batches;
         for side in &mut self.sides {
             let l = &mut side.listeners[i];
-            if hears(l, seq, replayed).is_ok() {
-                note_heard(l, seq);
-                l.watermark = Some(seq);
+            if hears(l, last_seq, replayed).is_ok() {
+                note_heard(l, last_seq);
+                l.watermark = Some(last_seq);
             }
         }
     }

@@ -22,7 +22,7 @@ fn missing_when_the_second_batch_is(noted_as_unseen: bool) -> (BTreeMap<String, 
     m.push(id, 0, &payload(vec![store(10, None)]), false).unwrap();
     // Batch 1 stores 11 under 10; then batch 2 stores 12 under 11.
     if noted_as_unseen {
-        m.note_unseen(id, 1, false);
+        m.note_unseen(id, 1, 1, false);
     }
     m.push(id, 2, &payload(vec![store(12, Some(11))]), false).unwrap();
     m.push(id, 3, &payload(vec![store(13, None)]), false).unwrap();

@@ -81,6 +81,16 @@ impl RouterIndexes {
         }
     }
 
+    /// `batches` frames of a page source, the last at `last_seq`, that kvscope lost before this
+    /// page read them (a lag notice names them): the index blames kvscope for what they hid,
+    /// not the router's indexer ([`IndexModel::note_unseen`]).
+    pub fn note_unseen(&mut self, source: u32, last_seq: u64, batches: u64) {
+        if let Some(Some(id)) = self.ids.get(source as usize) {
+            self.model.note_unseen(*id, last_seq, batches, false);
+            self.stale = true;
+        }
+    }
+
     /// Rebuilds the reports if anything was pushed since and their turn came (a flush calls
     /// it); returns true while they are behind, so that the caller flushes again.
     pub fn refresh(&mut self) -> bool {

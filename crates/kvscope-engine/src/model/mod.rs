@@ -788,6 +788,7 @@ impl Model {
                     let src = &mut self.sources[loss.source as usize];
                     src.lagged_frames += loss.frames;
                     src.dirty = true;
+                    self.index.note_unseen(loss.source, loss.last_seq, loss.frames);
                 }
                 self.dirty = true;
             }

@@ -420,3 +420,46 @@ fn engines_the_router_files_under_one_key_are_a_finding_in_the_headline() {
     let lines = crate::summarize::router_lines(&super::fleet::FleetFacts::of(&m));
     assert!(lines.contains(&shared[0].sentence()), "the headline says it in the router's words: {lines:?}");
 }
+
+/// Worker 0's incident frames with its second frame lost before this page read it, and told by
+/// a lag notice or not at all: what the router's index lacks of the engine's blocks, by cause.
+fn index_causes_with_worker_0_s_second_frame_lost(told: bool) -> BTreeMap<String, u64> {
+    let mut m = Model::new(config(1536));
+    m.apply_message(hello(1, 1536), 0.0);
+    let frames: Vec<proto::Message> =
+        kimi_frames().into_iter().filter(|f| matches!(f, proto::Message::Frame(x) if x.source == 0)).collect();
+    let lost = match &frames[1] {
+        proto::Message::Frame(f) => f.seq,
+        _ => unreachable!("frames only"),
+    };
+    for (i, f) in frames.into_iter().enumerate() {
+        if i == 1 {
+            if told {
+                m.apply_message(
+                    proto::Message::LagNotice(proto::LagNotice {
+                        frames_lost: 1,
+                        messages_lost: 1,
+                        bytes_lost: 1000,
+                        sources: vec![proto::SourceLoss { source: 0, frames: 1, first_seq: lost, last_seq: lost }],
+                        queue_bytes: 1 << 20,
+                        flag: "--client-queue-bytes".into(),
+                    }),
+                    0.0,
+                );
+            }
+            continue;
+        }
+        m.apply_message(f, 0.0);
+    }
+    m.refresh_index();
+    m.index().counts(Side::B, 0).expect("policy B's index of worker 0").blocks.engine_only.clone()
+}
+
+#[test]
+fn frames_a_lag_notice_names_are_kvscope_s_blind_spot_in_the_router_s_index() {
+    let unexplained = index_causes_with_worker_0_s_second_frame_lost(false);
+    assert!(unexplained.contains_key("orphan:lost_frames"), "the gap alone blames the indexer: {unexplained:?}");
+    let told = index_causes_with_worker_0_s_second_frame_lost(true);
+    assert!(!told.contains_key("orphan:lost_frames"), "{told:?}");
+    assert_eq!(told.get("orphan:kvscope_dropped"), unexplained.get("orphan:lost_frames"), "{told:?} against {unexplained:?}");
+}
