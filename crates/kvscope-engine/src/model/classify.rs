@@ -123,6 +123,7 @@ impl Model {
             return;
         }
         let frames = std::mem::take(&mut self.frames);
+        let lag_losses = std::mem::take(&mut self.lag_losses);
         let sources: Vec<proto::SourceInfo> = self.sources.iter().map(Source::info).collect();
         let statuses: Vec<Option<proto::SourceStatus>> = self.sources.iter().map(|s| s.status.clone()).collect();
         let origin = self.origin.clone();
@@ -143,7 +144,13 @@ impl Model {
             src.status = status;
             src.lagged_frames = lagged;
         }
+        let mut told = 0;
         for f in frames {
+            // The router index learns again, in stream order, which frames kvscope lost.
+            while let Some(loss) = lag_losses.get(told).filter(|l| l.position <= f.position) {
+                self.note_lag_loss(loss);
+                told += 1;
+            }
             // Each frame keeps its place in the stream: other shards' frames between are gone.
             self.next_position = f.position;
             match f.body {
@@ -155,6 +162,8 @@ impl Model {
                 FrameBody::IndexOnly { payload } => self.index_foreign(f.source, f.seq, f.recv_time_nanos, f.replayed, payload),
             }
         }
+        lag_losses.iter().skip(told).for_each(|loss| self.note_lag_loss(loss));
+        self.lag_losses = lag_losses;
         self.next_position = position;
         self.rate = RateMeter::default();
         self.evicted_frames += evicted;

@@ -316,6 +316,20 @@ pub enum Origin {
     Capture { name: String, truncated: Option<String> },
 }
 
+/// Frames of a source the server's queue for this page dropped, as a lag notice named them, and
+/// the stream position of the frame after them.
+#[derive(Clone, Debug)]
+struct LagLoss {
+    position: u64,
+    source: u32,
+    last_seq: u64,
+    frames: u64,
+}
+
+/// Lag losses remembered for a re-classification; past it the oldest are forgotten (their gaps
+/// then read as the indexer's loss again, after a re-classification only).
+const LAG_LOSSES_KEPT: usize = 4096;
+
 /// The dashboard's state.
 #[derive(Debug)]
 pub struct Model {
@@ -367,6 +381,9 @@ pub struct Model {
     rate: RateMeter,
     /// Frames the server said this page lost (lag notices).
     pub lagged_frames: u64,
+    /// What each lag notice said a source lost, where in the stream: a re-classification tells
+    /// the rebuilt router index again ([`LagLoss`]).
+    lag_losses: std::collections::VecDeque<LagLoss>,
     /// Frames seen but not in the counts: evicted by retention before a re-classification
     /// rebuilt the counts from the retained frames.
     pub uncounted_frames: u64,
@@ -441,6 +458,7 @@ impl Model {
             last_nanos: 0,
             rate: RateMeter::default(),
             lagged_frames: 0,
+            lag_losses: std::collections::VecDeque::new(),
             uncounted_frames: 0,
             history_evicted_frames: 0,
             intake_dropped_messages: 0,
@@ -556,6 +574,12 @@ impl Model {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Tells the router index what kvscope lost before this page read it: what those frames hid
+    /// is kvscope's blind spot, not the indexer's lost frames.
+    fn note_lag_loss(&mut self, loss: &LagLoss) {
+        self.index.note_unseen(loss.source, loss.last_seq, loss.frames);
     }
 
     pub fn policy_name(&self, side: Side) -> &str {
@@ -788,7 +812,12 @@ impl Model {
                     let src = &mut self.sources[loss.source as usize];
                     src.lagged_frames += loss.frames;
                     src.dirty = true;
-                    self.index.note_unseen(loss.source, loss.last_seq, loss.frames);
+                    let loss = LagLoss { position: self.next_position, source: loss.source, last_seq: loss.last_seq, frames: loss.frames };
+                    self.note_lag_loss(&loss);
+                    if self.lag_losses.len() == LAG_LOSSES_KEPT {
+                        self.lag_losses.pop_front();
+                    }
+                    self.lag_losses.push_back(loss);
                 }
                 self.dirty = true;
             }

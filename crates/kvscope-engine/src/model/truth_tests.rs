@@ -452,7 +452,12 @@ fn index_causes_with_worker_0_s_second_frame_lost(told: bool) -> BTreeMap<String
         m.apply_message(f, 0.0);
     }
     m.refresh_index();
-    m.index().counts(Side::B, 0).expect("policy B's index of worker 0").blocks.engine_only.clone()
+    let causes = m.index().counts(Side::B, 0).expect("policy B's index of worker 0").blocks.engine_only.clone();
+    // A re-classification rebuilds the index from the retained frames, and tells it again.
+    m.reconfigure(Config { policy_a: "fixed".into(), ..m.config().clone() });
+    m.refresh_index();
+    assert_eq!(m.index().counts(Side::B, 0).map(|c| &c.blocks.engine_only), Some(&causes), "after a re-classification");
+    causes
 }
 
 #[test]
