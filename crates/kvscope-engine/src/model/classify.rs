@@ -144,7 +144,10 @@ impl Model {
             src.status = status;
             src.lagged_frames = lagged;
         }
-        let mut told = 0;
+        // Losses before the first retained frame fell in what retention evicted: the rebuilt
+        // index starts after them, as one that joined late.
+        let first = frames.iter().next().map_or(u64::MAX, |f| f.position);
+        let mut told = lag_losses.iter().take_while(|l| l.position <= first).count();
         for f in frames {
             // The router index learns again, in stream order, which frames kvscope lost.
             while let Some(loss) = lag_losses.get(told).filter(|l| l.position <= f.position) {
