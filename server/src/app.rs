@@ -109,6 +109,7 @@ impl AppConfig {
                 policy_a: self.policy_a.name.to_owned(),
                 policy_b: self.policy_b.name.to_owned(),
                 relay_policy: self.relay_policy.name.to_owned(),
+                index_max_nodes: Some(self.index_max_nodes as u64),
             },
             history_bytes: self.history_bytes as u64,
             client_queue_bytes: self.client_queue_bytes as u64,

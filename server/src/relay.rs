@@ -747,6 +747,7 @@ mod tests {
                 policy_a: "legacy".into(),
                 policy_b: "fixed".into(),
                 relay_policy: "dynamo-1.6.1".into(),
+                index_max_nodes: None,
             },
             history_bytes: history_bytes as u64,
             client_queue_bytes: client_queue_bytes as u64,

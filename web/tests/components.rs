@@ -99,7 +99,13 @@ fn hello(workers: u32, block_size: u32) -> proto::Message {
                 block_size: None,
             })
             .collect(),
-        defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() },
+        defaults: proto::Defaults {
+            block_size,
+            policy_a: "legacy".into(),
+            policy_b: "fixed".into(),
+            relay_policy: "dynamo-1.6.1".into(),
+            index_max_nodes: None,
+        },
         history_bytes: 0,
         client_queue_bytes: 0,
         started_unix_nanos: 0,

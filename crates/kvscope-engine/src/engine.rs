@@ -26,7 +26,8 @@ pub fn config_from(settings: &Settings, server: Option<&proto::Defaults>, shard:
         trees: settings.trees_side(),
         retain_bytes: settings.retain_bytes(),
         retain_events: settings.retain_events(),
-        index_nodes: settings.index_nodes.unwrap_or(d.index_nodes),
+        // The server's bound, so that the page's index figures and /metrics' agree.
+        index_nodes: settings.index_nodes.or(server.and_then(|s| s.index_max_nodes).map(|n| n as usize)).unwrap_or(d.index_nodes),
         max_frame_bytes: settings.max_frame_bytes(),
         shard,
     }
@@ -150,6 +151,7 @@ impl Engine {
             policy_a: d.policy_a,
             policy_b: d.policy_b,
             relay_policy: d.relay_policy,
+            index_max_nodes: None,
         });
         self.model.defaults_note =
             inferred_block_size.map(|bs| format!("block size {bs} inferred from the capture's first Device-tier store"));
@@ -164,5 +166,28 @@ impl Engine {
     /// The inspector of event `id` as this model builds it (without the index's lines).
     pub fn inspect(&mut self, id: Option<u64>) -> Option<InspectorPart> {
         self.inspector.get(&self.model, id, self.epoch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The page models the router's index under the server's bound, so that its figures and
+    /// `/metrics`' agree; `?indexnodes=` still has the last word, and a capture names no server.
+    #[test]
+    fn the_index_bound_is_the_server_s_unless_the_page_asks_for_another() {
+        let server = proto::Defaults {
+            block_size: 16,
+            policy_a: "legacy".into(),
+            policy_b: "fixed".into(),
+            relay_policy: "dynamo-1.6.1".into(),
+            index_max_nodes: Some(5_000_000),
+        };
+        let bound = |settings: &Settings, server: Option<&proto::Defaults>| config_from(settings, server, Shard::ALL).index_nodes;
+        assert_eq!(bound(&Settings::default(), Some(&server)), 5_000_000);
+        assert_eq!(bound(&Settings { index_nodes: Some(7), ..Settings::default() }, Some(&server)), 7);
+        let capture = proto::Defaults { index_max_nodes: None, ..server };
+        assert_eq!(bound(&Settings::default(), Some(&capture)), Config::default().index_nodes);
     }
 }

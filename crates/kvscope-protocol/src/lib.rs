@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version of both the WebSocket messages and the `.kvcap` format. Bump it whenever the
 /// bytes of any message or of the capture format change (the golden-bytes tests say so).
-pub const PROTOCOL_VERSION: u16 = 7;
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// Opens every WebSocket message.
 pub const WS_MAGIC: [u8; 4] = *b"KVSW";
@@ -231,6 +231,11 @@ pub struct Defaults {
     /// the reconciliation with the event plane: the page's router rows predict what `/metrics`
     /// and `check` predict.
     pub relay_policy: String,
+    /// The bound on the nodes each modelled router index keeps (`--index-max-nodes`): the page
+    /// models the index under the bound `/metrics` does, unless `?indexnodes=` says otherwise.
+    /// `None` from a capture, which names no server.
+    #[serde(default)]
+    pub index_max_nodes: Option<u64>,
 }
 
 #[cfg(test)]
@@ -248,7 +253,7 @@ mod tests {
             (b"KVS", "message of 3 bytes is shorter than the 6-byte prefix (magic + version)"),
             (
                 b"KVSW\x00\x63\x80",
-                "kvscope protocol version 99, this build speaks version 7: the server and the \
+                "kvscope protocol version 99, this build speaks version 8: the server and the \
                  dashboard come from different kvscope builds; reload the page, or rebuild both \
                  from one checkout",
             ),

@@ -99,6 +99,7 @@ fn samples() -> Vec<(&'static str, proto::Message)> {
                     policy_a: "legacy".into(),
                     policy_b: "fixed".into(),
                     relay_policy: "dynamo-1.6.1".into(),
+                    index_max_nodes: Some(2_000_000),
                 },
                 history_bytes: 64 << 20,
                 client_queue_bytes: 16 << 20,

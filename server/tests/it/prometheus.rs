@@ -115,6 +115,12 @@ async fn a_bounded_index_model_counts_what_it_kept_out() {
         body = roomy.metrics().await;
     }
     assert_eq!(metric_value(&body, series), 0.0, "at the default bound nothing is kept out");
+    // Pages are told the bound, so that theirs models what /metrics does.
+    for (server, bound) in [(&bounded, 3), (&roomy, kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS as u64)] {
+        let mut ws = ws_connect(&server.ws_url(), &[]).await.unwrap();
+        let (hello, _) = read_preamble(&mut ws).await;
+        assert_eq!(hello.defaults.index_max_nodes, Some(bound));
+    }
 }
 
 /// The router task's queue is bounded in bytes (`--router-queue-bytes`): a server whose bound

@@ -34,7 +34,13 @@ async fn demo_clients_get_hello_history_then_live_frames_once_and_in_order() {
     assert!(hello.sources.iter().all(|s| s.replay_endpoint.is_some()));
     assert_eq!(
         hello.defaults,
-        proto::Defaults { block_size: 1536, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() }
+        proto::Defaults {
+            block_size: 1536,
+            policy_a: "legacy".into(),
+            policy_b: "fixed".into(),
+            relay_policy: "dynamo-1.6.1".into(),
+            index_max_nodes: Some(kvscope_index::IndexConfig::DEFAULT_MAX_BLOCKS as u64)
+        }
     );
     assert!(hello.mode_detail.starts_with("scenario kimi-k3 (vllm-0.33.0), 3 worker(s)"), "{}", hello.mode_detail);
 

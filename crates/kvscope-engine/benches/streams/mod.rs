@@ -39,6 +39,7 @@ impl Stream {
                 policy_a: "legacy".into(),
                 policy_b: "fixed".into(),
                 relay_policy: "dynamo-1.6.1".into(),
+                index_max_nodes: None,
             },
             history_bytes: 1 << 20,
             client_queue_bytes: 1 << 20,

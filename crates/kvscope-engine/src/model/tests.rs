@@ -21,7 +21,13 @@ pub(crate) fn hello_of(sources: Vec<proto::SourceInfo>, block_size: u32) -> prot
         mode: proto::ServerMode::Demo,
         mode_detail: "test".into(),
         sources,
-        defaults: proto::Defaults { block_size, policy_a: "legacy".into(), policy_b: "fixed".into(), relay_policy: "dynamo-1.6.1".into() },
+        defaults: proto::Defaults {
+            block_size,
+            policy_a: "legacy".into(),
+            policy_b: "fixed".into(),
+            relay_policy: "dynamo-1.6.1".into(),
+            index_max_nodes: None,
+        },
         history_bytes: 1 << 20,
         client_queue_bytes: 1 << 20,
         started_unix_nanos: 0,
@@ -651,7 +657,11 @@ fn the_index_bound_keeps_stores_out_and_the_memory_line_says_so() {
     assert!(mem.index_refused_stores > 0, "{mem:?}");
     assert!(calm.index_nodes > mem.index_nodes && calm.index_refused_stores + calm.index_refused_blocks == 0, "{calm:?}");
     let line = crate::summarize::memory_text(&mem);
-    assert!(line.contains("index bound of 4 nodes reached: ") && line.ends_with("(raise with ?indexnodes=N)"), "{line}");
+    assert!(
+        line.contains("index bound of 4 nodes reached: ")
+            && line.ends_with("(raise with the server's --index-max-nodes, or ?indexnodes=N for this page)"),
+        "{line}"
+    );
     assert!(!crate::summarize::memory_text(&calm).contains("bound"), "{}", crate::summarize::memory_text(&calm));
 }
 

@@ -290,7 +290,7 @@ pub fn memory_text(m: &MemoryUse) -> String {
     if m.index_refused_stores + m.index_refused_blocks > 0 {
         s.push_str(&format!(
             " · index bound of {} nodes reached: {} stores not modelled, {} engine blocks not kept; the index figures are short \
-             of them (raise with ?indexnodes=N)",
+             of them (raise with the server's --index-max-nodes, or ?indexnodes=N for this page)",
             thousands(m.index_bound as u64),
             thousands(m.index_refused_stores),
             thousands(m.index_refused_blocks)
@@ -432,7 +432,7 @@ mod tests {
         assert!(
             full.contains(
                 "index bound of 2,000,000 nodes reached: 40 stores not modelled, 3 engine blocks not kept; the index figures are short \
-                 of them (raise with ?indexnodes=N)"
+                 of them (raise with the server's --index-max-nodes, or ?indexnodes=N for this page)"
             ),
             "{full}"
         );
