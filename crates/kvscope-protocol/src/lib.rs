@@ -25,8 +25,8 @@ pub use message::*;
 
 use serde::{Deserialize, Serialize};
 
-/// The version of both the WebSocket messages and the `.kvcap` format. Bump it whenever the
-/// bytes of any message or of the capture format change (the golden-bytes tests say so).
+/// The version of the WebSocket messages. Bump it whenever the bytes of any message change (the
+/// golden-bytes tests say so); the `.kvcap` format has its own, [`capture::FORMAT_VERSION`].
 pub const PROTOCOL_VERSION: u16 = 8;
 
 /// Opens every WebSocket message.
