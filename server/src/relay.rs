@@ -264,20 +264,20 @@ impl Outgoing {
         }
     }
 
-    /// The message's bytes, in order, as slices of what is already held.
-    pub fn slices(&self) -> Vec<&[u8]> {
-        match self {
-            Outgoing::One(b) => vec![&b[..]],
-            Outgoing::Batch(b) => b.framing.heads().zip(&b.messages).flat_map(|(head, message)| [head, &message[..]]).collect(),
-        }
+    /// The message's bytes, in order, as slices of what is already held ([`Outgoing::len`] in
+    /// all).
+    pub fn slices(&self) -> impl Iterator<Item = &[u8]> {
+        let (one, batch) = match self {
+            Outgoing::One(b) => (Some(&b[..]), None),
+            Outgoing::Batch(b) => (None, Some(b.framing.heads().zip(&b.messages).flat_map(|(head, message)| [head, &message[..]]))),
+        };
+        one.into_iter().chain(batch.into_iter().flatten())
     }
 
-    /// The message in one buffer (a copy, for a batch): what the client receives.
+    /// The message in one buffer, as the client receives it (a copy, for a batch).
+    #[cfg(test)]
     pub fn to_bytes(&self) -> Bytes {
-        match self {
-            Outgoing::One(b) => b.clone(),
-            Outgoing::Batch(_) => Bytes::from(self.slices().concat()),
-        }
+        Bytes::from(self.slices().collect::<Vec<_>>().concat())
     }
 }
 

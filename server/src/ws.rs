@@ -130,7 +130,9 @@ impl Socket {
     /// Answers what the client said; false when the client is gone.
     pub async fn answer(&mut self, said: ClientSays) -> bool {
         match said {
-            ClientSays::Ping(payload) => self.write_frame(Sends::Pong, &[&payload]).await.is_ok() && self.flush().await.is_ok(),
+            ClientSays::Ping(payload) => {
+                self.write_frame(Sends::Pong, payload.len(), [&payload[..]]).await.is_ok() && self.flush().await.is_ok()
+            }
             ClientSays::Close(code) => {
                 self.send_close(code).await;
                 false
@@ -145,7 +147,7 @@ impl Socket {
         if message.len() < WRITE_SHARED_FROM {
             metrics.ws_socket_bytes_copied.inc_by(message.len() as u64);
         }
-        self.write_frame(Sends::Binary, &message.slices()).await
+        self.write_frame(Sends::Binary, message.len(), message.slices()).await
     }
 
     /// Writes what small messages wait in the socket's buffer.
@@ -165,21 +167,24 @@ impl Socket {
             return;
         }
         let _ = tokio::time::timeout(CLOSE_WAIT, async {
-            self.write_frame(Sends::Close, &[&code.to_be_bytes()]).await?;
+            self.write_frame(Sends::Close, 2, [&code.to_be_bytes()[..]]).await?;
             self.flush().await
         })
         .await;
         self.closed = true;
     }
 
-    async fn write_frame(&mut self, opcode: Sends, payload: &[&[u8]]) -> std::io::Result<()> {
+    /// One frame of `len` bytes, `payload` in slices: its header and the slices in vectored
+    /// writes (one allocation, for the slices' list).
+    async fn write_frame<'a>(&mut self, opcode: Sends, len: usize, payload: impl IntoIterator<Item = &'a [u8]>) -> std::io::Result<()> {
         if self.closed {
             return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the WebSocket was closed"));
         }
-        let (head, head_len) = frame_head(opcode, payload.iter().map(|p| p.len()).sum());
-        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(payload.len() + 1);
-        slices.push(IoSlice::new(&head[..head_len]));
-        slices.extend(payload.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)));
+        let (head, head_len) = frame_head(opcode, len);
+        let mut slices: Vec<IoSlice<'_>> = vec![IoSlice::new(&head[..head_len])];
+        #[allow(clippy::redundant_closure, reason = "the closure reborrows each slice for the header's shorter lifetime")]
+        slices.extend(payload.into_iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)));
+        debug_assert_eq!(slices.iter().map(|s| s.len()).sum::<usize>(), head_len + len, "the frame's length is its payload's");
         write_all_vectored(&mut self.write, &mut slices).await
     }
 }
